@@ -1,0 +1,273 @@
+"""Where new arrays live: backend selection, host<->device transfer and device checks.
+
+The namespace of a computation always comes from its data (``namespace_of``); the selected
+backend only decides where *new* arrays are created (parameters, states, ``asarray``).
+Selection, lowest to highest priority: the ``DUALTAPE_BACKEND`` environment variable (read
+lazily, on first use), ``set_backend``, then ``with use_backend(...)``. Without any of them the
+backend is numpy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import os
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+KNOWN_BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
+FLOAT_DTYPES = ("float32", "float64")
+
+
+class BackendUnavailable(RuntimeError):
+    """A known backend that cannot run on this machine (not installed, or no GPU)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A chosen backend: its ``name``, array namespace ``xp`` and ``device``."""
+
+    name: str
+    xp: Any
+    device: Any
+
+    def __repr__(self) -> str:
+        return f"Backend(name={self.name!r}, device={self.device!r})"
+
+
+_context_choice: ContextVar[Backend | None] = ContextVar("dualtape_backend", default=None)
+_global_choice: Backend | None = None
+
+
+def _import_cupy() -> Any:
+    try:
+        cupy = importlib.import_module("cupy")
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "backend 'cupy' needs CuPy, which is not installed: "
+            'pip install "dualtape[cuda12]" (or "dualtape[cuda13]" for CUDA 13)'
+        ) from exc
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver missing or broken
+        raise BackendUnavailable(f"backend 'cupy' found no working CUDA driver: {exc}") from exc
+    if count == 0:
+        raise BackendUnavailable("backend 'cupy' found no CUDA device on this machine")
+    return cupy
+
+
+@functools.cache
+def _namespace(name: str) -> Any:
+    """The array namespace of a backend name; raises BackendUnavailable."""
+    if name == "numpy":
+        return array_api_compat.array_namespace(np.empty(0))
+    if name == "cupy":
+        _import_cupy()
+        return importlib.import_module("array_api_compat.cupy")
+    if name == "torch":
+        try:
+            importlib.import_module("torch")
+        except ImportError as exc:
+            raise BackendUnavailable(
+                "backend 'torch' needs PyTorch, which is not installed: pip install torch"
+            ) from exc
+        return importlib.import_module("array_api_compat.torch")
+    if name == "array_api_strict":
+        try:
+            return importlib.import_module("array_api_strict")
+        except ImportError as exc:
+            raise BackendUnavailable(
+                "backend 'array_api_strict' is not installed: pip install array-api-strict"
+            ) from exc
+    raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(KNOWN_BACKENDS)}")
+
+
+def _default_device(name: str, xp: Any) -> Any:
+    if name == "cupy":
+        return importlib.import_module("cupy").cuda.Device()
+    if name == "torch":
+        return importlib.import_module("torch").device("cpu")
+    if name == "array_api_strict":
+        return xp.Device("CPU_DEVICE")
+    return "cpu"
+
+
+def _normalise_device(name: str, xp: Any, device: Any) -> Any:
+    if device is None:
+        return _default_device(name, xp)
+    if name == "cupy" and isinstance(device, int):
+        return importlib.import_module("cupy").cuda.Device(device)
+    if name == "torch":
+        return importlib.import_module("torch").device(device)
+    if name == "array_api_strict" and isinstance(device, str):
+        return xp.Device(device)
+    if name == "numpy" and device != "cpu":
+        raise ValueError(f"backend 'numpy' has only the device 'cpu', not {device!r}")
+    return device
+
+
+def resolve_backend(name: str, device: Any = None) -> Backend:
+    """The ``Backend`` for ``name`` (``"auto"`` = cupy when a CUDA device works, else numpy)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a backend name must be a string, not {type(name).__name__}")
+    if name == "auto":
+        name = "cupy" if "cupy" in available_backends() else "numpy"
+    xp = _namespace(name)
+    return Backend(name, xp, _normalise_device(name, xp, device))
+
+
+def available_backends() -> list[str]:
+    """The backends usable right now, in the order numpy, cupy, torch, array_api_strict."""
+    usable = []
+    for name in KNOWN_BACKENDS:
+        try:
+            _namespace(name)
+        except BackendUnavailable:
+            continue
+        usable.append(name)
+    return usable
+
+
+def set_backend(name: str, device: Any = None) -> Backend:
+    """Choose where new arrays are created from now on, for this process."""
+    global _global_choice
+    _global_choice = resolve_backend(name, device)
+    return _global_choice
+
+
+@contextlib.contextmanager
+def use_backend(name: str, device: Any = None) -> Iterator[Backend]:
+    """Choose a backend inside a ``with`` block; the previous choice returns on exit."""
+    token = _context_choice.set(resolve_backend(name, device))
+    try:
+        yield _context_choice.get()
+    finally:
+        _context_choice.reset(token)
+
+
+def get_backend() -> Backend:
+    """The backend new arrays are created on now."""
+    global _global_choice
+    chosen = _context_choice.get()
+    if chosen is not None:
+        return chosen
+    if _global_choice is None:
+        _global_choice = resolve_backend(os.environ.get("DUALTAPE_BACKEND", "numpy"))
+    return _global_choice
+
+
+def backend_of(a: Any) -> Backend:
+    """The backend and device an existing array lives on."""
+    if array_api_compat.is_numpy_array(a):
+        return Backend("numpy", _namespace("numpy"), "cpu")
+    if array_api_compat.is_cupy_array(a):
+        return Backend("cupy", _namespace("cupy"), a.device)
+    if array_api_compat.is_torch_array(a):
+        return Backend("torch", _namespace("torch"), a.device)
+    try:
+        xp = array_api_compat.array_namespace(a)
+    except TypeError:
+        xp = None
+    if xp is not None and array_api_compat.is_array_api_strict_namespace(xp):
+        return Backend("array_api_strict", xp, a.device)
+    raise TypeError(f"expected an array of {', '.join(KNOWN_BACKENDS)}, got {type(a).__name__}")
+
+
+def namespace_of(*arrays: Any) -> Any:
+    """The array namespace shared by ``arrays``; mixing backends raises ``TypeError``."""
+    return array_api_compat.array_namespace(*arrays)
+
+
+def describe(a: Any) -> str:
+    """A short description of where an array lives, for error messages."""
+    where = backend_of(a)
+    return f"{where.name} array on device {where.device}"
+
+
+def check_same_place(a: Any, reference: Any, what: str, owner: str) -> None:
+    """Raise ``TypeError`` (other backend) or ``ValueError`` (other device) naming both."""
+    mine, theirs = backend_of(a), backend_of(reference)
+    if mine.name != theirs.name:
+        raise TypeError(
+            f"{what} is a {describe(a)} but {owner} lives on {describe(reference)}; "
+            f"move one of them (dualtape.asarray, .to('{mine.name}'))"
+        )
+    if mine.device != theirs.device:
+        raise ValueError(
+            f"{what} is a {describe(a)} but {owner} lives on {describe(reference)}; "
+            "move one of them to the other's device"
+        )
+
+
+def device_context(backend: Backend) -> contextlib.AbstractContextManager:
+    """A context that makes ``backend.device`` current (CuPy ignores ``device=`` in places)."""
+    if backend.name == "cupy":
+        return backend.device
+    return contextlib.nullcontext()
+
+
+def zeros_like_place(shape: tuple[int, ...], reference: Any) -> Any:
+    """Zeros of ``shape`` with the dtype, backend and device of ``reference``."""
+    where = backend_of(reference)
+    with device_context(where):
+        return where.xp.zeros(shape, dtype=reference.dtype, device=reference.device)
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """A numpy copy (or view, for numpy input) of any supported array."""
+    if isinstance(a, np.ndarray):
+        return a
+    where = backend_of(a)
+    if where.name == "cupy":
+        return a.get()
+    if where.name == "torch":
+        return a.detach().cpu().numpy()
+    if where.name == "array_api_strict":
+        return np.asarray(a.to_device(where.xp.Device("CPU_DEVICE")))
+    return np.asarray(a)
+
+
+def from_host(host: np.ndarray, backend: Backend | None = None) -> Any:
+    """Copy a numpy array onto ``backend`` (default: the current one)."""
+    backend = backend or get_backend()
+    if backend.name == "numpy":
+        return host
+    with device_context(backend):
+        if backend.name == "cupy":
+            return backend.xp.asarray(host)
+        return backend.xp.asarray(host, device=backend.device)
+
+
+def move(a: Any, backend: Backend) -> Any:
+    """``a`` copied onto ``backend`` through the host (unchanged if it already lives there)."""
+    here = backend_of(a)
+    if here.name == backend.name and here.device == backend.device:
+        return a
+    return from_host(np.ascontiguousarray(to_numpy(a)), backend)
+
+
+def asarray(obj: Any, dtype: str | None = None) -> Any:
+    """An array on the current backend holding ``obj`` (a list, scalar or any supported array)."""
+    with contextlib.suppress(TypeError):
+        obj = to_numpy(obj)
+    host = np.asarray(obj, dtype=None if dtype is None else np.dtype(dtype))
+    return from_host(np.ascontiguousarray(host))
+
+
+def host_rng(seed: int | None) -> np.random.Generator:
+    """The seeded host generator all random initialisation draws from."""
+    return np.random.default_rng(seed)
+
+
+def dtype_name(dtype: Any) -> str:
+    """``"float32"`` or ``"float64"`` for a dtype object or name; anything else raises."""
+    name = str(dtype).rsplit(".", 1)[-1]
+    if name not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    return name

@@ -1,0 +1,313 @@
+"""The layer contract, Grenade style: a forward pass that returns a tape, a backward pass that
+reads it.
+
+``forward(x) -> (tape, y)`` and ``backward(tape, dy) -> (grads, dx)``; ``grads`` has the keys and
+shapes of ``params``. A tape is a small named tuple of arrays holding what the derivative needs.
+Public methods check their input once (``prepare_input``) and call the private ``_forward`` /
+``_backward``, which take the array namespace ``xp`` explicitly and work on 2-D arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from ..backend import (
+    backend_of,
+    check_same_place,
+    dtype_name,
+    from_host,
+    get_backend,
+    host_rng,
+    namespace_of,
+    zeros_like_place,
+)
+
+Array = Any
+
+
+def shape_text(dims: tuple) -> str:
+    """``(batch, 40)`` style text of a shape whose entries are names or sizes."""
+    return "(" + ", ".join(str(d) for d in dims) + ")"
+
+
+def prepare_input(
+    x: Any,
+    *,
+    n_features: int | None,
+    dtype: str | None,
+    reference: Array | None,
+    owner: str,
+    leading: tuple[str, ...] = ("batch",),
+    what: str = "input",
+) -> tuple[Any, Array, bool]:
+    """Check an input at the public edge; return ``(xp, x, single)``.
+
+    ``x`` must have shape ``leading + (n_features,)`` or the same without its last leading
+    axis (a single example, ``single=True``, given a batch axis of 1 here). Python lists are
+    converted onto ``reference``'s backend; arrays must live where ``reference`` does.
+    Floating input is cast to ``dtype``; integer or boolean input raises ``TypeError``.
+    """
+    if isinstance(x, list | tuple | float | int | np.number):
+        x = from_host(np.asarray(x), backend_of(reference) if reference is not None else None)
+    try:
+        backend_of(x)
+    except TypeError:
+        raise TypeError(f"{owner}: {what} must be an array, got {type(x).__name__}") from None
+    if reference is not None:
+        check_same_place(x, reference, what, owner)
+    xp = namespace_of(x)
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise TypeError(
+            f"{owner}: {what} must be floating point, got {x.dtype}; integer and boolean "
+            f"arrays are rejected, not cast: convert with x.astype(...) or "
+            f"dualtape.asarray(x, dtype={dtype or 'float32'!r})"
+        )
+    features = "features" if n_features is None else n_features
+    full = leading + (features,)
+    if x.ndim not in (len(full), len(full) - 1) or (
+        n_features is not None and x.shape[-1] != n_features
+    ):
+        single_form = leading[:-1] + (features,)
+        raise ValueError(
+            f"{owner}: {what} must have shape {shape_text(full)} or {shape_text(single_form)}, "
+            f"got {tuple(x.shape)}"
+        )
+    if dtype is not None and dtype_name(x.dtype) != dtype:
+        x = xp.astype(x, getattr(xp, dtype))
+    single = x.ndim == len(full) - 1
+    if single:
+        x = xp.expand_dims(x, axis=-2)
+    return xp, x, single
+
+
+def restore(y: Array, single: bool) -> Array:
+    """Undo the batch axis ``prepare_input`` added to a single example."""
+    return y[..., 0, :] if single else y
+
+
+def prepare_like(
+    a: Any, shape: tuple[int, ...], reference: Array, owner: str, what: str
+) -> tuple[Any, Array, bool]:
+    """Check a gradient or state of exactly ``shape`` (or ``shape[1:]`` when the batch is 1)
+    against the place and dtype of ``reference``; return ``(xp, a, single)``."""
+    xp, a, single = prepare_input(
+        a,
+        n_features=shape[-1],
+        dtype=dtype_name(reference.dtype),
+        reference=reference,
+        owner=owner,
+        leading=tuple(str(n) for n in shape[:-1]),
+        what=what,
+    )
+    if tuple(a.shape) != tuple(shape):
+        got = a.shape[:-2] + a.shape[-1:] if single else a.shape
+        raise ValueError(f"{owner}: {what} must have shape {tuple(shape)}, got {tuple(got)}")
+    return xp, a, single
+
+
+def check_size(owner: str, name: str, n: Any) -> int:
+    """``n`` if it is a positive integer, else a ``ValueError`` naming the layer and argument."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{owner}: {name} must be a positive integer, got {n!r}")
+    return n
+
+
+def uniform_params(
+    shapes: dict[str, tuple[int, ...]], scale: float, seed: int | None, dtype: str
+) -> dict[str, Array]:
+    """Parameters drawn uniformly from [-scale, scale] on the host, then moved to the backend.
+
+    Drawing on the host from one seeded generator makes a seed give bit-identical parameters
+    on every backend.
+    """
+    rng = host_rng(seed)
+    backend = get_backend()
+    return {
+        name: from_host(rng.uniform(-scale, scale, size=shape).astype(dtype_name(dtype)), backend)
+        for name, shape in shapes.items()
+    }
+
+
+class Layer:
+    """A feed-forward layer. Subclasses set ``kind`` and implement ``_forward``/``_backward``.
+
+    ``n_in``/``n_out`` are the feature sizes, or ``None`` for layers that keep any size.
+    """
+
+    kind: ClassVar[str]
+    recurrent: ClassVar[bool] = False
+    n_in: int | None = None
+    n_out: int | None = None
+
+    def __init__(self) -> None:
+        self.params: dict[str, Array] = {}
+
+    @property
+    def dtype(self) -> str | None:
+        """The parameters' dtype name, or ``None`` for a layer without parameters."""
+        first = next(iter(self.params.values()), None)
+        return None if first is None else dtype_name(first.dtype)
+
+    def config(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this layer's shape (for ``dualtape.save``)."""
+        return {}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
+        """A new layer of the shape ``config`` describes, with parameters in ``dtype``."""
+        return cls(**config, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"{self.kind}({', '.join(str(v) for v in self.config().values())})"
+
+    def _reference(self) -> Array | None:
+        return next(iter(self.params.values()), None)
+
+    def forward(self, x: Any) -> tuple[Any, Array]:
+        """``(tape, y)`` for ``x`` of shape ``(batch, n_in)`` or ``(n_in,)``."""
+        xp, x, single = prepare_input(
+            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(), owner=repr(self)
+        )
+        tape, y = self._forward(xp, x)
+        return tape, restore(y, single)
+
+    def backward(self, tape: Any, dy: Any) -> tuple[dict[str, Array], Array]:
+        """``(grads, dx)`` from a tape of ``forward`` and the gradient ``dy`` of its output."""
+        xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy")
+        grads, dx = self._backward(xp, tape, dy)
+        return grads, restore(dx, single)
+
+    def _output_shape(self, tape: Any) -> tuple[int, ...]:
+        """The shape of the output the tape belongs to (for checking ``dy``)."""
+        return tuple(tape[-1].shape)
+
+    def _forward(self, xp: Any, x: Array) -> tuple[Any, Array]:
+        raise NotImplementedError
+
+    def _backward(self, xp: Any, tape: Any, dy: Array) -> tuple[dict[str, Array], Array]:
+        raise NotImplementedError
+
+
+class OutputTape(NamedTuple):
+    """The tape of an activation whose derivative needs only its output ``y``."""
+
+    y: Array
+
+
+class Activation(Layer):
+    """An elementwise or row-wise layer without parameters that keeps only its output."""
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
+        return cls(**config)
+
+    def _forward(self, xp: Any, x: Array) -> tuple[OutputTape, Array]:
+        y = self.activate(xp, x)
+        return OutputTape(y), y
+
+    def _backward(self, xp: Any, tape: OutputTape, dy: Array) -> tuple[dict[str, Array], Array]:
+        return {}, self.derivative(xp, tape.y, dy)
+
+    def activate(self, xp: Any, x: Array) -> Array:
+        """The layer's function."""
+        raise NotImplementedError
+
+    def derivative(self, xp: Any, y: Array, dy: Array) -> Array:
+        """The gradient of the input from the output ``y`` and its gradient ``dy``."""
+        raise NotImplementedError
+
+
+class RecurrentLayer(Layer):
+    """A layer with a recurrent state, Grenade's recurrent-layer contract.
+
+    Step: ``forward(state, x) -> (tape, state_next, y)`` and
+    ``backward(tape, dstate_next, dy) -> (grads, dstate, dx)``.
+    Sequence: ``forward_sequence(state, xs) -> (tape, state_T, ys)`` and
+    ``backward_sequence(tape, dstate_T, dys) -> (grads, dstate_0, dxs)`` over ``(T, batch, ·)``.
+    Subclasses implement ``_forward_step``, ``_backward_step``, ``_forward_sequence`` and
+    ``_backward_sequence`` on 2-D (step) and 3-D (sequence) arrays.
+    """
+
+    recurrent = True
+    state_size: int
+
+    def initial_state(self, batch: int | None = None) -> Array:
+        """Zeros of shape ``(batch, state_size)``, or ``(state_size,)`` when ``batch`` is None."""
+        if batch is None:
+            return zeros_like_place((self.state_size,), self._reference())
+        return zeros_like_place(
+            (check_size(repr(self), "batch", batch), self.state_size), self._reference()
+        )
+
+    def _check_state(self, state: Any, batch: int) -> tuple[Array, bool]:
+        _, state, single = prepare_like(
+            state, (batch, self.state_size), self._reference(), repr(self), "state"
+        )
+        return state, single
+
+    def forward(self, state: Any, x: Any) -> tuple[Any, Array, Array]:  # type: ignore[override]
+        """One step: ``(tape, state_next, y)`` for ``x`` ``(batch, n_in)`` or ``(n_in,)``."""
+        xp, x, single = prepare_input(
+            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(), owner=repr(self)
+        )
+        state, _ = self._check_state(state, x.shape[0])
+        tape, state_next, y = self._forward_step(xp, state, x)
+        return tape, restore(state_next, single), restore(y, single)
+
+    def backward(  # type: ignore[override]
+        self, tape: Any, dstate_next: Any, dy: Any
+    ) -> tuple[dict[str, Array], Array, Array]:
+        """One step back: ``(grads, dstate, dx)``; ``dstate_next`` may be None (zeros)."""
+        batch = tape[0].shape[0]
+        xp, dy, single = prepare_like(dy, (batch, self.n_out), tape[0], repr(self), "dy")
+        dstate_next = self._state_gradient(xp, dstate_next, batch, "dstate_next")
+        grads, dstate, dx = self._backward_step(xp, tape, dstate_next, dy)
+        return grads, restore(dstate, single), restore(dx, single)
+
+    def forward_sequence(self, state: Any, xs: Any) -> tuple[Any, Array, Array]:
+        """A whole sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
+        xp, xs, single = prepare_input(
+            xs,
+            n_features=self.n_in,
+            dtype=self.dtype,
+            reference=self._reference(),
+            owner=repr(self),
+            leading=("time", "batch"),
+            what="input sequence",
+        )
+        check_not_empty(xs, repr(self))
+        state, _ = self._check_state(state, xs.shape[1])
+        tape, state_last, ys = self._forward_sequence(xp, state, xs)
+        return tape, restore(state_last, single), restore(ys, single)
+
+    def backward_sequence(
+        self, tape: Any, dstate_last: Any, dys: Any
+    ) -> tuple[dict[str, Array], Array, Array]:
+        """Backprop through time: ``(grads, dstate_0, dxs)``; ``dstate_last`` may be None."""
+        steps, batch = tape[0].shape[:2]
+        xp, dys, single = prepare_like(
+            dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
+        )
+        dstate_last = self._state_gradient(xp, dstate_last, batch, "dstate_T")
+        grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_last, dys)
+        return grads, restore(dstate, single), restore(dxs, single)
+
+    def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:
+        reference = self._reference()
+        if dstate is None:
+            return zeros_like_place((batch, self.state_size), reference)
+        _, dstate, _ = prepare_like(dstate, (batch, self.state_size), reference, repr(self), what)
+        return dstate
+
+    def step(self, state: Any, x: Any) -> tuple[Array, Array]:
+        """``(state_next, y)`` without a tape, for generation."""
+        _, state_next, y = self.forward(state, x)
+        return state_next, y
+
+
+def check_not_empty(xs: Array, owner: str) -> None:
+    """Raise ``ValueError`` for a sequence of no time steps."""
+    if xs.shape[0] == 0:
+        raise ValueError(f"{owner}: the input sequence is empty (T = 0); give at least one step")

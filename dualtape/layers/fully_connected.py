@@ -1,0 +1,47 @@
+"""FullyConnected: the affine layer ``y = x Wᵀ + b``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .base import Array, Layer, check_size, uniform_params
+
+
+class FullyConnectedTape(NamedTuple):
+    """The input ``x``: all the weight gradient needs."""
+
+    x: Array
+
+
+class FullyConnected(Layer):
+    """``y = x Wᵀ + b`` with ``W`` of shape ``(n_out, n_in)`` and ``b`` of shape ``(n_out,)``.
+
+    Weights and biases start uniform in ``[-1/√n_in, 1/√n_in]``, drawn on the host from
+    ``seed``, in ``dtype`` (``"float32"`` or ``"float64"``).
+    """
+
+    kind = "FullyConnected"
+
+    def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
+        super().__init__()
+        self.n_in = check_size("FullyConnected", "n_in", n_in)
+        self.n_out = check_size("FullyConnected", "n_out", n_out)
+        self.params = uniform_params(
+            {"W": (n_out, n_in), "b": (n_out,)}, 1.0 / math.sqrt(n_in), seed, dtype
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {"n_in": self.n_in, "n_out": self.n_out}
+
+    def _forward(self, xp: Any, x: Array) -> tuple[FullyConnectedTape, Array]:
+        return FullyConnectedTape(x), x @ self.params["W"].T + self.params["b"]
+
+    def _backward(
+        self, xp: Any, tape: FullyConnectedTape, dy: Array
+    ) -> tuple[dict[str, Array], Array]:
+        grads = {"W": dy.T @ tape.x, "b": xp.sum(dy, axis=0)}
+        return grads, dy @ self.params["W"]
+
+    def _output_shape(self, tape: FullyConnectedTape) -> tuple[int, ...]:
+        return (tape.x.shape[0], self.n_out)

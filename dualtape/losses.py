@@ -1,0 +1,119 @@
+"""Losses: each returns ``(loss, dy)`` with ``loss`` a 0-d array, summed over examples and time
+steps (weighted by an optional 0/1 ``weights`` array of shape ``y.shape[:-1]``) and divided by
+the batch size ``y.shape[-2]``.
+
+- ``squared_error``: ½·Σ(y − t)² per example, so at batch 1 ``dy`` is Grenade's ``y − t``.
+- ``softmax_cross_entropy``: −Σ t·log softmax(y) on logits ``y``, stable; ``dy = softmax(y) − t``.
+- ``cross_entropy``: −Σ t·log y on probabilities (a network ending in ``Softmax``).
+
+Targets have ``y``'s shape; the cross entropies also take integer class labels of shape
+``y.shape[:-1]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .backend import backend_of, check_same_place, from_host, namespace_of
+from .layers.base import Array, prepare_like
+
+Loss = Callable[..., tuple[Array, Array]]
+
+
+def _dense_target(xp: Any, y: Array, target: Any, labels_allowed: bool) -> Array:
+    """``target`` checked against ``y``; integer labels become one-hot rows."""
+    if labels_allowed and _is_integer_array(xp, target):
+        return _one_hot(xp, y, target)
+    return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+
+
+def _is_integer_array(xp: Any, target: Any) -> bool:
+    return hasattr(target, "dtype") and hasattr(target, "shape") and not xp.isdtype(
+        target.dtype, "real floating"
+    )
+
+
+def _one_hot(xp: Any, y: Array, labels: Array) -> Array:
+    check_same_place(labels, y, "target", "the network output")
+    n, shape = y.shape[-1], tuple(y.shape[:-1])
+    allowed = [shape] + ([shape[:-1]] if shape[-1] == 1 else [])
+    if tuple(labels.shape) not in allowed:
+        raise ValueError(f"loss: integer labels must have shape {shape}, got {tuple(labels.shape)}")
+    labels = xp.reshape(labels, shape)
+    if bool(xp.any((labels < 0) | (labels >= n))):
+        raise ValueError(f"loss: class labels must lie in [0, {n}), got one outside")
+    return xp.astype(labels[..., None] == xp.arange(n, device=y.device), y.dtype)
+
+
+def _weighted(xp: Any, per_example: Array, diff: Array, weights: Array | None):
+    """Apply 0/1 weights: masked-out examples add nothing (NaN targets there are ignored)."""
+    if weights is None:
+        return per_example, diff
+    keep = weights > 0
+    return (
+        xp.where(keep, per_example, xp.zeros_like(per_example)),
+        xp.where(keep[..., None], diff, xp.zeros_like(diff)),
+    )
+
+
+def squared_error(xp: Any, y: Array, target: Any, weights: Array | None = None):
+    """½·Σ(y − t)² per example, averaged over the batch."""
+    diff = y - _dense_target(xp, y, target, labels_allowed=False)
+    per_example, diff = _weighted(xp, 0.5 * xp.sum(diff * diff, axis=-1), diff, weights)
+    batch = y.shape[-2]
+    return xp.sum(per_example) / batch, diff / batch
+
+
+def softmax_cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
+    """Cross entropy of softmax(y) against ``target``, averaged over the batch."""
+    t = _dense_target(xp, y, target, labels_allowed=True)
+    z = y - xp.max(y, axis=-1, keepdims=True)
+    log_p = z - xp.log(xp.sum(xp.exp(z), axis=-1, keepdims=True))
+    per_example, diff = _weighted(xp, -xp.sum(t * log_p, axis=-1), xp.exp(log_p) - t, weights)
+    batch = y.shape[-2]
+    return xp.sum(per_example) / batch, diff / batch
+
+
+def cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
+    """−Σ t·log y for probabilities ``y``, averaged over the batch; ``dy = −t / y``."""
+    t = _dense_target(xp, y, target, labels_allowed=True)
+    safe = xp.where(t > 0, y, xp.ones_like(y))
+    per_example, grad = _weighted(xp, -xp.sum(t * xp.log(safe), axis=-1), -t / safe, weights)
+    batch = y.shape[-2]
+    return xp.sum(per_example) / batch, grad / batch
+
+
+LOSSES: dict[str, Loss] = {
+    "squared_error": squared_error,
+    "softmax_cross_entropy": softmax_cross_entropy,
+    "cross_entropy": cross_entropy,
+}
+
+
+def loss_function(name: str) -> Loss:
+    """The loss called ``name``; an unknown name raises ``ValueError`` listing the known ones."""
+    try:
+        return LOSSES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown loss {name!r}; known losses: {', '.join(LOSSES)}") from None
+
+
+def mask_weights(mask: Any, steps: int, batch: int, reference: Array) -> Array:
+    """``(T, batch)`` 0/1 weights in ``reference``'s dtype from a mask ``(T,)`` or ``(T, batch)``
+    (boolean or numeric, nonzero = the step has a target)."""
+    if isinstance(mask, list | tuple):
+        mask = from_host(np.asarray(mask), backend_of(reference))
+    check_same_place(mask, reference, "mask", "the network")
+    xp = namespace_of(mask)
+    if tuple(mask.shape) == (steps,):
+        mask = xp.broadcast_to(mask[:, None], (steps, batch))
+    elif tuple(mask.shape) != (steps, batch):
+        raise ValueError(
+            f"train_recurrent: mask must have shape ({steps},) or ({steps}, {batch}), "
+            f"got {tuple(mask.shape)}"
+        )
+    keep = mask if mask.dtype == xp.bool else mask != 0
+    return xp.astype(keep, reference.dtype)

@@ -1,0 +1,164 @@
+"""RecurrentNetwork: recurrent and feed-forward layers over sequences, with backprop through time.
+
+Sequences are ``(T, batch, features)`` (or ``(T, features)`` for one example). The state is a
+list with one array per recurrent layer. Feed-forward layers see all ``T·batch`` rows at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from .layers.base import Array, Layer, check_not_empty, prepare_like, restore
+from .losses import loss_function, mask_weights
+from .network import Chain, check_finite
+from .optim import Optimizer
+
+
+class RecurrentNetworkTape(NamedTuple):
+    """One tape per layer: a sequence tape for recurrent layers, a ``(T·batch)``-row tape for
+    feed-forward ones; ``steps`` and ``batch`` give the sequence's shape."""
+
+    tapes: list[Any]
+    steps: int
+    batch: int
+
+
+class RecurrentNetwork(Chain):
+    """A chain of recurrent (``LSTM``) and feed-forward layers, e.g. Grenade's
+    ``[LSTM(40, 80), LSTM(80, 40), FullyConnected(40, 40), Logit()]``."""
+
+    def __init__(self, layers: Iterable[Layer]) -> None:
+        super().__init__(layers)
+        self.recurrent_layers = [layer for layer in self.layers if layer.recurrent]
+
+    def initial_state(self, batch: int | None = None) -> list[Array]:
+        """Zero states, one per recurrent layer: ``(batch, o)``, or ``(o,)`` when batch is None."""
+        return [layer.initial_state(batch) for layer in self.recurrent_layers]
+
+    def _check_states(self, state: Any, batch: int) -> tuple[list[Array], bool]:
+        count = len(self.recurrent_layers)
+        if not isinstance(state, list | tuple) or len(state) != count:
+            got = f"a {type(state).__name__}"
+            if isinstance(state, list | tuple):
+                got += f" of {len(state)}"
+            raise ValueError(
+                f"RecurrentNetwork: state must be a list of {count} arrays (one per recurrent "
+                f"layer, as initial_state() gives), got {got}"
+            )
+        checked = [layer._check_state(s, batch) for layer, s in zip(self.recurrent_layers, state)]
+        return [s for s, _ in checked], any(single for _, single in checked)
+
+    def forward_sequence(self, state: Any, xs: Any) -> tuple[RecurrentNetworkTape, list, Array]:
+        """``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
+        xp, xs, single = self._prepare_sequence(xs)
+        states, _ = self._check_states(state, xs.shape[1])
+        tape, states, ys = self._forward_sequence(xp, states, xs)
+        return tape, [restore(s, single) for s in states], restore(ys, single)
+
+    def backward_sequence(
+        self, tape: RecurrentNetworkTape, dys: Any, dstate_T: Any = None
+    ) -> tuple[list[dict[str, Array]], list[Array], Array]:
+        """``(grads, dstate_0, dxs)`` by backprop through time; ``dstate_T`` None means zeros."""
+        shape = (tape.steps, tape.batch, self.layers[-1]._output_shape(tape.tapes[-1])[-1])
+        xp, dys, single = prepare_like(dys, shape, tape.tapes[0][0], "RecurrentNetwork", "dys")
+        dstates = None
+        if dstate_T is not None:
+            dstates, _ = self._check_states(dstate_T, tape.batch)
+        grads, dstates, dxs = self._backward_sequence(xp, tape, dys, dstates)
+        return grads, [restore(d, single) for d in dstates], restore(dxs, single)
+
+    def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
+        """One time step through the whole stack, without tapes: ``(state_next, y)``."""
+        xp, x, single = self._prepare(x)
+        states, _ = self._check_states(state, x.shape[0])
+        _, states, ys = self._forward_sequence(xp, states, x[None, ...])
+        return [restore(s, single) for s in states], restore(ys[0, ...], single)
+
+    def _prepare_sequence(self, xs: Any) -> tuple[Any, Array, bool]:
+        xp, xs, single = self._prepare(xs, leading=("time", "batch"), what="input sequence")
+        check_not_empty(xs, "RecurrentNetwork")
+        return xp, xs, single
+
+    def _forward_sequence(
+        self, xp: Any, states: list[Array], xs: Array
+    ) -> tuple[RecurrentNetworkTape, list[Array], Array]:
+        steps, batch, _ = xs.shape
+        tapes, new_states, pending = [], [], iter(states)
+        h = xs
+        for layer in self.layers:
+            if layer.recurrent:
+                tape, state, h = layer._forward_sequence(xp, next(pending), h)
+                new_states.append(state)
+            else:
+                tape, y = layer._forward(xp, xp.reshape(h, (steps * batch, h.shape[-1])))
+                h = xp.reshape(y, (steps, batch, y.shape[-1]))
+            tapes.append(tape)
+        return RecurrentNetworkTape(tapes, steps, batch), new_states, h
+
+    def _backward_sequence(
+        self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None
+    ) -> tuple[list[dict[str, Array]], list[Array], Array]:
+        steps, batch = tape.steps, tape.batch
+        grads: list[dict[str, Array]] = [{} for _ in self.layers]
+        pending = list(dstates) if dstates is not None else [None] * len(self.recurrent_layers)
+        dstate_0: list[Array] = []
+        dh = dys
+        for k in reversed(range(len(self.layers))):
+            layer = self.layers[k]
+            if layer.recurrent:
+                dstate = pending.pop()
+                if dstate is None:
+                    dstate = layer._state_gradient(xp, None, batch, "dstate_T")
+                grads[k], d0, dh = layer._backward_sequence(xp, tape.tapes[k], dstate, dh)
+                dstate_0.insert(0, d0)
+            else:
+                grads[k], dx = layer._backward(
+                    xp, tape.tapes[k], xp.reshape(dh, (steps * batch, dh.shape[-1]))
+                )
+                dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
+        return grads, dstate_0, dh
+
+
+def train_recurrent(
+    rnet: RecurrentNetwork,
+    xs: Any,
+    targets: Any,
+    optimizer: Optimizer,
+    state: Sequence[Array] | None = None,
+    mask: Any = None,
+    loss: str = "squared_error",
+    learn_initial_state: bool = False,
+) -> tuple[float, list[Array]]:
+    """One training call over a sequence: forward, loss, backprop through time, one update.
+
+    The loss is summed over the time steps that have a target (``mask`` ``(T,)`` or
+    ``(T, batch)``, nonzero = has a target; default: all) and averaged over the batch, so at
+    batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
+    are summed into one update; with momentum and L2 at 0 that equals Grenade's per-step fold.
+    With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
+    as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``;
+    a non-finite loss raises ``FloatingPointError`` before any update.
+    """
+    objective = loss_function(loss)
+    xp, xs, single = rnet._prepare_sequence(xs)
+    steps, batch = xs.shape[:2]
+    if learn_initial_state and not isinstance(state, list):
+        raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
+    if state is None:
+        states = rnet.initial_state(batch)
+    else:
+        states, _ = rnet._check_states(state, batch)
+    tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
+    weights = None if mask is None else mask_weights(mask, steps, batch, ys)
+    value, dys = objective(xp, ys, targets, weights)
+    result = check_finite(float(value), "train_recurrent")
+    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
+    if learn_initial_state:
+        learned = {str(k): s for k, s in enumerate(states)}
+        optimizer.step([*rnet.params, learned], [*grads, {str(k): d for k, d in enumerate(dstates)}])
+        for k in range(len(states)):
+            state[k] = restore(learned[str(k)], single)  # type: ignore[index]
+    else:
+        optimizer.step(rnet.params, grads)
+    return result, [restore(s, single) for s in states_last]

@@ -1,0 +1,61 @@
+"""The one backend fixture every array test runs through, plus shared test helpers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.backend import BackendUnavailable, resolve_backend, use_backend
+
+BACKEND_PARAMS = [
+    pytest.param(("numpy", None), id="numpy"),
+    pytest.param(("array_api_strict", None), id="strict"),
+    pytest.param(("array_api_strict", "device1"), id="strict-device1"),
+    pytest.param(("cupy", None), id="cupy", marks=pytest.mark.gpu),
+    pytest.param(("torch", None), id="torch"),
+]
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest):
+    """Each available backend (and array_api_strict's second fake device) in turn, selected for
+    new arrays; unavailable ones skip with the reason."""
+    name, device = request.param
+    try:
+        chosen = resolve_backend(name, device)
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    with use_backend(name, device):
+        yield chosen
+
+
+def np64(a: Any) -> np.ndarray:
+    """Any supported array as a float64 numpy array, for comparing against the oracle."""
+    return np.asarray(dualtape.to_numpy(a), dtype=np.float64)
+
+
+class CountingNamespace:
+    """Wraps an array namespace and counts calls to the named functions."""
+
+    def __init__(self, xp: Any, watched: tuple[str, ...] = ("exp", "expm1", "tanh", "log")):
+        self._xp = xp
+        self._watched = watched
+        self.calls: dict[str, int] = {name: 0 for name in watched}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._xp, name)
+        if name not in self._watched:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
