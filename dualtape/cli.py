@@ -1,0 +1,51 @@
+"""The ``dualtape`` command: ``info``, ``bench``, ``train-text``, ``sample``."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import __version__
+from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
+
+
+def info(args: argparse.Namespace) -> int:
+    """Print versions and which backends work here, and why the others do not."""
+    print(f"dualtape {__version__} on Python {platform.python_version()} ({platform.machine()})")
+    print(f"numpy {np.__version__}")
+    usable = available_backends()
+    for name in KNOWN_BACKENDS:
+        try:
+            chosen = resolve_backend(name)
+        except BackendUnavailable as exc:
+            print(f"  {name:<17} unavailable: {exc}")
+            continue
+        mark = "available" if name in usable else "unavailable"
+        print(f"  {name:<17} {mark}, default device {chosen.device}")
+    print(f"auto selects: {resolve_backend('auto').name}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="dualtape", description="Grenade-style neural networks on numpy, CuPy and PyTorch."
+    )
+    parser.add_argument("--version", action="version", version=f"dualtape {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("info", help="versions and available backends").set_defaults(run=info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dualtape`` console script."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
