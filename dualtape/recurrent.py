@@ -46,7 +46,8 @@ class RecurrentNetwork(Chain):
                 f"RecurrentNetwork: state must be a list of {count} arrays (one per recurrent "
                 f"layer, as initial_state() gives), got {got}"
             )
-        checked = [layer._check_state(s, batch) for layer, s in zip(self.recurrent_layers, state)]
+        pairs = zip(self.recurrent_layers, state, strict=True)
+        checked = [layer._check_state(s, batch) for layer, s in pairs]
         return [s for s, _ in checked], any(single for _, single in checked)
 
     def forward_sequence(self, state: Any, xs: Any) -> tuple[RecurrentNetworkTape, list, Array]:
@@ -156,7 +157,8 @@ def train_recurrent(
     grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
     if learn_initial_state:
         learned = {str(k): s for k, s in enumerate(states)}
-        optimizer.step([*rnet.params, learned], [*grads, {str(k): d for k, d in enumerate(dstates)}])
+        gradients = {str(k): d for k, d in enumerate(dstates)}
+        optimizer.step([*rnet.params, learned], [*grads, gradients])
         for k in range(len(states)):
             state[k] = restore(learned[str(k)], single)  # type: ignore[index]
     else:

@@ -29,7 +29,7 @@ Array = Any
 
 def shape_text(dims: tuple) -> str:
     """``(batch, 40)`` style text of a shape whose entries are names or sizes."""
-    return "(" + ", ".join(str(d) for d in dims) + ")"
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def prepare_input(
@@ -267,7 +267,7 @@ class RecurrentLayer(Layer):
         return grads, restore(dstate, single), restore(dx, single)
 
     def forward_sequence(self, state: Any, xs: Any) -> tuple[Any, Array, Array]:
-        """A whole sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
+        """A sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
         xp, xs, single = prepare_input(
             xs,
             n_features=self.n_in,

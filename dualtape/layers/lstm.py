@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backend import from_host, get_backend, host_rng
+from ..kernels import sequence as kernels
+from ..kernels import sequence_path
 from .base import Array, RecurrentLayer, check_size
 from .logit import sigmoid
 
@@ -115,6 +117,10 @@ class LSTM(RecurrentLayer):
         self, xp: Any, c: Array, xs: Array
     ) -> tuple[LSTMSequenceTape, Array, Array]:
         p = self.params
+        fast = sequence_path(xp)
+        if fast is not None:
+            cells, gates, hs = kernels.forward_sequence(*fast, p["W"], p["U"], p["b"], c, xs)
+            return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
         steps, batch, _ = xs.shape
         projected = xp.reshape(
             xp.reshape(xs, (steps * batch, self.n_in)) @ p["W"].T + p["b"],
@@ -133,6 +139,10 @@ class LSTM(RecurrentLayer):
         self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array
     ) -> tuple[dict[str, Array], Array, Array]:
         recurrent, n = self.params["U"], self.n_out
+        fast = sequence_path(xp)
+        if fast is not None:
+            das, dc = kernels.backward_sequence(*fast, recurrent, tape.cells, tape.gates, dhs, dc)
+            return self._sequence_grads(xp, tape, das, dc)
         steps = tape.xs.shape[0]
         das = [None] * steps
         for t in reversed(range(steps)):
