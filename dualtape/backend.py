@@ -158,7 +158,11 @@ def get_backend() -> Backend:
     if chosen is not None:
         return chosen
     if _global_choice is None:
-        _global_choice = resolve_backend(os.environ.get("DUALTAPE_BACKEND", "numpy"))
+        name = os.environ.get("DUALTAPE_BACKEND") or "numpy"
+        try:
+            _global_choice = resolve_backend(name)
+        except ValueError as exc:
+            raise ValueError(f"environment variable DUALTAPE_BACKEND: {exc}") from None
     return _global_choice
 
 

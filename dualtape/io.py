@@ -80,7 +80,9 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: not a dualtape file (no dualtape header)")
     version = header.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"{path}: the header has no valid format version ({version!r})")
+    if version > FORMAT_VERSION:
         raise ValueError(
             f"{path}: written in format version {version!r}, but this dualtape reads versions "
             f"up to {FORMAT_VERSION}; upgrade dualtape to load it"
@@ -101,30 +103,37 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], path: Any) -> 
             kind = LAYER_KINDS.get(spec.get("kind") if isinstance(spec, dict) else None)
             if kind is None:
                 raise ValueError(f"{path}: layer {k} has an unknown kind {spec!r}")
-            layer = kind.from_config(spec.get("config", {}), dtype)
-            for name, p in layer.params.items():
+            config = spec.get("config", {})
+            params = {}
+            for name, shape in kind.param_shapes(config).items():
                 stored = arrays.get(f"layer{k}/{name}")
-                if stored is None or stored.shape != p.shape or str(stored.dtype) != dtype:
+                if stored is None or stored.shape != shape or str(stored.dtype) != dtype:
                     found = "missing" if stored is None else f"{stored.dtype} {stored.shape}"
                     raise ValueError(
-                        f"{path}: layer {k} ({layer!r}) parameter {name} should be {dtype} "
-                        f"{tuple(p.shape)}, found {found}"
+                        f"{path}: layer {k} ({kind.kind}({', '.join(map(str, config.values()))})) "
+                        f"parameter {name} should be {dtype} "
+                        f"{shape}, found {found}"
                     )
-                layer.params[name] = stored
+                params[name] = stored
+            layer = kind.from_config(config, dtype)
+            layer.params.update(params)
             layers.append(layer)
     return network(layers)
 
 
 def load(path: str | os.PathLike, backend: str | None = None, device: Any = None) -> Chain:
-    """Read a network saved by ``save`` onto ``backend`` (default: the current backend)."""
+    """Read a network saved by ``save`` onto ``backend`` and ``device`` (default: the current
+    backend and its device)."""
     header, arrays = _read(path)
     try:
         net = _build(header, arrays, path)
     except ValueError as exc:
         raise ValueError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from exc
-    except TypeError as exc:  # constructor arguments that do not fit the layer
+    except (TypeError, KeyError) as exc:  # sizes that do not fit the layer
         raise ValueError(f"{path}: a layer's sizes in the header are invalid ({exc})") from exc
-    return net.to(resolve_backend(backend, device) if backend else get_backend())
+    if backend is None and device is None:
+        return net.to(get_backend())
+    return net.to(resolve_backend(backend or get_backend().name, device))
 
 
 def load_extra(path: str | os.PathLike) -> dict[str, Any]:

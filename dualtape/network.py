@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .backend import Backend, backend_of, describe, move, resolve_backend
+from .backend import Backend, backend_of, describe, dtype_name, move, resolve_backend
 from .layers.base import Array, Layer, prepare_input, prepare_like, restore
 from .losses import loss_function
 from .optim import Optimizer
@@ -92,7 +92,9 @@ def check_same_params(layers: list[Layer], owner: str) -> None:
             if first is None:
                 first = (layer, key, p)
                 continue
-            if p.dtype != first[2].dtype or describe(p) != describe(first[2]):
+            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or describe(p) != describe(
+                first[2]
+            ):
                 raise ValueError(
                     f"{owner}: {layer!r}.{key} is a {p.dtype} {describe(p)} but "
                     f"{first[0]!r}.{first[1]} is a {first[2].dtype} {describe(first[2])}; "
@@ -108,6 +110,12 @@ def check_finite(loss: float, where: str) -> float:
             "for NaN/inf, or lower the learning rate"
         )
     return loss
+
+
+def check_finite_input(xp: Any, x: Array, where: str) -> None:
+    """``FloatingPointError`` if ``x`` holds NaN or inf (one reduction; syncs a GPU)."""
+    if not bool(xp.all(xp.isfinite(x))):
+        raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
 
 
 class Network(Chain):
@@ -157,11 +165,13 @@ def train(
 ) -> float:
     """One training step: forward, loss, backward, update. Returns the loss as a float.
 
-    The loss is averaged over the batch. A non-finite loss raises ``FloatingPointError`` before
-    any parameter changes.
+    The loss is averaged over the batch. A NaN or infinite input, or a non-finite loss, raises
+    ``FloatingPointError`` before any parameter changes (an infinite input can give a finite
+    loss through a saturating layer such as ``Tanh``, yet NaN gradients).
     """
     objective = loss_function(loss)
     xp, x, _ = net._prepare(x)
+    check_finite_input(xp, x, "train")
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
     result = check_finite(float(value), "train")

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .layers.base import Array, Layer, check_not_empty, prepare_like, restore
 from .losses import loss_function, mask_weights
-from .network import Chain, check_finite
+from .network import Chain, check_finite, check_finite_input
 from .optim import Optimizer
 
 
@@ -70,7 +72,7 @@ class RecurrentNetwork(Chain):
         return grads, [restore(d, single) for d in dstates], restore(dxs, single)
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
-        """One time step through the whole stack, without tapes: ``(state_next, y)``."""
+        """One time step through the whole stack, for generation: ``(state_next, y)``."""
         xp, x, single = self._prepare(x)
         states, _ = self._check_states(state, x.shape[0])
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])
@@ -139,10 +141,12 @@ def train_recurrent(
     are summed into one update; with momentum and L2 at 0 that equals Grenade's per-step fold.
     With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
     as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``;
-    a non-finite loss raises ``FloatingPointError`` before any update.
+    a NaN or infinite input, or a non-finite loss, raises ``FloatingPointError`` before any
+    update.
     """
     objective = loss_function(loss)
     xp, xs, single = rnet._prepare_sequence(xs)
+    check_finite_input(xp, xs, "train_recurrent")
     steps, batch = xs.shape[:2]
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
@@ -160,7 +164,9 @@ def train_recurrent(
         gradients = {str(k): d for k, d in enumerate(dstates)}
         optimizer.step([*rnet.params, learned], [*grads, gradients])
         for k in range(len(states)):
-            state[k] = restore(learned[str(k)], single)  # type: ignore[index]
+            # each state keeps the form it came in, (o,) or (batch, o), whatever xs's form
+            own_form_single = np.ndim(state[k]) == 1  # type: ignore[index]
+            state[k] = restore(learned[str(k)], own_form_single)  # type: ignore[index]
     else:
         optimizer.step(rnet.params, grads)
     return result, [restore(s, single) for s in states_last]

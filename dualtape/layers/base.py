@@ -41,6 +41,7 @@ def prepare_input(
     owner: str,
     leading: tuple[str, ...] = ("batch",),
     what: str = "input",
+    single_form: bool = True,
 ) -> tuple[Any, Array, bool]:
     """Check an input at the public edge; return ``(xp, x, single)``.
 
@@ -48,6 +49,8 @@ def prepare_input(
     axis (a single example, ``single=True``, given a batch axis of 1 here). Python lists are
     converted onto ``reference``'s backend; arrays must live where ``reference`` does.
     Floating input is cast to ``dtype``; integer or boolean input raises ``TypeError``.
+    ``single_form=False`` leaves the single-example form out of the error message (for a
+    caller that accepts it only when the batch is 1 and checks that itself).
     """
     if isinstance(x, list | tuple | float | int | np.number):
         x = from_host(np.asarray(x), backend_of(reference) if reference is not None else None)
@@ -69,9 +72,9 @@ def prepare_input(
     if x.ndim not in (len(full), len(full) - 1) or (
         n_features is not None and x.shape[-1] != n_features
     ):
-        single_form = leading[:-1] + (features,)
+        alternative = f" or {shape_text(leading[:-1] + (features,))}" if single_form else ""
         raise ValueError(
-            f"{owner}: {what} must have shape {shape_text(full)} or {shape_text(single_form)}, "
+            f"{owner}: {what} must have shape {shape_text(full)}{alternative}, "
             f"got {tuple(x.shape)}"
         )
     if dtype is not None and dtype_name(x.dtype) != dtype:
@@ -100,6 +103,7 @@ def prepare_like(
         owner=owner,
         leading=tuple(str(n) for n in shape[:-1]),
         what=what,
+        single_form=len(shape) < 2 or shape[-2] == 1,
     )
     if tuple(a.shape) != tuple(shape):
         got = a.shape[:-2] + a.shape[-1:] if single else a.shape
@@ -158,6 +162,11 @@ class Layer:
     def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
         """A new layer of the shape ``config`` describes, with parameters in ``dtype``."""
         return cls(**config, dtype=dtype)
+
+    @classmethod
+    def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        """The parameter shapes of a layer built from ``config``, without building it."""
+        return {}
 
     def __repr__(self) -> str:
         return f"{self.kind}({', '.join(str(v) for v in self.config().values())})"

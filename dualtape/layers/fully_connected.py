@@ -25,14 +25,18 @@ class FullyConnected(Layer):
 
     def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
         super().__init__()
-        self.n_in = check_size("FullyConnected", "n_in", n_in)
-        self.n_out = check_size("FullyConnected", "n_out", n_out)
-        self.params = uniform_params(
-            {"W": (n_out, n_in), "b": (n_out,)}, 1.0 / math.sqrt(n_in), seed, dtype
-        )
+        shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
+        self.n_in, self.n_out = n_in, n_out
+        self.params = uniform_params(shapes, 1.0 / math.sqrt(n_in), seed, dtype)
 
     def config(self) -> dict[str, Any]:
         return {"n_in": self.n_in, "n_out": self.n_out}
+
+    @classmethod
+    def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        n_in = check_size(cls.kind, "n_in", config["n_in"])
+        n_out = check_size(cls.kind, "n_out", config["n_out"])
+        return {"W": (n_out, n_in), "b": (n_out,)}
 
     def _forward(self, xp: Any, x: Array) -> tuple[FullyConnectedTape, Array]:
         return FullyConnectedTape(x), x @ self.params["W"].T + self.params["b"]

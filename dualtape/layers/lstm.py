@@ -85,12 +85,12 @@ class LSTM(RecurrentLayer):
 
     def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
         super().__init__()
-        self.n_in = check_size("LSTM", "n_in", n_in)
-        self.n_out = self.state_size = check_size("LSTM", "n_out", n_out)
+        shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
+        self.n_in, self.n_out, self.state_size = n_in, n_out, n_out
         rng = host_rng(seed)
         host = {
-            "W": rng.uniform(-1.0, 1.0, size=(4 * n_out, n_in)),
-            "U": rng.uniform(-1.0, 1.0, size=(3 * n_out, n_out)),
+            "W": rng.uniform(-1.0, 1.0, size=shapes["W"]),
+            "U": rng.uniform(-1.0, 1.0, size=shapes["U"]),
             "b": np.concatenate([np.ones(n_out), rng.uniform(-1.0, 1.0, size=3 * n_out)]),
         }
         backend = get_backend()
@@ -98,6 +98,12 @@ class LSTM(RecurrentLayer):
 
     def config(self) -> dict[str, Any]:
         return {"n_in": self.n_in, "n_out": self.n_out}
+
+    @classmethod
+    def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        n_in = check_size(cls.kind, "n_in", config["n_in"])
+        n_out = check_size(cls.kind, "n_out", config["n_out"])
+        return {"W": (4 * n_out, n_in), "U": (3 * n_out, n_out), "b": (4 * n_out,)}
 
     def _forward_step(self, xp: Any, c: Array, x: Array) -> tuple[LSTMStepTape, Array, Array]:
         p = self.params
