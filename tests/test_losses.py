@@ -1,0 +1,195 @@
+"""Losses: values and gradients against hand formulas and finite differences, labels, masks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import losses
+from dualtape.backend import namespace_of
+
+from .conftest import np64
+from .helpers import numeric_gradient, other_backend_array
+
+RNG = np.random.default_rng(0)
+Y = RNG.normal(size=(4, 3))
+T_DENSE = RNG.uniform(size=(4, 3))
+LABELS = np.array([2, 0, 1, 2])
+ONE_HOT = np.eye(3)[LABELS]
+PROBS = np.exp(Y) / np.exp(Y).sum(axis=1, keepdims=True)
+
+
+def evaluate(loss, y, target, weights=None):
+    """``(loss, dy)`` of a loss on backend arrays, as numpy float64."""
+    y = dualtape.asarray(y)
+    value, dy = loss(namespace_of(y), y, target, weights)
+    assert tuple(value.shape) == ()
+    return float(value), np64(dy)
+
+
+def log_softmax(y: np.ndarray) -> np.ndarray:
+    z = y - y.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+# --- squared error ---------------------------------------------------------------------------
+
+
+def test_squared_error_value_and_gradient(backend):
+    value, dy = evaluate(losses.squared_error, Y, dualtape.asarray(T_DENSE))
+    assert value == pytest.approx(0.5 * np.sum((Y - T_DENSE) ** 2) / 4, rel=1e-12)
+    np.testing.assert_allclose(dy, (Y - T_DENSE) / 4, rtol=1e-12)
+
+
+def test_squared_error_gradient_at_batch_one_is_exactly_output_minus_target(backend):
+    y, t = Y[:1], T_DENSE[:1]
+    value, dy = evaluate(losses.squared_error, y, dualtape.asarray(t))
+    np.testing.assert_array_equal(dy, y - t)
+    assert value == pytest.approx(0.5 * np.sum((y - t) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("name, target", [("squared_error", T_DENSE),
+                                          ("softmax_cross_entropy", ONE_HOT),
+                                          ("cross_entropy", ONE_HOT)])
+def test_loss_gradient_matches_finite_differences(backend, name, target):
+    loss = losses.loss_function(name)
+    y0 = PROBS if name == "cross_entropy" else Y
+    _, dy = evaluate(loss, y0, dualtape.asarray(target))
+    expected = numeric_gradient(lambda y: evaluate(loss, y, dualtape.asarray(target))[0],
+                                y0.copy())
+    np.testing.assert_allclose(dy, expected, rtol=1e-6, atol=1e-9)
+
+
+# --- softmax cross-entropy -------------------------------------------------------------------
+
+
+def test_softmax_cross_entropy_value_and_gradient(backend):
+    value, dy = evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray(T_DENSE))
+    assert value == pytest.approx(-np.sum(T_DENSE * log_softmax(Y)) / 4, rel=1e-12)
+    np.testing.assert_allclose(dy, (np.exp(log_softmax(Y)) - T_DENSE) / 4, rtol=1e-12)
+
+
+def test_softmax_cross_entropy_is_stable_for_huge_logits(backend):
+    y = np.array([[1000.0, 0.0, -1000.0], [-5000.0, 5000.0, 0.0]])
+    value, dy = evaluate(losses.softmax_cross_entropy, y, dualtape.asarray([[0.0, 1.0, 0.0],
+                                                                            [0.0, 1.0, 0.0]]))
+    # Example 0: -log softmax = 1000 - 0 = 1000 (the others vanish); example 1: 0.
+    assert value == pytest.approx(1000.0 / 2, rel=1e-12)
+    np.testing.assert_allclose(dy, [[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]], atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+def test_integer_labels_give_the_same_as_one_hot_targets(backend, name):
+    loss = losses.loss_function(name)
+    y = PROBS if name == "cross_entropy" else Y
+    from_labels = evaluate(loss, y, dualtape.asarray(LABELS))
+    from_one_hot = evaluate(loss, y, dualtape.asarray(ONE_HOT))
+    assert from_labels[0] == pytest.approx(from_one_hot[0], rel=1e-14)
+    np.testing.assert_allclose(from_labels[1], from_one_hot[1], rtol=1e-14)
+
+
+@pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2]])
+def test_labels_out_of_range_raise(backend, labels):
+    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+        evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray(labels))
+
+
+def test_labels_of_the_wrong_shape_raise(backend):
+    with pytest.raises(ValueError, match="labels must have shape"):
+        evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray([0, 1, 2]))
+
+
+# --- cross-entropy on probabilities ----------------------------------------------------------
+
+
+def test_cross_entropy_value_and_gradient(backend):
+    value, dy = evaluate(losses.cross_entropy, PROBS, dualtape.asarray(ONE_HOT))
+    assert value == pytest.approx(-np.sum(ONE_HOT * np.log(PROBS)) / 4, rel=1e-12)
+    np.testing.assert_allclose(dy, -ONE_HOT / PROBS / 4, rtol=1e-12)
+
+
+def test_cross_entropy_ignores_zero_probabilities_where_the_target_is_zero(backend):
+    value, dy = evaluate(losses.cross_entropy, np.array([[0.0, 1.0]]),
+                         dualtape.asarray([[0.0, 1.0]]))
+    assert value == 0.0
+    np.testing.assert_array_equal(dy, [[0.0, -1.0]])
+
+
+# --- weights and masks -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, target", [("squared_error", T_DENSE),
+                                          ("softmax_cross_entropy", ONE_HOT),
+                                          ("cross_entropy", ONE_HOT)])
+def test_zero_weight_removes_an_example_even_with_a_nan_target(backend, name, target):
+    loss = losses.loss_function(name)
+    y = PROBS if name == "cross_entropy" else Y
+    weights = dualtape.asarray([1.0, 0.0, 1.0, 1.0])
+    _, full_dy = evaluate(loss, y, dualtape.asarray(target))
+    nan_target = target.copy()
+    nan_target[1] = np.nan
+    value, dy = evaluate(loss, y, dualtape.asarray(nan_target), weights)
+    # The kept examples contribute as before (still divided by the batch of 4)...
+    kept = evaluate(loss, y[[0, 2, 3]], dualtape.asarray(target[[0, 2, 3]]))[0] * 3 / 4
+    assert value == pytest.approx(kept, rel=1e-12)
+    # ...and the masked one contributes nothing, NaN or not.
+    np.testing.assert_array_equal(dy[1], 0.0)
+    np.testing.assert_allclose(dy[[0, 2, 3]], full_dy[[0, 2, 3]], rtol=1e-14)
+
+
+def test_sequence_mask_zeroes_whole_time_steps(backend):
+    # (T, batch, features) outputs with (T, batch) weights: time step 1 has no target.
+    y = RNG.normal(size=(3, 2, 4))
+    t = RNG.normal(size=(3, 2, 4))
+    t[1] = np.nan
+    weights = dualtape.asarray([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
+    value, dy = evaluate(losses.squared_error, y, dualtape.asarray(t), weights)
+    kept = [0, 2]
+    assert value == pytest.approx(0.5 * np.sum((y[kept] - t[kept]) ** 2) / 2, rel=1e-12)
+    np.testing.assert_array_equal(dy[1], 0.0)
+    np.testing.assert_allclose(dy[kept], (y[kept] - t[kept]) / 2, rtol=1e-12)
+
+
+def test_without_weights_a_nan_target_gives_a_nan_loss(backend):
+    t = T_DENSE.copy()
+    t[0, 0] = np.nan
+    value, _ = evaluate(losses.squared_error, Y, dualtape.asarray(t))
+    assert np.isnan(value)
+
+
+# --- names and bad targets -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mse", "SquaredError", None])
+def test_unknown_loss_name_raises_value_error_listing_the_known_ones(name):
+    with pytest.raises(ValueError) as info:
+        losses.loss_function(name)
+    for known in ("squared_error", "softmax_cross_entropy", "cross_entropy"):
+        assert known in str(info.value)
+
+
+def test_train_with_an_unknown_loss_raises_value_error(backend):
+    net = dualtape.Network([dualtape.FullyConnected(3, 3, seed=0)])
+    before = np64(net.params[0]["W"])
+    with pytest.raises(ValueError, match="unknown loss"):
+        dualtape.train(net, dualtape.asarray(Y, dtype="float32"),
+                       dualtape.asarray(T_DENSE, dtype="float32"), dualtape.SGD(0.1), loss="mse")
+    np.testing.assert_array_equal(np64(net.params[0]["W"]), before)
+
+
+def test_target_of_the_wrong_shape_raises_value_error(backend):
+    with pytest.raises(ValueError, match="target"):
+        evaluate(losses.squared_error, Y, dualtape.asarray(T_DENSE[:, :2]))
+
+
+def test_target_from_another_backend_raises_type_error(backend):
+    target, other = other_backend_array(backend, T_DENSE)
+    with pytest.raises(TypeError) as info:
+        evaluate(losses.squared_error, Y, target)
+    assert other in str(info.value) and backend.name in str(info.value)
+
+
+def test_integer_target_for_squared_error_is_rejected(backend):
+    with pytest.raises(TypeError, match="floating point"):
+        evaluate(losses.squared_error, Y, dualtape.asarray(np.ones((4, 3), dtype=np.int64)))

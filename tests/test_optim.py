@@ -1,0 +1,193 @@
+"""Optimizers: SGD follows Grenade's rule exactly, Adam matches a hand implementation, their state
+lives in the optimizer and survives state_dict/load_state_dict."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.backend import backend_of
+
+from .conftest import np64
+
+RNG = np.random.default_rng(0)
+W0 = RNG.normal(size=(3, 2))
+B0 = RNG.normal(size=(3,))
+GRADS = [{"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=(3,))} for _ in range(3)]
+
+
+def on_backend(group: dict[str, np.ndarray]) -> dict:
+    return {k: dualtape.asarray(v) for k, v in group.items()}
+
+
+def run(optimizer, steps: int) -> list[dict]:
+    params = [on_backend({"W": W0, "b": B0})]
+    for g in GRADS[:steps]:
+        optimizer.step(params, [on_backend(g)])
+    return params
+
+
+def sgd_by_hand(rate, momentum, regulariser, steps):
+    """Grenade: m' = momentum*m - rate*g; w' = w + m' - rate*regulariser*w."""
+    w = {"W": W0.copy(), "b": B0.copy()}
+    m = {k: np.zeros_like(v) for k, v in w.items()}
+    for g in GRADS[:steps]:
+        for k in w:
+            m[k] = momentum * m[k] - rate * g[k]
+            w[k] = w[k] + m[k] - rate * regulariser * w[k]
+    return w
+
+
+def assert_group_close(group: dict, expected: dict, rtol: float = 1e-12) -> None:
+    assert set(group) == set(expected)
+    for k in expected:
+        np.testing.assert_allclose(np64(group[k]), expected[k], rtol=rtol, atol=1e-15)
+
+
+# --- SGD -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("momentum, regulariser", [(0.0, 0.0), (0.9, 0.0), (0.0, 0.01),
+                                                   (0.9, 1e-2)])
+def test_sgd_follows_grenades_rule_over_two_steps(backend, momentum, regulariser):
+    params = run(dualtape.SGD(0.1, momentum=momentum, regulariser=regulariser), steps=2)
+    assert_group_close(params[0], sgd_by_hand(0.1, momentum, regulariser, steps=2))
+
+
+def test_sgd_two_steps_written_out(backend):
+    # rate 0.5, momentum 0.5, regulariser 0.1, w = 1, g = 1 then g = 2:
+    # m1 = -0.5;              w1 = 1 - 0.5 - 0.05 = 0.45
+    # m2 = -0.25 - 1 = -1.25; w2 = 0.45 - 1.25 - 0.0225 = -0.8225
+    params = [{"w": dualtape.asarray([1.0])}]
+    optimizer = dualtape.SGD(0.5, momentum=0.5, regulariser=0.1)
+    optimizer.step(params, [{"w": dualtape.asarray([1.0])}])
+    assert np64(params[0]["w"])[0] == pytest.approx(0.45, abs=1e-15)
+    optimizer.step(params, [{"w": dualtape.asarray([2.0])}])
+    assert np64(params[0]["w"])[0] == pytest.approx(-0.8225, abs=1e-15)
+
+
+def test_sgd_momentum_lives_in_the_optimizer_not_the_layer(backend):
+    layer = dualtape.FullyConnected(2, 3, seed=0, dtype="float64")
+    attributes = set(vars(layer))
+    optimizer = dualtape.SGD(0.1, momentum=0.9)
+    net = dualtape.Network([layer])
+    tapes, _ = net.forward(dualtape.asarray(np.ones((4, 2))))
+    grads, _ = net.backward(tapes, dualtape.asarray(np.ones((4, 3))))
+    optimizer.step(net.params, grads)
+    assert set(layer.params) == {"W", "b"}
+    assert set(vars(layer)) == attributes
+    assert set(optimizer.state) == {(0, "W"), (0, "b")}
+    for (_, name), slot in optimizer.state.items():
+        assert tuple(slot["m"].shape) == tuple(layer.params[name].shape)
+        assert backend_of(slot["m"]).name == backend.name
+    np.testing.assert_allclose(np64(optimizer.state[(0, "b")]["m"]), -0.1 * 4.0)
+
+
+def test_one_sgd_keeps_separate_momentum_per_layer(backend):
+    params = [on_backend({"W": W0}), on_backend({"W": W0})]
+    optimizer = dualtape.SGD(0.1, momentum=0.9)
+    optimizer.step(params, [on_backend({"W": GRADS[0]["W"]}), on_backend({"W": GRADS[1]["W"]})])
+    optimizer.step(params, [on_backend({"W": GRADS[0]["W"]}), on_backend({"W": GRADS[1]["W"]})])
+    m0, m1 = np64(optimizer.state[(0, "W")]["m"]), np64(optimizer.state[(1, "W")]["m"])
+    np.testing.assert_allclose(m0, -0.1 * 1.9 * GRADS[0]["W"], rtol=1e-12)
+    np.testing.assert_allclose(m1, -0.1 * 1.9 * GRADS[1]["W"], rtol=1e-12)
+
+
+# --- Adam ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate, beta1, beta2, eps", [(0.001, 0.9, 0.999, 1e-8),
+                                                     (0.1, 0.5, 0.9, 1e-3)])
+def test_adam_matches_a_hand_implementation_over_three_steps(backend, rate, beta1, beta2, eps):
+    params = run(dualtape.Adam(rate, beta1=beta1, beta2=beta2, eps=eps), steps=3)
+    expected = adam_textbook(rate, beta1, beta2, eps, steps=3)
+    assert_group_close(params[0], expected, rtol=1e-10)
+
+
+def adam_textbook(rate, beta1, beta2, eps, steps):
+    """Kingma & Ba, Algorithm 1, with the efficient ordering of section 2:
+    w -= rate * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)."""
+    w = {"W": W0.copy(), "b": B0.copy()}
+    m = {k: np.zeros_like(v) for k, v in w.items()}
+    v = {k: np.zeros_like(x) for k, x in w.items()}
+    for t, g in enumerate(GRADS[:steps], start=1):
+        for k in w:
+            m[k] = beta1 * m[k] + (1 - beta1) * g[k]
+            v[k] = beta2 * v[k] + (1 - beta2) * g[k] ** 2
+            step = rate * math.sqrt(1 - beta2**t) / (1 - beta1**t)
+            w[k] = w[k] - step * m[k] / (np.sqrt(v[k]) + eps)
+    return w
+
+
+def test_adam_first_step_moves_each_weight_by_about_the_rate(backend):
+    # With bias correction the first step is rate * g / (|g| + eps'): about rate * sign(g).
+    params = run(dualtape.Adam(0.01, eps=1e-12), steps=1)
+    np.testing.assert_allclose(np64(params[0]["W"]), W0 - 0.01 * np.sign(GRADS[0]["W"]),
+                               rtol=1e-9)
+
+
+# --- hyperparameters and mismatched steps ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"rate": 0.0}, {"rate": -0.1}, {"rate": float("nan")}, {"rate": float("inf")},
+    {"rate": "0.1"}, {"rate": True},
+    {"rate": 0.1, "momentum": 1.0}, {"rate": 0.1, "momentum": -0.1},
+    {"rate": 0.1, "regulariser": -1e-3},
+], ids=repr)
+def test_sgd_rejects_bad_hyperparameters(kwargs):
+    with pytest.raises(ValueError, match="SGD"):
+        dualtape.SGD(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"rate": 0.0}, {"rate": -1.0}, {"beta1": 1.0}, {"beta1": -0.5}, {"beta2": 1.0},
+    {"beta2": 1.5}, {"eps": -1e-8}, {"eps": float("nan")},
+], ids=repr)
+def test_adam_rejects_bad_hyperparameters(kwargs):
+    with pytest.raises(ValueError, match="Adam"):
+        dualtape.Adam(**kwargs)
+
+
+def test_step_rejects_gradients_that_do_not_match(backend):
+    optimizer = dualtape.SGD(0.1)
+    params = [on_backend({"W": W0, "b": B0})]
+    with pytest.raises(ValueError, match="groups"):
+        optimizer.step(params, [])
+    with pytest.raises(ValueError, match="gradients"):
+        optimizer.step(params, [on_backend({"W": W0})])
+    with pytest.raises(ValueError, match="shape"):
+        optimizer.step(params, [on_backend({"W": W0.T, "b": B0})])
+
+
+# --- state_dict ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [lambda: dualtape.SGD(0.1, momentum=0.9),
+                                  lambda: dualtape.Adam(0.01)], ids=["SGD", "Adam"])
+def test_state_dict_round_trip_continues_identically(backend, make, tmp_path):
+    first = make()
+    params = run(first, steps=2)
+    saved = first.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in saved.values())
+    np.savez(tmp_path / "state.npz", **saved)
+    with np.load(tmp_path / "state.npz", allow_pickle=False) as archive:
+        restored = {k: archive[k] for k in archive.files}
+
+    second = make()
+    second.load_state_dict(restored, like=params[0]["W"])
+    assert second.steps == first.steps == 2
+    assert set(second.state) == set(first.state)
+    for key, slots in second.state.items():
+        for slot, value in slots.items():
+            assert backend_of(value).name == backend.name
+            np.testing.assert_array_equal(np64(value), np64(first.state[key][slot]))
+
+    copy = [dict(params[0])]
+    first.step(params, [on_backend(GRADS[2])])
+    second.step(copy, [on_backend(GRADS[2])])
+    for k in params[0]:
+        np.testing.assert_array_equal(np64(copy[0][k]), np64(params[0][k]))
