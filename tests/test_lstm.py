@@ -16,6 +16,7 @@ from dualtape.layers.lstm import LSTMSequenceTape, LSTMStepTape
 
 from . import lstm_reference as ref
 from .conftest import CountingNamespace, np64
+from .helpers import other_backend_array
 
 RTOL, ATOL = 1e-8, 1e-10  # float64 against autograd: only rounding differs
 SAME = {"rtol": 1e-11, "atol": 1e-12}  # the same arithmetic in another order
@@ -323,16 +324,6 @@ def test_shapes_of_every_output_for_any_sizes(backend, n_in, n_out, steps, batch
 # ---- bad input --------------------------------------------------------------------------------
 
 
-def foreign(backend, host: np.ndarray):
-    """``host`` on a backend other than ``backend`` (torch for numpy, numpy otherwise)."""
-    if backend.name == "numpy":
-        try:
-            with use_backend("torch"):
-                return dualtape.asarray(host)
-        except dualtape.BackendUnavailable:
-            with use_backend("array_api_strict"):
-                return dualtape.asarray(host)
-    return host
 
 
 @pytest.fixture
@@ -380,7 +371,7 @@ def test_output_gradient_of_wrong_shape_is_rejected(layer):
 
 
 def test_state_on_another_backend_is_a_type_error_naming_both(backend, layer):
-    state = foreign(backend, np.zeros((2, 4)))
+    state = other_backend_array(backend, np.zeros((2, 4)))[0]
     other = backend_of(state).name
     with pytest.raises(TypeError, match=r"state is a \w+ array") as info:
         layer.forward_sequence(state, dualtape.asarray(np.zeros((5, 2, 3))))

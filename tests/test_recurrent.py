@@ -13,6 +13,7 @@ from dualtape.backend import backend_of, namespace_of, use_backend
 from dualtape.losses import mask_weights, squared_error
 
 from .conftest import np64
+from .helpers import host_params, other_backend_array
 
 F64 = "float64"
 
@@ -32,20 +33,6 @@ def tiny_network() -> RecurrentNetwork:
     )
 
 
-def host_params(rnet: RecurrentNetwork) -> list[dict[str, np.ndarray]]:
-    return [{name: np64(p).copy() for name, p in group.items()} for group in rnet.params]
-
-
-def foreign(backend, host: np.ndarray):
-    """``host`` on a backend other than ``backend`` (torch for numpy, numpy otherwise)."""
-    if backend.name == "numpy":
-        try:
-            with use_backend("torch"):
-                return dualtape.asarray(host)
-        except dualtape.BackendUnavailable:
-            with use_backend("array_api_strict"):
-                return dualtape.asarray(host)
-    return host
 
 
 # ---- backprop through time against finite differences ---------------------------------------
@@ -527,7 +514,7 @@ def test_empty_sequence_is_rejected(rnet):
 
 def test_state_on_another_backend_is_a_type_error_naming_both(backend, rnet):
     xs = dualtape.asarray(np.zeros((5, 2, 3)))
-    state = [rnet.initial_state(2)[0], foreign(backend, np.zeros((2, 4)))]
+    state = [rnet.initial_state(2)[0], other_backend_array(backend, np.zeros((2, 4)))[0]]
     other = backend_of(state[1]).name
     for call in (lambda: rnet.forward_sequence(state, xs),
                  lambda: train_recurrent(rnet, xs, dualtape.asarray(np.zeros((5, 2, 2))),
@@ -536,7 +523,8 @@ def test_state_on_another_backend_is_a_type_error_naming_both(backend, rnet):
             call()
         assert f"{other} array" in str(info.value) and f"{backend.name} array" in str(info.value)
     with pytest.raises(TypeError, match=r"input sequence is a"):
-        rnet.forward_sequence(rnet.initial_state(2), foreign(backend, np.zeros((5, 2, 3))))
+        xs = other_backend_array(backend, np.zeros((5, 2, 3)))[0]
+        rnet.forward_sequence(rnet.initial_state(2), xs)
 
 
 def test_state_on_another_device_is_a_value_error_naming_both(backend, rnet):
