@@ -118,6 +118,11 @@ def check_size(owner: str, name: str, n: Any) -> int:
     return n
 
 
+def checked_sizes(owner: str, config: dict[str, Any]) -> tuple[int, int]:
+    """``(n_in, n_out)`` from a layer's ``config``, each a positive integer."""
+    return check_size(owner, "n_in", config["n_in"]), check_size(owner, "n_out", config["n_out"])
+
+
 def uniform_params(
     shapes: dict[str, tuple[int, ...]], scale: float, seed: int | None, dtype: str
 ) -> dict[str, Array]:

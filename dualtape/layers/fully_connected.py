@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, check_size, uniform_params
+from .base import Array, Layer, checked_sizes, uniform_params
 
 
 class FullyConnectedTape(NamedTuple):
@@ -34,8 +34,7 @@ class FullyConnected(Layer):
 
     @classmethod
     def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        n_in = check_size(cls.kind, "n_in", config["n_in"])
-        n_out = check_size(cls.kind, "n_out", config["n_out"])
+        n_in, n_out = checked_sizes(cls.kind, config)
         return {"W": (n_out, n_in), "b": (n_out,)}
 
     def _forward(self, xp: Any, x: Array) -> tuple[FullyConnectedTape, Array]:

@@ -19,7 +19,7 @@ import numpy as np
 from ..backend import from_host, get_backend, host_rng
 from ..kernels import sequence as kernels
 from ..kernels import sequence_path
-from .base import Array, RecurrentLayer, check_size
+from .base import Array, RecurrentLayer, checked_sizes
 from .logit import sigmoid
 
 
@@ -101,8 +101,7 @@ class LSTM(RecurrentLayer):
 
     @classmethod
     def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        n_in = check_size(cls.kind, "n_in", config["n_in"])
-        n_out = check_size(cls.kind, "n_out", config["n_out"])
+        n_in, n_out = checked_sizes(cls.kind, config)
         return {"W": (4 * n_out, n_in), "U": (3 * n_out, n_out), "b": (4 * n_out,)}
 
     def _forward_step(self, xp: Any, c: Array, x: Array) -> tuple[LSTMStepTape, Array, Array]:
