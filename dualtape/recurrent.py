@@ -63,7 +63,8 @@ class RecurrentNetwork(Chain):
         self, tape: RecurrentNetworkTape, dys: Any, dstate_T: Any = None
     ) -> tuple[list[dict[str, Array]], list[Array], Array]:
         """``(grads, dstate_0, dxs)`` by backprop through time; ``dstate_T`` None means zeros."""
-        shape = (tape.steps, tape.batch, self.layers[-1]._output_shape(tape.tapes[-1])[-1])
+        width = self.n_out if self.n_out is not None else tape.tapes[0][0].shape[-1]
+        shape = (tape.steps, tape.batch, width)
         xp, dys, single = prepare_like(dys, shape, tape.tapes[0][0], "RecurrentNetwork", "dys")
         dstates = None
         if dstate_T is not None:

@@ -376,12 +376,17 @@ def test_single_example_form_equals_batch_of_one(backend):
     n_out=st.integers(1, 3),
     steps=st.integers(1, 4),
     batch=st.one_of(st.none(), st.integers(1, 3)),
+    head=st.booleans(),
 )
-def test_network_shapes_for_any_sizes(backend, hidden, n_in, n_out, steps, batch):
+def test_network_shapes_for_any_sizes(backend, hidden, n_in, n_out, steps, batch, head):
     sizes = [n_in, *hidden]
     pairs = enumerate(zip(sizes[:-1], sizes[1:], strict=True))
     layers = [LSTM(a, b, seed=k, dtype=F64) for k, (a, b) in pairs]
-    rnet = RecurrentNetwork([*layers, FullyConnected(hidden[-1], n_out, seed=9, dtype=F64)])
+    if head:
+        layers.append(FullyConnected(hidden[-1], n_out, seed=9, dtype=F64))
+    else:
+        n_out = hidden[-1]
+    rnet = RecurrentNetwork(layers)
     lead = () if batch is None else (batch,)
     xs = np.linspace(-1, 1, steps * (batch or 1) * n_in).reshape(steps, *lead, n_in)
     xs = dualtape.asarray(xs)
