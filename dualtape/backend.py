@@ -166,26 +166,46 @@ def get_backend() -> Backend:
     return _global_choice
 
 
-def backend_of(a: Any) -> Backend:
-    """The backend and device an existing array lives on."""
+_names_by_type: dict[type, str] = {}
+
+
+def _classify(a: Any) -> str:
     if array_api_compat.is_numpy_array(a):
-        return Backend("numpy", _namespace("numpy"), "cpu")
+        return "numpy"
     if array_api_compat.is_cupy_array(a):
-        return Backend("cupy", _namespace("cupy"), a.device)
+        return "cupy"
     if array_api_compat.is_torch_array(a):
-        return Backend("torch", _namespace("torch"), a.device)
+        return "torch"
     try:
         xp = array_api_compat.array_namespace(a)
     except TypeError:
         xp = None
     if xp is not None and array_api_compat.is_array_api_strict_namespace(xp):
-        return Backend("array_api_strict", xp, a.device)
+        return "array_api_strict"
     raise TypeError(f"expected an array of {', '.join(KNOWN_BACKENDS)}, got {type(a).__name__}")
+
+
+def backend_name_of(a: Any) -> str:
+    """The name of the backend an array belongs to (classified once per array type)."""
+    kind = type(a)
+    name = _names_by_type.get(kind)
+    if name is None:
+        name = _names_by_type[kind] = _classify(a)
+    return name
+
+
+def backend_of(a: Any) -> Backend:
+    """The backend and device an existing array lives on."""
+    name = backend_name_of(a)
+    return Backend(name, _namespace(name), "cpu" if name == "numpy" else a.device)
 
 
 def namespace_of(*arrays: Any) -> Any:
     """The array namespace shared by ``arrays``; mixing backends raises ``TypeError``."""
-    return array_api_compat.array_namespace(*arrays)
+    names = {backend_name_of(a) for a in arrays}
+    if len(names) != 1:
+        raise TypeError(f"arrays of several backends mixed: {', '.join(sorted(names))}")
+    return _namespace(names.pop())
 
 
 def describe(a: Any) -> str:
@@ -196,6 +216,9 @@ def describe(a: Any) -> str:
 
 def check_same_place(a: Any, reference: Any, what: str, owner: str) -> None:
     """Raise ``TypeError`` (other backend) or ``ValueError`` (other device) naming both."""
+    mine, theirs = backend_name_of(a), backend_name_of(reference)
+    if mine == theirs == "numpy":
+        return
     mine, theirs = backend_of(a), backend_of(reference)
     if mine.name != theirs.name:
         raise TypeError(
@@ -269,9 +292,19 @@ def host_rng(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+_dtype_names: dict[tuple[type, Any], str] = {}  # keyed with the type: libraries' dtypes differ
+
+
 def dtype_name(dtype: Any) -> str:
     """``"float32"`` or ``"float64"`` for a dtype object or name; anything else raises."""
+    key = (type(dtype), dtype)
+    try:
+        return _dtype_names[key]
+    except (KeyError, TypeError):
+        pass
     name = str(dtype).rsplit(".", 1)[-1]
     if name not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    with contextlib.suppress(TypeError):
+        _dtype_names[key] = name
     return name

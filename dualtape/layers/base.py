@@ -55,13 +55,16 @@ def prepare_input(
     if isinstance(x, list | tuple | float | int | np.number):
         x = from_host(np.asarray(x), backend_of(reference) if reference is not None else None)
     try:
-        backend_of(x)
+        xp = namespace_of(x)
     except TypeError:
         raise TypeError(f"{owner}: {what} must be an array, got {type(x).__name__}") from None
     if reference is not None:
         check_same_place(x, reference, what, owner)
-    xp = namespace_of(x)
-    if not xp.isdtype(x.dtype, "real floating"):
+    try:
+        given = dtype_name(x.dtype)
+    except ValueError:  # not float32/float64: other floats are cast, the rest rejected
+        given = None
+    if given is None and not xp.isdtype(x.dtype, "real floating"):
         raise TypeError(
             f"{owner}: {what} must be floating point, got {x.dtype}; integer and boolean "
             f"arrays are rejected, not cast: convert with x.astype(...) or "
@@ -77,7 +80,7 @@ def prepare_input(
             f"{owner}: {what} must have shape {shape_text(full)}{alternative}, "
             f"got {tuple(x.shape)}"
         )
-    if dtype is not None and dtype_name(x.dtype) != dtype:
+    if dtype is not None and given != dtype:
         x = xp.astype(x, getattr(xp, dtype))
     single = x.ndim == len(full) - 1
     if single:
@@ -109,6 +112,12 @@ def prepare_like(
         got = a.shape[:-2] + a.shape[-1:] if single else a.shape
         raise ValueError(f"{owner}: {what} must have shape {tuple(shape)}, got {tuple(got)}")
     return xp, a, single
+
+
+def batch_outer(a: Array, b: Array) -> Array:
+    """``aᵀ b``, the sum over rows of outer products: a matrix product, or at one row a
+    broadcast product (BLAS is about twice as slow with an inner size of 1)."""
+    return a.T * b if a.shape[0] == 1 else a.T @ b
 
 
 def check_size(owner: str, name: str, n: Any) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, checked_sizes, uniform_params
+from .base import Array, Layer, batch_outer, checked_sizes, uniform_params
 
 
 class FullyConnectedTape(NamedTuple):
@@ -43,7 +43,7 @@ class FullyConnected(Layer):
     def _backward(
         self, xp: Any, tape: FullyConnectedTape, dy: Array
     ) -> tuple[dict[str, Array], Array]:
-        grads = {"W": dy.T @ tape.x, "b": xp.sum(dy, axis=0)}
+        grads = {"W": batch_outer(dy, tape.x), "b": xp.sum(dy, axis=0)}
         return grads, dy @ self.params["W"]
 
     def _output_shape(self, tape: FullyConnectedTape) -> tuple[int, ...]:

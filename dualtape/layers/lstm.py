@@ -19,7 +19,7 @@ import numpy as np
 from ..backend import from_host, get_backend, host_rng
 from ..kernels import sequence as kernels
 from ..kernels import sequence_path
-from .base import Array, RecurrentLayer, checked_sizes
+from .base import Array, RecurrentLayer, batch_outer, checked_sizes
 from .logit import sigmoid
 
 
@@ -115,7 +115,9 @@ class LSTM(RecurrentLayer):
         p, n = self.params, self.n_out
         da, dc = lstm_cell_backward(xp, tape.gates, tape.c, tape.c_next, dh, dc_next)
         da_rec = da[:, : 3 * n]
-        grads = {"W": da.T @ tape.x, "U": da_rec.T @ tape.c, "b": xp.sum(da, axis=0)}
+        grads = {
+            "W": batch_outer(da, tape.x), "U": batch_outer(da_rec, tape.c), "b": xp.sum(da, axis=0)
+        }
         return grads, dc + da_rec @ p["U"], da @ p["W"]
 
     def _forward_sequence(
@@ -167,6 +169,10 @@ class LSTM(RecurrentLayer):
         flat = xp.reshape(das, (steps * batch, 4 * n))
         xs = xp.reshape(tape.xs, (steps * batch, self.n_in))
         cells = xp.reshape(tape.cells[:-1, ...], (steps * batch, n))
-        grads = {"W": flat.T @ xs, "U": flat[:, : 3 * n].T @ cells, "b": xp.sum(flat, axis=0)}
+        grads = {
+            "W": batch_outer(flat, xs),
+            "U": batch_outer(flat[:, : 3 * n], cells),
+            "b": xp.sum(flat, axis=0),
+        }
         dxs = xp.reshape(flat @ p["W"], (steps, batch, self.n_in))
         return grads, dc0, dxs
