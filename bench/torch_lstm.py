@@ -1,0 +1,116 @@
+"""The ``torch`` references: Grenade's LSTM written with torch autograd, and ``torch.nn.LSTM``.
+
+``GrenadeTorchLSTM`` is the same maths as ``dualtape.LSTM`` (state = the cell alone, no tanh on
+it), written the way a torch user would: a hand-written cell, a Python loop over time, one
+``loss.backward()``, ``torch.optim.SGD``. It is checked against dualtape in
+``test_references.py``.
+
+``nn_lstm_network`` builds ``torch.nn.LSTM(40, 512)`` then ``torch.nn.LSTM(512, 40)``, "what users
+pick instead": a different cell (textbook LSTM, hidden state, four recurrent blocks, tanh on the
+cell), so only its time is comparable, not its numbers.
+
+Imports torch at module level: import this module only when torch is installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def tensor(a: np.ndarray, device: str = "cpu", grad: bool = False) -> torch.Tensor:
+    """A torch copy of a numpy array (same dtype) on ``device``."""
+    return torch.tensor(np.asarray(a), device=device, requires_grad=grad)
+
+
+class GrenadeTorchLSTM:
+    """Grenade's LSTM cell on torch tensors, parameters in dualtape's layout (W, U, b)."""
+
+    def __init__(self, params: dict[str, np.ndarray], device: str = "cpu") -> None:
+        self.W, self.U, self.b = (tensor(params[k], device, grad=True) for k in ("W", "U", "b"))
+        self.n = self.U.shape[1]
+
+    def parameters(self) -> list[torch.Tensor]:
+        """``[W, U, b]``, leaf tensors that collect gradients."""
+        return [self.W, self.U, self.b]
+
+    def step(self, c: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step for ``c`` (B, o) and ``x`` (B, i): ``(c_next, h)``."""
+        n = self.n
+        a = x @ self.W.T + self.b
+        f, i, o = torch.sigmoid(a[:, : 3 * n] + c @ self.U.T).split(n, dim=1)
+        c_next = f * c + i * torch.tanh(a[:, 3 * n :])
+        return c_next, o * c_next
+
+
+def grenade_loss(layers: list[GrenadeTorchLSTM], xs: torch.Tensor,
+                 targets: torch.Tensor) -> torch.Tensor:
+    """½Σ(y − t)² over ``xs`` (T, B, i) from zero cells, averaged over the batch (dualtape's
+    ``squared_error``), stepping the whole stack once per time step as Grenade does."""
+    steps, batch = xs.shape[:2]
+    cells = [xs.new_zeros(batch, layer.n) for layer in layers]
+    outputs = []
+    for t in range(steps):
+        h = xs[t]
+        for k, layer in enumerate(layers):
+            cells[k], h = layer.step(cells[k], h)
+        outputs.append(h)
+    diff = torch.stack(outputs) - targets
+    return 0.5 * (diff * diff).sum() / batch
+
+
+class GrenadeTorchNetwork:
+    """A stack of ``GrenadeTorchLSTM`` trained with ``torch.optim.SGD``."""
+
+    def __init__(self, params: list[dict[str, np.ndarray]], rate: float,
+                 device: str = "cpu") -> None:
+        self.layers = [GrenadeTorchLSTM(p, device) for p in params]
+        self.optimizer = torch.optim.SGD(
+            [p for layer in self.layers for p in layer.parameters()], lr=rate
+        )
+
+    def train_step(self, xs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Forward, ``loss.backward()``, one SGD step; the loss as a float (syncs the device)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = grenade_loss(self.layers, xs, targets)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.item())
+
+
+class NNLSTMNetwork:
+    """``torch.nn.LSTM(n_in, hidden)`` then ``torch.nn.LSTM(hidden, n_in)``, seeded, with SGD."""
+
+    def __init__(self, n_in: int, hidden: int, dtype: torch.dtype, rate: float,
+                 device: str = "cpu", seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.first = torch.nn.LSTM(n_in, hidden).to(device=device, dtype=dtype)
+        self.second = torch.nn.LSTM(hidden, n_in).to(device=device, dtype=dtype)
+        params = [*self.first.parameters(), *self.second.parameters()]
+        self.optimizer = torch.optim.SGD(params, lr=rate)
+
+    def train_step(self, xs: torch.Tensor, targets: torch.Tensor) -> float:
+        """One training call on ``xs`` (T, B, n_in): squared error averaged over the batch."""
+        self.optimizer.zero_grad(set_to_none=True)
+        ys, _ = self.second(self.first(xs)[0])
+        diff = ys - targets
+        loss = 0.5 * (diff * diff).sum() / xs.shape[1]
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.item())
+
+
+def step_backward(layer: GrenadeTorchLSTM, c: torch.Tensor, x: torch.Tensor,
+                  dc: torch.Tensor, dh: torch.Tensor) -> Any:
+    """A callable that backpropagates one recorded step (graph built once, kept)."""
+    c = c.detach().requires_grad_(True)
+    x = x.detach().requires_grad_(True)
+    c_next, h = layer.step(c, x)
+    inputs = [*layer.parameters(), c, x]
+
+    def backward() -> Any:
+        return torch.autograd.grad((c_next, h), inputs, (dc, dh), retain_graph=True)
+
+    return backward

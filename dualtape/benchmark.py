@@ -1,0 +1,502 @@
+"""The cross-device benchmark behind ``dualtape bench``.
+
+The workloads are Grenade's criterion suite ``bench-lstm``:
+
+- ``lstm``: forwards-60, forwards-512, backwards-60, backwards-512: one step of ``LSTM(40, n)``
+  at batch 1 (backwards from a tape made before timing starts);
+- ``update``: matrix-60x60, matrix-512x512: one SGD step with momentum on one parameter;
+- ``train``: one-, ten- and fifty-time-steps of ``train_recurrent`` on
+  ``[LSTM(40, 512), LSTM(512, 40)]``, ``SGD(rate=0.1)``, target = input, batch 1, and fifty time
+  steps at batch 32 and 256.
+
+A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
+does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
+runs dualtape on one backend; the reference runners (a naive per-step numpy LSTM, the same
+maths in torch autograd, ``torch.nn.LSTM``) live in ``bench/references.py`` of a source checkout,
+not in the library, and have the same two methods. Each workload is timed on every runner and
+dtype in turn, round-robin, so drift in the machine's speed hits all of them alike.
+
+Heavy imports (torch, matplotlib, threadpoolctl) happen inside functions, so ``dualtape --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .backend import Backend, BackendUnavailable, available_backends, from_host, resolve_backend
+from .backend import use_backend as _use_backend
+from .layers.lstm import LSTM
+from .optim import SGD
+from .recurrent import RecurrentNetwork, train_recurrent
+
+N_IN = 40
+DTYPES = ("float32", "float64")
+SPEED_BACKENDS_EXCLUDED = ("array_api_strict",)
+SEED = 20240601
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One timed operation: ``op`` is forwards, backwards, sgd or train; ``size`` is the LSTM
+    width (lstm group, and the hidden layer in train) or the matrix side (update group)."""
+
+    group: str
+    name: str
+    op: str
+    size: int = 512
+    batch: int = 1
+    steps: int = 1
+
+    @property
+    def key(self) -> str:
+        """``group/name``, e.g. ``train/fifty-time-steps``."""
+        return f"{self.group}/{self.name}"
+
+    def smoke(self) -> Workload:
+        """The same code path, cheap enough for a test run: batched variants run 2 steps."""
+        return replace(self, steps=min(self.steps, 2)) if self.batch > 1 else self
+
+    def host_data(self, dtype: str) -> dict[str, Any]:
+        """The workload's inputs as numpy arrays, the same for every runner.
+
+        ``params`` is a list of LSTM parameter dicts (dualtape's layout); batch-1 inputs keep
+        their batch axis: ``x`` (1, 40), ``c``/``dc``/``dh`` (1, n), ``xs`` (T, batch, 40).
+        """
+        rng = np.random.default_rng(SEED)
+
+        def uniform(*shape: int) -> np.ndarray:
+            return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+        n = self.size
+        if self.op == "sgd":
+            return {"w": uniform(n, n), "g": uniform(n, n)}
+        if self.op in ("forwards", "backwards"):
+            return {
+                "params": [lstm_host_params(N_IN, n, 1, dtype)],
+                "x": uniform(1, N_IN), "c": uniform(1, n), "dc": uniform(1, n), "dh": uniform(1, n),
+            }
+        return {
+            "params": [lstm_host_params(N_IN, n, 1, dtype), lstm_host_params(n, N_IN, 2, dtype)],
+            "xs": uniform(self.steps, self.batch, N_IN),
+        }
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("lstm", "forwards-60", "forwards", 60),
+    Workload("lstm", "forwards-512", "forwards", 512),
+    Workload("lstm", "backwards-60", "backwards", 60),
+    Workload("lstm", "backwards-512", "backwards", 512),
+    Workload("update", "matrix-60x60", "sgd", 60),
+    Workload("update", "matrix-512x512", "sgd", 512),
+    Workload("train", "one-time-step", "train", 512, 1, 1),
+    Workload("train", "ten-time-steps", "train", 512, 1, 10),
+    Workload("train", "fifty-time-steps", "train", 512, 1, 50),
+    Workload("train", "fifty-time-steps-batch-32", "train", 512, 32, 50),
+    Workload("train", "fifty-time-steps-batch-256", "train", 512, 256, 50),
+)
+TRAIN_RATE = 0.1
+UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
+
+
+def lstm_host_params(n_in: int, n_out: int, seed: int, dtype: str) -> dict[str, np.ndarray]:
+    """Grenade-initialised LSTM parameters on the host, drawn as ``LSTM(..., seed=seed)``."""
+    with _use_backend("numpy"):
+        return dict(LSTM(n_in, n_out, seed=seed, dtype=dtype).params)
+
+
+def select_workloads(names: Sequence[str] | None = None, quick: bool = False) -> list[Workload]:
+    """Workloads whose group, name or key is in ``names`` (all when empty); ``quick`` drops the
+    batch-256 variant."""
+    chosen = [w for w in WORKLOADS if not names or {w.group, w.name, w.key} & set(names)]
+    unknown = set(names or ()) - {s for w in WORKLOADS for s in (w.group, w.name, w.key)}
+    if unknown:
+        raise ValueError(f"unknown workloads {sorted(unknown)}; known: "
+                         f"{', '.join(w.key for w in WORKLOADS)} or a group")
+    return [w for w in chosen if not (quick and w.batch > 32)]
+
+
+# --- runners -------------------------------------------------------------------------------
+
+
+class Runner(Protocol):
+    """Something that can run workloads: dualtape on a backend, or a reference."""
+
+    label: str
+    reference: bool
+
+    def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
+        """A callable running ``workload`` once, or ``None`` if this runner does not cover it."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work."""
+        ...
+
+
+def synchronize(backend: Backend) -> None:
+    """Wait for ``backend``'s device to finish queued work (a no-op on CPU backends)."""
+    if backend.name == "cupy":
+        backend.device.synchronize()
+    elif backend.name == "torch" and backend.device.type == "cuda":
+        importlib.import_module("torch").cuda.synchronize(backend.device)
+
+
+def backend_label(backend: Backend) -> str:
+    """``numpy``, ``torch``, ``cupy``; with ``:device`` when not the default device."""
+    default = resolve_backend(backend.name).device
+    return backend.name if backend.device == default else f"{backend.name}:{backend.device}"
+
+
+class BackendRunner:
+    """dualtape itself on one backend and device."""
+
+    reference = False
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.label = backend_label(backend)
+
+    def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any]:
+        """Build the layers and inputs of ``workload`` on this backend."""
+        data = workload.host_data(dtype)
+        with _use_backend(self.backend.name, self.backend.device):
+            return _PREPARE[workload.op](self.backend, data)
+
+    def synchronize(self) -> None:
+        """Wait for this backend's device."""
+        synchronize(self.backend)
+
+
+def _lstm(host: dict[str, np.ndarray], backend: Backend) -> LSTM:
+    n_out, n_in = host["W"].shape[0] // 4, host["W"].shape[1]
+    layer = LSTM(n_in, n_out, dtype=str(host["W"].dtype))
+    layer.params = {k: from_host(v.copy(), backend) for k, v in host.items()}
+    return layer
+
+
+def _prepare_forwards(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
+    layer = _lstm(data["params"][0], backend)
+    x, c = from_host(data["x"], backend), from_host(data["c"], backend)
+    return lambda: layer.forward(c, x)
+
+
+def _prepare_backwards(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
+    layer = _lstm(data["params"][0], backend)
+    x, c, dc, dh = (from_host(data[k], backend) for k in ("x", "c", "dc", "dh"))
+    tape, _, _ = layer.forward(c, x)
+    return lambda: layer.backward(tape, dc, dh)
+
+
+def _prepare_sgd(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
+    optimizer = SGD(rate=UPDATE_RATE, momentum=UPDATE_MOMENTUM)
+    params = [{"w": from_host(data["w"], backend)}]
+    grads = [{"w": from_host(data["g"], backend)}]
+    return lambda: optimizer.step(params, grads)
+
+
+def _prepare_train(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
+    net = RecurrentNetwork([_lstm(p, backend) for p in data["params"]])
+    xs = from_host(data["xs"], backend)
+    optimizer = SGD(rate=TRAIN_RATE)
+    return lambda: train_recurrent(net, xs, xs, optimizer)
+
+
+_PREPARE = {
+    "forwards": _prepare_forwards,
+    "backwards": _prepare_backwards,
+    "sgd": _prepare_sgd,
+    "train": _prepare_train,
+}
+
+
+# --- timing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long to measure each (workload, runner, dtype) case: ``warmup`` calls first (the
+    last one also estimates the time of a call), then samples of ``number`` calls lasting at
+    least ``min_sample`` s, about ``budget`` s of them, but no fewer than ``min_rounds`` and no
+    more than ``max_rounds``."""
+
+    budget: float = 1.5
+    min_rounds: int = 5
+    max_rounds: int = 200
+    min_sample: float = 0.01
+    warmup: int = 2
+
+
+FULL = Timing()
+QUICK = Timing(budget=0.25, min_rounds=3, max_rounds=30, min_sample=0.004, warmup=1)
+
+
+@dataclass
+class Result:
+    """The samples (seconds per call) of one workload on one runner in one dtype."""
+
+    workload: Workload
+    runner: str
+    reference: bool
+    dtype: str
+    samples: list[float] = field(default_factory=list)
+    number: int = 1
+    error: str | None = None
+
+    @property
+    def median_ms(self) -> float:
+        """Median time per call in milliseconds (NaN without samples)."""
+        return 1e3 * float(np.median(self.samples)) if self.samples else math.nan
+
+    @property
+    def min_ms(self) -> float:
+        """Fastest sample, ms per call."""
+        return 1e3 * min(self.samples) if self.samples else math.nan
+
+    @property
+    def max_ms(self) -> float:
+        """Slowest sample, ms per call."""
+        return 1e3 * max(self.samples) if self.samples else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        w = self.workload
+        return {
+            "workload": w.key, "group": w.group, "size": w.size, "batch": w.batch,
+            "steps": w.steps, "runner": self.runner, "reference": self.reference,
+            "dtype": self.dtype, "median_ms": self.median_ms, "min_ms": self.min_ms,
+            "max_ms": self.max_ms, "calls_per_sample": self.number,
+            "samples_ms": [1e3 * s for s in self.samples], "error": self.error,
+        }
+
+
+def _timer(run: Callable[[], Any], sync: Callable[[], None]) -> Callable[[int], float]:
+    def timed(number: int) -> float:
+        sync()
+        start = time.perf_counter()
+        for _ in range(number):
+            run()
+        sync()
+        return (time.perf_counter() - start) / number
+
+    return timed
+
+
+def measure_workload(
+    workload: Workload,
+    runners: Sequence[Runner],
+    dtypes: Sequence[str] = DTYPES,
+    timing: Timing = FULL,
+) -> list[Result]:
+    """Time ``workload`` on every runner and dtype, round-robin; failures become error rows."""
+    results: list[Result] = []
+    cases: list[tuple[Result, Callable[[int], float]]] = []
+    per_round = 0.0
+    for runner in runners:
+        for dtype in dtypes:
+            result = Result(workload, runner.label, runner.reference, dtype)
+            try:
+                run = runner.prepare(workload, dtype)
+                if run is None:
+                    continue
+                timed = _timer(run, runner.synchronize)
+                for _ in range(timing.warmup - 1):
+                    timed(1)
+                once = max(timed(1), 1e-9)
+                result.number = max(1, math.ceil(timing.min_sample / once))
+                per_round += once * result.number
+            except Exception as exc:  # a broken backend must not stop the others
+                result.error = f"{type(exc).__name__}: {exc}"
+            results.append(result)
+            if result.error is None:
+                cases.append((result, timed))
+    if not cases:
+        return results
+    rounds = int(timing.budget * len(cases) / max(per_round, 1e-9))
+    rounds = min(max(rounds, timing.min_rounds), timing.max_rounds)
+    for k in range(rounds):
+        shift = k % len(cases)
+        for result, timed in cases[shift:] + cases[:shift]:
+            if result.error is None:
+                try:
+                    result.samples.append(timed(result.number))
+                except Exception as exc:
+                    result.error = f"{type(exc).__name__}: {exc}"
+    return results
+
+
+@contextlib.contextmanager
+def limited_threads(n: int | None) -> Iterator[None]:
+    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n``."""
+    if n is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        raise SystemExit("dualtape bench: --threads needs threadpoolctl: "
+                         "pip install 'dualtape[bench]'") from None
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=n):
+        if torch is not None:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if torch is not None:
+                torch.set_num_threads(previous)
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
+    """``numpy,cupy,torch:cuda`` -> backends, plus notes on those unavailable here.
+
+    Default: every available backend except array_api_strict (a correctness backend)."""
+    if text is None:
+        names = [b for b in available_backends() if b not in SPEED_BACKENDS_EXCLUDED]
+    else:
+        names = [s.strip() for s in text.split(",") if s.strip()]
+    backends, notes = [], []
+    for item in names:
+        name, _, device = item.partition(":")
+        try:
+            where = int(device) if device.isdigit() else device or None
+            backends.append(resolve_backend(name, where))
+        except BackendUnavailable as exc:
+            notes.append(f"skipped backend {item}: {exc}")
+    return backends, notes
+
+
+def source_references() -> list[Runner] | None:
+    """The reference runners of a source checkout (``bench/references.py`` beside the package),
+    or ``None`` when dualtape runs from an installed copy."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "bench" / "references.py").is_file():
+        return None
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module("bench.references")
+    except ImportError as exc:
+        print(f"note: no reference rows: bench/references.py did not import: {exc}")
+        return []
+    return list(module.reference_runners())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``dualtape bench`` (also used by ``bench/compare_devices.py``)."""
+    parser.add_argument(
+        "--backends", metavar="LIST",
+        help="comma-separated backends, NAME or NAME:DEVICE (e.g. numpy,cupy,torch:cuda); "
+             "default: every available one except array_api_strict, which is a correctness "
+             "backend (it checks the array-API contract), not a speed one",
+    )
+    parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
+                        help="comma-separated dtypes (default: float32,float64)")
+    parser.add_argument("--workloads", metavar="LIST",
+                        help="groups (lstm, update, train), names or group/name; default: all")
+    parser.add_argument("--references", default="all", metavar="LIST",
+                        help="reference rows: all (default), none, or a list of naive, "
+                             "torch-autograd, torch.nn.LSTM; they need a source checkout")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer, shorter samples and no batch-256 run (under a minute)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="limit BLAS/OpenMP and torch threads to N (threadpoolctl); "
+                             "the project's targets are measured with --threads 1")
+    parser.add_argument("--json", metavar="FILE", help="write all samples and machine details")
+    parser.add_argument("--markdown", metavar="FILE", help="write the table as a results page")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw speedup vs numpy against batch size and hidden size "
+                             "(needs matplotlib, in the bench extra)")
+
+
+def register(commands: Any) -> None:
+    """Add the ``bench`` subcommand to ``dualtape``'s subparsers."""
+    parser = commands.add_parser(
+        "bench", help="time the LSTM workloads on every backend, with reference rows",
+        description="Time Grenade's LSTM workloads (groups lstm, update, train) on each "
+        "backend, interleaved round-robin; print the median ms per call, min–max and the speedup "
+        "against dualtape on numpy. Reference rows (ref:naive, ref:torch-autograd, "
+        "ref:torch.nn.LSTM) come from bench/ of a source checkout.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(run=lambda args: run(args))
+
+
+def _reference_runners(wanted: str, given: Sequence[Runner] | None) -> list[Runner]:
+    if wanted == "none":
+        return []
+    runners = list(given) if given is not None else source_references()
+    if runners is None:
+        print("note: no reference rows: they live in bench/ of a source checkout "
+              "(python bench/compare_devices.py)")
+        return []
+    if wanted != "all":
+        names = {s.strip() for s in wanted.split(",")}
+        known = {r.label for r in runners}
+        if names - known:
+            raise SystemExit(f"dualtape bench: unknown references {sorted(names - known)}; "
+                             f"here: {', '.join(sorted(known))}")
+        runners = [r for r in runners if r.label in names]
+    return runners
+
+
+def run(args: argparse.Namespace, references: Sequence[Runner] | None = None,
+        command: str | None = None) -> int:
+    """Run ``dualtape bench`` with parsed ``args``; 1 when a row failed, else 0."""
+    results, _ = execute(args, references, command)
+    return 1 if any(r.error for r in results) else 0
+
+
+def execute(args: argparse.Namespace, references: Sequence[Runner] | None = None,
+            command: str | None = None) -> tuple[list[Result], dict[str, Any]]:
+    """Measure, print and write what ``args`` asks for; return the results and the machine
+    details. ``references`` replaces the runners found in a source checkout; ``command`` is
+    the command line recorded for re-running."""
+    from . import benchreport
+
+    if args.plot:
+        benchreport.require_matplotlib()
+    backends, notes = parse_backends(args.backends)
+    for note in notes:
+        print(f"note: {note}")
+    runners: list[Runner] = [BackendRunner(b) for b in backends]
+    runners += _reference_runners(args.references, references)
+    dtypes = [d.strip() for d in args.dtypes.split(",")]
+    if set(dtypes) - set(DTYPES):
+        raise SystemExit(f"dualtape bench: --dtypes takes {', '.join(DTYPES)}, got {args.dtypes}")
+    workloads = select_workloads(args.workloads.split(",") if args.workloads else None, args.quick)
+    timing = QUICK if args.quick else FULL
+    results: list[Result] = []
+    with limited_threads(args.threads):
+        meta = benchreport.system_info(args.threads, [r.label for r in runners])
+        print(benchreport.header_text(meta), flush=True)
+        started = time.perf_counter()
+        for workload in workloads:
+            print(f"... {workload.key}", file=sys.stderr, flush=True)
+            results += measure_workload(workload, runners, dtypes, timing)
+    meta["seconds"] = round(time.perf_counter() - started, 1)
+    meta["command"] = command or "dualtape bench " + " ".join(sys.argv[2:])
+    print(benchreport.table(results))
+    print(benchreport.ratios(results))
+    if args.json:
+        benchreport.write_json(args.json, results, meta)
+    if args.markdown:
+        benchreport.write_markdown(args.markdown, results, meta)
+    if args.plot:
+        benchreport.plot(args.plot, results)
+    return results, meta

@@ -1,0 +1,264 @@
+"""Reports of ``dualtape bench``: machine details, the table, ratios, JSON, markdown and a plot.
+
+Kept apart from ``benchmark.py`` so the timing code stays small; imported only when a
+benchmark runs. matplotlib and threadpoolctl are imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .benchmark import WORKLOADS, Result
+
+PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
+            "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
+ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "GOTO", "BLIS_", "NVPL_", "DUALTAPE_",
+                "CUDA_VISIBLE")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def gpu_models() -> list[str]:
+    """Names of the CUDA devices seen by CuPy or torch, if either is already imported."""
+    names: list[str] = []
+    cupy, torch = sys.modules.get("cupy"), sys.modules.get("torch")
+    with contextlib.suppress(Exception):
+        if cupy is not None:
+            for k in range(cupy.cuda.runtime.getDeviceCount()):
+                name = cupy.cuda.runtime.getDeviceProperties(k)["name"]
+                names.append(f"cuda:{k} {name.decode() if isinstance(name, bytes) else name}")
+    with contextlib.suppress(Exception):
+        if not names and torch is not None and torch.cuda.is_available():
+            names = [f"cuda:{k} {torch.cuda.get_device_name(k)}"
+                     for k in range(torch.cuda.device_count())]
+    return names
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the packages that matter to the timings."""
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+def thread_info(requested: int | None) -> dict[str, Any]:
+    """Thread counts now: threadpoolctl's pools (BLAS, OpenMP) and torch's intra-op threads."""
+    info: dict[str, Any] = {"requested": requested}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        info["pools"] = "threadpoolctl not installed"
+    else:
+        info["pools"] = [
+            {k: pool.get(k) for k in ("internal_api", "prefix", "version", "architecture",
+                                      "num_threads") if pool.get(k) is not None}
+            for pool in threadpool_info()
+        ]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch"] = torch.get_num_threads()
+    return info
+
+
+def system_info(threads: int | None, runners: Sequence[str]) -> dict[str, Any]:
+    """Everything needed to compare two runs: date, machine, versions, threads, BLAS env."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return {
+        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(affinity(0)) if affinity else os.cpu_count(),
+        "gpus": gpu_models(),
+        "versions": versions(),
+        "threads": thread_info(threads),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "runners": list(runners),
+    }
+
+
+def _threads_text(threads: dict[str, Any]) -> str:
+    pools = threads["pools"]
+    if isinstance(pools, str):
+        parts = [pools]
+    else:
+        parts = [f"{p.get('internal_api')} {p.get('version') or ''} "
+                 f"({p.get('prefix')}): {p.get('num_threads')}".replace("  ", " ") for p in pools]
+    if "torch" in threads:
+        parts.append(f"torch intra-op: {threads['torch']}")
+    return "; ".join(parts)
+
+
+def header_text(meta: dict[str, Any]) -> str:
+    """A few lines describing the machine and the run."""
+    gpus = ", ".join(meta["gpus"]) or "none"
+    env = ", ".join(f"{k}={v}" for k, v in meta["env"].items()) or "none set"
+    libs = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    return "\n".join([
+        f"- date: {meta['date']}",
+        f"- CPU: {meta['cpu']} ({meta['cpus_usable']} of {meta['cpus']} CPUs usable); "
+        f"GPU: {gpus}",
+        f"- platform: {meta['platform']}",
+        f"- versions: {libs}",
+        f"- threads (--threads {meta['threads']['requested']}): {_threads_text(meta['threads'])}",
+        f"- BLAS/OpenMP environment: {env}",
+        f"- rows: {', '.join(meta['runners'])}",
+    ])
+
+
+def _ms(value: float) -> str:
+    if math.isnan(value):
+        return "–"
+    if value < 1:
+        return f"{value:.4f}"
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def _row_label(r: Result) -> str:
+    return f"ref:{r.runner}" if r.reference else r.runner
+
+
+def _numpy(results: Sequence[Result], r: Result) -> Result | None:
+    return next((x for x in results if x.runner == "numpy" and not x.reference
+                 and x.workload == r.workload and x.dtype == r.dtype and x.samples), None)
+
+
+def _ordered(results: Sequence[Result]) -> list[Result]:
+    order = {w.key: k for k, w in enumerate(WORKLOADS)}
+    runners = list(dict.fromkeys(r.runner for r in results))
+    return sorted(results, key=lambda r: (order.get(r.workload.key, 99), r.workload.key,
+                                          r.dtype, r.reference, runners.index(r.runner)))
+
+
+def table(results: Sequence[Result]) -> str:
+    """The results as a markdown table: median and min–max ms per call, speedup vs numpy."""
+    lines = ["| workload | backend | dtype | median ms | min–max ms | vs numpy |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for r in _ordered(results):
+        if r.error:
+            lines.append(f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | failed: "
+                         f"{r.error[:60]} | | |")
+            continue
+        base = _numpy(results, r)
+        speedup = f"{base.median_ms / r.median_ms:.2f}×" if base else "–"
+        lines.append(f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | {_ms(r.median_ms)} | "
+                     f"{_ms(r.min_ms)}–{_ms(r.max_ms)} | {speedup} |")
+    lines.append("\nvs numpy: dualtape-on-numpy's median divided by the row's (> 1: the row is "
+                 "faster). ref: rows are references, not dualtape.")
+    return "\n".join(lines)
+
+
+def ratios(results: Sequence[Result]) -> str:
+    """How many times longer each reference takes than dualtape on numpy, per workload."""
+    refs = list(dict.fromkeys(r.runner for r in results if r.reference))
+    if not refs:
+        return ""
+    lines = ["| workload | dtype | " + " | ".join(f"{name} / numpy" for name in refs) + " |",
+             "| --- | --- |" + " ---: |" * len(refs)]
+    for key in dict.fromkeys(r.workload.key for r in _ordered(results)):
+        for dtype in dict.fromkeys(r.dtype for r in results):
+            mine = [r for r in results if r.workload.key == key and r.dtype == dtype]
+            base = next((r for r in mine if r.runner == "numpy" and not r.reference
+                         and r.samples), None)
+            cells = []
+            for name in refs:
+                ref = next((r for r in mine if r.runner == name and r.reference and r.samples),
+                           None)
+                cells.append(f"{ref.median_ms / base.median_ms:.2f}×" if ref and base else "–")
+            if base and any(c != "–" for c in cells):
+                lines.append(f"| {key} | {dtype} | " + " | ".join(cells) + " |")
+    lines.append("\nEach cell: the reference's median time divided by dualtape-on-numpy's "
+                 "(> 1: dualtape is faster).")
+    return "\n".join(lines)
+
+
+def write_json(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
+    """All samples and the machine details as JSON."""
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1)
+
+
+def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
+    """A results page: how to re-run it, the machine, the table and the ratios."""
+    gpus = " + " + ", ".join(meta["gpus"]) if meta["gpus"] else ""
+    text = "\n\n".join([
+        f"# dualtape bench on {meta['cpu']}{gpus}",
+        f"Re-run with (from the repository root):\n\n```\n{meta['command']}\n```",
+        header_text(meta) + f"\n- wall time of the run: {meta.get('seconds', '?')} s",
+        "## Times\n\n" + table(results),
+        "## Ratios to dualtape on numpy\n\n" + ratios(results),
+    ])
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def require_matplotlib() -> None:
+    """Fail early, with the fix, when ``--plot`` is asked for without matplotlib."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit("dualtape bench: --plot needs matplotlib: pip install 'dualtape[bench]'")
+
+
+def plot(path: str, results: Sequence[Result]) -> None:
+    """Speedup vs numpy (same dtype) against batch size (train, fifty time steps) and hidden
+    size (one LSTM step forwards, and backwards): one colour per row, one line style per dtype."""
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    panels = [
+        (lambda w: w.op == "train" and w.steps == 50, lambda w: w.batch, "batch size",
+         "train, fifty time steps"),
+        (lambda w: w.op == "forwards", lambda w: w.size, "hidden size", "one step forwards"),
+        (lambda w: w.op == "backwards", lambda w: w.size, "hidden size", "one step backwards"),
+    ]
+    labels = list(dict.fromkeys(_row_label(r) for r in results if r.runner != "numpy"))
+    colours = {label: plt.get_cmap("tab10")(k % 10) for k, label in enumerate(labels)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 4.5))
+    for axis, (chosen, x_of, xlabel, title) in zip(axes, panels, strict=True):
+        lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for r in results:
+            base = _numpy(results, r)
+            if chosen(r.workload) and r.samples and base and _row_label(r) != "numpy":
+                point = (x_of(r.workload), base.median_ms / r.median_ms)
+                lines.setdefault((_row_label(r), r.dtype), []).append(point)
+        for (label, dtype), points in sorted(lines.items()):
+            xs, ys = zip(*sorted(points), strict=True)
+            axis.plot(xs, ys, color=colours[label], marker="o" if dtype == "float32" else "s",
+                      linestyle="--" if dtype == "float32" else "-", label=f"{label} {dtype}")
+        axis.axhline(1.0, color="grey", linewidth=0.8, label="numpy (dualtape)")
+        axis.set(xscale="log", yscale="log", xlabel=xlabel, title=title,
+                 ylabel="speedup vs dualtape on numpy (same dtype)")
+        ticks = sorted({x for points in lines.values() for x, _ in points})
+        if ticks:
+            axis.set_xticks(ticks)
+        axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        for scale in (axis.xaxis, axis.yaxis):
+            scale.set_major_formatter(ScalarFormatter())
+            scale.set_minor_formatter(NullFormatter())
+        axis.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
