@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import __version__
+from . import __version__, benchmark, text_cli
 from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
 
 
@@ -38,13 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dualtape {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="versions and available backends").set_defaults(run=info)
+    benchmark.register(commands)
+    text_cli.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dualtape`` console script."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # e.g. `dualtape info | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

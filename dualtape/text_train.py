@@ -1,0 +1,396 @@
+"""Training a character model: the step, its random state, checkpoints and the loop.
+
+The loss is the mean cross entropy per character in nats (summed over a window as
+``losses.py`` does, then divided by ``seq_len``), so ``--rate`` means the same for any window
+length. The network ends in Softmax (for sampling and saving), but a step runs the layers
+before it and takes ``softmax_cross_entropy`` of their output: the same function and gradient
+(``y − t``) as Softmax followed by the "cross_entropy" loss, computed stably. Grenade's LSTM has
+no tanh on the cell, so outputs grow; with the probability form, float32 probabilities of the
+right character underflowed to 0 (a logit spread of 140 at step 253, seed 0, SGD 0.5), the loss
+became infinite and the weights NaN.
+
+Each step draws ``batch`` random windows on the host, sends their symbol ids to the device,
+builds one-hot inputs and next-character targets there, and runs the network's
+``_forward_sequence``/``_backward_sequence`` directly: the loss stays on the device, summed,
+and is read back only by ``read_loss`` (every ``--log-every`` steps), where NaN is caught.
+Targets are one-hot rather than integer labels because the label check in ``losses._one_hot``
+reads a value back from the device every step. The global gradient norm is clipped to
+``clip`` on the device (the first steps' norm is ~11; without clipping SGD diverged).
+
+Random state: parameters come from ``seed``; the window and sample generators are
+``default_rng([seed, 1])`` and ``default_rng([seed, 2])``. A checkpoint stores both generators'
+states, so a resumed run draws the windows it would have drawn without the stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .backend import Backend, device_context, from_host, resolve_backend, to_numpy, use_backend
+from .io import load, load_extra, save
+from .layers.base import Array
+from .losses import softmax_cross_entropy
+from .optim import SGD, Adam, Optimizer
+from .recurrent import RecurrentNetwork
+from .text import (
+    TextError,
+    Vocabulary,
+    build_text_network,
+    check_text_network,
+    one_hot,
+    random_windows,
+    sample,
+)
+
+TEXT_FORMAT = 1
+"""Version of the train-text checkpoint contents (on top of ``io``'s file format)."""
+DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
+OPTIMIZERS = tuple(DEFAULT_RATES)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (stored in checkpoints)."""
+
+    hidden: list[int] = field(default_factory=lambda: [80, 80])
+    vocab: int = 100
+    annotate_capitals: bool = False
+    seq_len: int = 50
+    batch: int = 32
+    optimizer: str = "sgd"
+    rate: float = DEFAULT_RATES["sgd"]
+    momentum: float = 0.95
+    l2: float = 1e-6
+    clip: float = 1.0
+    dtype: str = "float32"
+    seed: int = 0
+    corpus: str | None = None
+    encoding: str = "utf-8"
+
+
+def make_optimizer(config: TrainConfig) -> Optimizer:
+    """SGD with momentum and L2 (Grenade's rule) or Adam, as ``config`` says."""
+    try:
+        if config.optimizer == "sgd":
+            return SGD(config.rate, config.momentum, config.l2)
+        if config.optimizer == "adam":
+            return Adam(config.rate)
+    except ValueError as exc:
+        raise TextError(str(exc).replace("regulariser", "l2")) from None
+    raise TextError(f"unknown optimizer {config.optimizer!r}; choose one of {OPTIMIZERS}")
+
+
+def clip_gradients(xp: Any, grads: list[dict[str, Array]], clip: float) -> list[dict]:
+    """``grads`` scaled by ``min(1, clip / global norm)``, computed on the device."""
+    total = None
+    for group in grads:
+        for g in group.values():
+            s = xp.sum(g * g)
+            total = s if total is None else total + s
+    if total is None:
+        return grads
+    norm = xp.sqrt(total)
+    factor = clip / xp.maximum(norm, xp.full_like(norm, clip))
+    return [{k: g * factor for k, g in group.items()} for group in grads]
+
+
+def check_length(ids: np.ndarray, seq_len: int) -> np.ndarray:
+    """``ids`` if they hold at least one window of ``seq_len + 1``; else ``TextError``."""
+    if len(ids) < seq_len + 1:
+        raise TextError(
+            f"the corpus has {len(ids)} symbols but --seq-len {seq_len} needs at least "
+            f"{seq_len + 1}; use a longer text or a smaller --seq-len"
+        )
+    return ids
+
+
+def _generator(state: Any) -> np.random.Generator:
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = state
+    return rng
+
+
+class TextTrainer:
+    """A text model being trained: network, vocabulary, optimizer, corpus ids, step count and
+    the window and sample generators."""
+
+    def __init__(
+        self,
+        net: Any,
+        vocab: Vocabulary,
+        config: TrainConfig,
+        optimizer: Optimizer,
+        ids: np.ndarray,
+        *,
+        step: int = 0,
+        rngs: dict[str, Any] | None = None,
+    ) -> None:
+        check_length(ids, config.seq_len)
+        self.net, self.vocab, self.config, self.optimizer = net, vocab, config, optimizer
+        self.ids = ids
+        self.step_count = step
+        self.backend: Backend = net.backend
+        self._logits = RecurrentNetwork(net.layers[:-1])  # shares the layers, without Softmax
+        self.xp = self.backend.xp
+        if rngs is None:
+            self.window_rng = np.random.default_rng([config.seed, 1])
+            self.sample_rng = np.random.default_rng([config.seed, 2])
+        else:
+            self.window_rng, self.sample_rng = _generator(rngs["windows"]), _generator(
+                rngs["samples"])
+        self._loss_sum: Array | None = None
+        self._loss_count = 0
+
+    @classmethod
+    def new(cls, text: str, config: TrainConfig, backend: Backend) -> TextTrainer:
+        """A fresh model for ``text`` on ``backend``, initialised from ``config.seed``."""
+        vocab = Vocabulary.build(text, config.vocab, config.annotate_capitals)
+        ids = check_length(vocab.encode(text), config.seq_len)
+        with use_backend(backend.name, backend.device):
+            net = build_text_network(len(vocab), config.hidden, seed=config.seed,
+                                     dtype=config.dtype)
+        return cls(net, vocab, config, make_optimizer(config), ids)
+
+    @property
+    def chars_per_step(self) -> int:
+        """Characters (predicted symbols) per training step: ``seq_len · batch``."""
+        return self.config.seq_len * self.config.batch
+
+    def step(self) -> None:
+        """One update on a batch of random windows; the loss stays on the device."""
+        cfg, xp = self.config, self.xp
+        window = random_windows(self.ids, cfg.seq_len, cfg.batch, self.window_rng)
+        with device_context(self.backend):
+            hot = one_hot(xp, from_host(window, self.backend), len(self.vocab),
+                          getattr(xp, cfg.dtype))
+            core = self._logits
+            tape, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
+            value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
+            scale = 1.0 / cfg.seq_len
+            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None)
+            if cfg.clip > 0:
+                grads = clip_gradients(xp, grads, cfg.clip)
+            self.optimizer.step(core.params, grads)
+            value = value * scale
+            self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
+        self._loss_count += 1
+        self.step_count += 1
+
+    def read_loss(self) -> float | None:
+        """The mean loss (nats/char) of the steps since the last read, read from the device;
+        None if there were none. A NaN or infinite loss raises ``FloatingPointError``."""
+        if self._loss_sum is None:
+            return None
+        value = float(to_numpy(self._loss_sum)) / self._loss_count
+        self._loss_sum, self._loss_count = None, 0
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"training diverged: the loss is {value} near step {self.step_count}; "
+                f"lower --rate (now {self.config.rate}) or --clip (now {self.config.clip})"
+            )
+        return value
+
+    def sample(self, chars: int, temperature: float, prime: str = "") -> str:
+        """Text from the current network, drawn with the trainer's sample generator."""
+        return sample(self.net, self.vocab, chars, temperature=temperature,
+                      rng=self.sample_rng, prime=prime)
+
+    def save(self, path: str | Path) -> None:
+        """Write a checkpoint: network, vocabulary, config, step, optimizer and RNG state."""
+        extra: dict[str, Any] = {
+            "text_format": TEXT_FORMAT,
+            "vocabulary": self.vocab.to_json(),
+            "config": dataclasses.asdict(self.config),
+            "step": self.step_count,
+            "rng": {"windows": self.window_rng.bit_generator.state,
+                    "samples": self.sample_rng.bit_generator.state},
+        }
+        for key, value in self.optimizer.state_dict().items():
+            extra[f"optimizer/{key}"] = np.asarray(value)
+        try:
+            save(self.net, path, extra=extra)
+        except OSError as exc:
+            raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+
+
+@dataclass
+class Checkpoint:
+    """What ``load_checkpoint`` read: the network (on the asked backend) and its training
+    state."""
+
+    net: Any
+    vocab: Vocabulary
+    config: TrainConfig
+    step: int
+    optimizer_state: dict[str, np.ndarray]
+    rngs: dict[str, Any]
+
+    def trainer(self, ids: np.ndarray, config: TrainConfig | None = None,
+                reseed: bool = False) -> TextTrainer:
+        """A trainer continuing from here (``config`` may change rates, windows, seed)."""
+        config = config or self.config
+        optimizer = make_optimizer(config)
+        reference = self.net.params[0]["W"]
+        params = self.net.params
+        for key, value in self.optimizer_state.items():
+            if key != "steps":
+                k, name, _ = key.split("/")
+                if int(k) >= len(params) or params[int(k)].get(name) is None or tuple(
+                        params[int(k)][name].shape) != value.shape:
+                    raise TextError(f"the optimizer state {key} does not fit the network")
+        optimizer.load_state_dict(self.optimizer_state, reference)
+        return TextTrainer(self.net, self.vocab, config, optimizer, ids, step=self.step,
+                           rngs=None if reseed else self.rngs)
+
+
+def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Checkpoint:
+    """A train-text checkpoint read onto ``backend``; any problem raises ``TextError``."""
+    where = backend if isinstance(backend, Backend) else resolve_backend(backend)
+    try:
+        extra = load_extra(path)
+        net = load(path, backend=where.name, device=where.device)
+    except OSError as exc:
+        raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise TextError(str(exc)) from None
+    version = extra.get("text_format")
+    if version is None:
+        raise TextError(f"{path} holds a dualtape network but is not a train-text checkpoint "
+                        "(it has no vocabulary)")
+    if not isinstance(version, int) or version > TEXT_FORMAT:
+        raise TextError(f"{path} is a train-text checkpoint of format {version!r}, newer than "
+                        f"this dualtape reads ({TEXT_FORMAT}); upgrade dualtape")
+    try:
+        vocab = Vocabulary.from_json(extra.get("vocabulary"))
+        config = TrainConfig(**extra["config"])
+        step, rngs = int(extra["step"]), dict(extra["rng"])
+        for state in rngs.values():
+            _generator(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TextError(f"{path}: the checkpoint's training state is damaged ({exc})") from None
+    try:
+        hidden = check_text_network(net, len(vocab))
+    except TextError as exc:
+        raise TextError(f"{path}: {exc}") from None
+    if hidden != list(config.hidden):
+        raise TextError(f"{path}: the network's hidden sizes {hidden} differ from its "
+                        f"recorded configuration {config.hidden}")
+    state = {k[len("optimizer/"):]: v for k, v in extra.items() if k.startswith("optimizer/")}
+    return Checkpoint(net, vocab, config, step, state, rngs)
+
+
+class Reporter(Protocol):
+    """Where the training loop reports (a progress bar or plain lines)."""
+
+    def advance(self) -> None:
+        """One step done."""
+
+    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+        """A loss read back at ``step`` and the speed since the previous read."""
+
+    def text(self, message: str) -> None:
+        """A message or a sample, printed whole."""
+
+
+@dataclass
+class RunLimits:
+    """When the loop stops, reports, samples and saves (None or 0 = never)."""
+
+    steps: int | None = None
+    time_limit: float | None = None
+    log_every: int = 10
+    sample_every: int = 200
+    sample_chars: int = 200
+    temperature: float = 0.8
+    save: str | None = None
+    save_every: int = 0
+
+
+@dataclass
+class RunResult:
+    """How a run ended: ``reason`` (``"steps"``, ``"time"`` or ``"interrupted"``), the steps
+    it made, its wall time, and its mean speed with sampling and saving left out."""
+
+    reason: str
+    steps: int
+    seconds: float
+    chars_per_second: float
+
+
+def run_training(
+    trainer: TextTrainer,
+    limits: RunLimits,
+    reporter: Reporter,
+    stop_requested: Callable[[], bool] = lambda: False,
+) -> RunResult:
+    """Train until a limit or a stop request (without limits: until a stop request). Saves
+    every ``save_every`` steps and at the end when ``save`` is set; a diverged run raises
+    ``FloatingPointError`` and is not saved. Ends with a sample unless one was just printed."""
+    start = last = time.perf_counter()
+    done = since_log = 0
+    paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
+
+    def log() -> None:
+        nonlocal last, since_log, paused
+        loss = trainer.read_loss()
+        now = time.perf_counter()
+        if loss is not None:
+            seconds = max(now - last - paused, 1e-9)
+            speed = since_log * trainer.chars_per_step / seconds
+            reporter.progress(trainer.step_count, loss, speed)
+        last, since_log, paused = now, 0, 0.0
+
+    def pause(action: Callable[[], None]) -> None:
+        nonlocal paused, total_paused
+        began = time.perf_counter()
+        action()
+        spent = time.perf_counter() - began
+        paused += spent
+        total_paused += spent
+
+    def show_sample() -> None:
+        if limits.sample_chars > 0:
+            text = trainer.sample(limits.sample_chars, limits.temperature)
+            reporter.text(f"--- sample at step {trainer.step_count} (temperature "
+                          f"{limits.temperature:g}) ---\n{text}\n---")
+
+    def checkpoint() -> None:
+        trainer.save(limits.save)
+        reporter.text(f"saved {limits.save} at step {trainer.step_count}")
+
+    while True:
+        if limits.steps is not None and done >= limits.steps:
+            reason = "steps"
+            break
+        if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
+            reason = "time"
+            break
+        if stop_requested():
+            reason = "interrupted"
+            break
+        trainer.step()
+        done += 1
+        since_log += 1
+        reporter.advance()
+        if limits.log_every and done % limits.log_every == 0:
+            log()
+        if limits.sample_every and done % limits.sample_every == 0:
+            pause(show_sample)
+        if limits.save and limits.save_every and done % limits.save_every == 0:
+            pause(checkpoint)
+    log()
+    seconds = time.perf_counter() - start
+    speed = done * trainer.chars_per_step / max(seconds - total_paused, 1e-9)
+    if not (limits.sample_every and done and done % limits.sample_every == 0):
+        show_sample()
+    if limits.save:
+        checkpoint()
+    return RunResult(reason, done, seconds, speed)

@@ -1,0 +1,462 @@
+"""train-text and sample: vocabulary, windows, training, checkpoints, sampling and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import cli, text_cli
+from dualtape.backend import resolve_backend
+from dualtape.text import (
+    CAPITAL,
+    UNKNOWN,
+    TextError,
+    Vocabulary,
+    annotate_capitals,
+    build_text_network,
+    choose,
+    one_hot,
+    parse_hidden,
+    random_windows,
+    read_corpus,
+    restore_capitals,
+    sample,
+)
+from dualtape.text_train import (
+    RunLimits,
+    TextTrainer,
+    TrainConfig,
+    load_checkpoint,
+    run_training,
+)
+
+TEXT = "The cat sat on the mat. The dog sat on the log. " * 12
+TINY = TrainConfig(hidden=[12], seq_len=8, batch=4, optimizer="adam", rate=0.05, seed=3)
+
+
+# --- vocabulary ------------------------------------------------------------------------------
+
+
+def test_vocabulary_keeps_the_most_frequent_characters_and_maps_the_rest_to_unknown():
+    vocab = Vocabulary.build("aaaabbbcc d", size=2)
+    assert vocab.symbols == [UNKNOWN, "a", "b"]
+    assert vocab.characters == 2
+    assert vocab.encode("abcx").tolist() == [1, 2, 0, 0]
+    assert vocab.decode([1, 2, 0]) == "ab\ufffd"
+
+
+def test_vocabulary_ties_break_by_code_point_and_round_trips_through_json():
+    vocab = Vocabulary.build("zyxzyx", size=2)
+    assert vocab.symbols == [UNKNOWN, "x", "y"]
+    again = Vocabulary.from_json(json.loads(json.dumps(vocab.to_json())))
+    assert again == vocab
+    with pytest.raises(ValueError):
+        Vocabulary.from_json({"symbols": 3})
+
+
+def test_encode_decode_round_trip_keeps_every_known_character():
+    vocab = Vocabulary.build(TEXT + "\n\t\u00e9", size=100)
+    assert vocab.decode(vocab.encode(TEXT)) == TEXT
+
+
+def test_capital_annotation_round_trips_and_shrinks_the_vocabulary():
+    text = "Hello World, ÉTÉ and İstanbul! ß"
+    assert restore_capitals(annotate_capitals(text)) == text
+    plain = Vocabulary.build(text)
+    marked = Vocabulary.build(text, annotate_capitals=True)
+    assert marked.symbols[:2] == [UNKNOWN, CAPITAL]
+    assert "H" not in marked.symbols and "h" in marked.symbols
+    assert marked.characters < plain.characters
+    assert marked.decode(marked.encode(text)) == text
+    assert len(marked.encode("Ab")) == 3  # marker, a, b
+
+
+def test_private_use_symbols_in_the_text_are_unknown_and_stray_markers_vanish():
+    vocab = Vocabulary.build("abc1" + CAPITAL + UNKNOWN, annotate_capitals=True)
+    assert vocab.encode(CAPITAL + "a").tolist() == [0, vocab.index["a"]]
+    assert vocab.decode([1]) == ""
+    assert vocab.decode([1, vocab.index["1"], 1, vocab.index["a"]]) == "1A"
+
+
+def test_vocabulary_size_must_be_positive():
+    with pytest.raises(ValueError, match="positive"):
+        Vocabulary.build("abc", size=0)
+
+
+# --- windows ---------------------------------------------------------------------------------
+
+
+def test_random_windows_are_consecutive_and_reproducible():
+    ids = np.arange(100)
+    windows = random_windows(ids, 10, 6, np.random.default_rng(5))
+    assert windows.shape == (11, 6)
+    assert np.all(np.diff(windows, axis=0) == 1)
+    assert windows.min() >= 0 and windows.max() <= 99
+    assert np.array_equal(windows, random_windows(ids, 10, 6, np.random.default_rng(5)))
+
+
+def test_random_windows_fit_a_corpus_of_exactly_seq_len_plus_one():
+    assert random_windows(np.arange(11), 10, 2, np.random.default_rng()).tolist()[0] == [0, 0]
+    with pytest.raises(ValueError, match="at least 11"):
+        random_windows(np.arange(10), 10, 2, np.random.default_rng())
+
+
+def test_one_hot_is_made_on_the_device_of_the_ids(backend):
+    ids = dualtape.asarray(np.array([[0, 2], [1, 0]]))
+    hot = one_hot(backend.xp, ids, 3, backend.xp.float32)
+    assert dualtape.backend.backend_of(hot).device == backend.device
+    assert np.array_equal(dualtape.to_numpy(hot), np.eye(3, dtype=np.float32)[[[0, 2], [1, 0]]])
+
+
+def test_parse_hidden():
+    assert parse_hidden("80,80") == [80, 80]
+    for bad in ("", "80,", "a", "0", "-3,4", "8.5"):
+        with pytest.raises(TextError, match="--hidden"):
+            parse_hidden(bad)
+
+
+def test_built_in_corpus_ships_with_the_package():
+    text = read_corpus(None)
+    assert 30_000 < len(text) < 60_000 and text.isascii()
+
+
+# --- training --------------------------------------------------------------------------------
+
+
+def test_network_shape_and_rescaled_lstm_weights():
+    with dualtape.use_backend("numpy"):
+        net = build_text_network(20, [16, 8], seed=1)
+    assert [repr(layer) for layer in net.layers] == [
+        "LSTM(20, 16)", "LSTM(16, 8)", "FullyConnected(8, 20)", "Softmax()"]
+    assert np.abs(net.layers[0].params["W"]).max() > 0.5  # one-hot input: Grenade's scale
+    assert np.abs(net.layers[1].params["W"]).max() <= 1 / 4  # divided by sqrt(16)
+    assert np.abs(net.layers[1].params["U"]).max() <= 1 / np.sqrt(8)
+
+
+def _losses(trainer: TextTrainer, steps: int) -> list[float]:
+    out = []
+    for _ in range(steps):
+        trainer.step()
+        out.append(trainer.read_loss())
+    return out
+
+
+def test_a_few_steps_lower_the_loss_on_every_backend(backend):
+    trainer = TextTrainer.new(TEXT, TINY, backend)
+    assert trainer.net.backend.name == backend.name
+    losses = _losses(trainer, 12)
+    assert np.mean(losses[-4:]) < losses[0] - 0.4
+    assert trainer.step_count == 12
+
+
+def test_sgd_with_momentum_lowers_the_loss_too():
+    config = TrainConfig(hidden=[12], seq_len=8, batch=4, seed=3, rate=0.5)
+    losses = _losses(TextTrainer.new(TEXT, config, resolve_backend("numpy")), 30)
+    assert np.mean(losses[-5:]) < losses[0] - 0.3
+
+
+def test_the_loss_is_read_back_as_a_mean_and_nan_is_caught():
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    assert trainer.read_loss() is None
+    trainer.step()
+    trainer.step()
+    assert 0 < trainer.read_loss() < 10
+    trainer.net.layers[0].params["b"] = trainer.net.layers[0].params["b"] * np.nan
+    trainer.step()
+    with pytest.raises(FloatingPointError, match="diverged"):
+        trainer.read_loss()
+
+
+def test_a_corpus_shorter_than_a_window_is_refused():
+    with pytest.raises(TextError, match="--seq-len 8 needs at least 9"):
+        TextTrainer.new("abcdefgh", TINY, resolve_backend("numpy"))
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resume_on_another_backend_continues_with_the_same_losses(backend, tmp_path, optimizer):
+    config = TrainConfig(hidden=[10, 6], seq_len=6, batch=3, optimizer=optimizer,
+                         rate=0.3 if optimizer == "sgd" else 0.02, seed=11)
+    first = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+    _losses(first, 4)
+    path = tmp_path / "ckpt.npz"
+    first.save(path)
+    expected = _losses(first, 3)
+    checkpoint = load_checkpoint(path, backend)
+    assert checkpoint.step == 4 and checkpoint.config == config
+    resumed = checkpoint.trainer(checkpoint.vocab.encode(TEXT))
+    assert resumed.net.backend.name == backend.name
+    np.testing.assert_allclose(_losses(resumed, 3), expected, rtol=2e-4)
+    assert resumed.step_count == 7
+
+
+def test_checkpoint_keeps_the_sample_generator(tmp_path):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    trainer.step()
+    trainer.save(tmp_path / "c.npz")
+    expected = trainer.sample(30, 1.0)
+    resumed = load_checkpoint(tmp_path / "c.npz").trainer(trainer.ids)
+    assert resumed.sample(30, 1.0) == expected
+
+
+# --- sampling --------------------------------------------------------------------------------
+
+
+def test_sampling_is_deterministic_with_a_seed(backend):
+    trainer = TextTrainer.new(TEXT, TINY, backend)
+    _losses(trainer, 3)
+
+    def draw(seed: int, prime: str = "") -> str:
+        return sample(trainer.net, trainer.vocab, 25, temperature=0.9,
+                      rng=np.random.default_rng(seed), prime=prime)
+
+    assert draw(1) == draw(1)
+    assert len(draw(1)) == 25
+    assert draw(2, "The") == draw(2, "The")
+    assert len({draw(seed) for seed in range(4)}) > 1
+
+
+def test_temperature_sharpens_and_must_be_positive():
+    probs = np.array([0.1, 0.6, 0.3])
+    rng = np.random.default_rng(0)
+    assert all(choose(probs, 0.01, rng) == 1 for _ in range(50))
+    with dualtape.use_backend("numpy"):
+        net = build_text_network(4, [3], seed=0)
+    with pytest.raises(ValueError, match="temperature"):
+        sample(net, Vocabulary.build("abc"), 3, temperature=0)
+
+
+def test_samples_restore_capitals():
+    config = TrainConfig(hidden=[8], seq_len=8, batch=2, annotate_capitals=True, seed=0)
+    trainer = TextTrainer.new("ABC DEF GHI " * 10, config, resolve_backend("numpy"))
+    text = trainer.sample(200, 1.5)
+    assert CAPITAL not in text and "^" not in text and len(text) <= 200
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self):
+        self.steps, self.readings, self.messages = 0, [], []
+
+    def advance(self):
+        self.steps += 1
+
+    def progress(self, step, loss, speed):
+        self.readings.append((step, loss, speed))
+
+    def text(self, message):
+        self.messages.append(message)
+
+
+def test_run_training_logs_samples_and_saves(tmp_path):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    limits = RunLimits(steps=7, log_every=3, sample_every=5, sample_chars=12,
+                       save=str(tmp_path / "run.npz"), save_every=4)
+    recorder = Recorder()
+    result = run_training(trainer, limits, recorder)
+    assert result.reason == "steps" and result.steps == 7 and result.chars_per_second > 0
+    assert recorder.steps == 7
+    assert [step for step, _, _ in recorder.readings] == [3, 6, 7]
+    assert all(speed > 0 for _, _, speed in recorder.readings)
+    samples = [m for m in recorder.messages if m.startswith("--- sample")]
+    assert len(samples) == 2  # at step 5 and at the end
+    assert sum(m.startswith("saved") for m in recorder.messages) == 2
+    assert load_checkpoint(tmp_path / "run.npz").step == 7
+
+
+def test_run_training_stops_when_asked():
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    calls = iter(range(100))
+    recorder = Recorder()
+    result = run_training(trainer, RunLimits(sample_every=0, sample_chars=5), recorder,
+                          lambda: next(calls) >= 2)
+    assert result.reason == "interrupted" and trainer.step_count == 2
+    assert [m[:19] for m in recorder.messages] == ["--- sample at step "]  # only the last
+
+
+def test_time_limit_stops_the_run():
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    result = run_training(trainer, RunLimits(time_limit=0.05, sample_chars=0), Recorder())
+    assert result.reason == "time" and result.seconds >= 0.05
+
+
+def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
+    with text_cli._stop_on_interrupt() as stop:
+        assert not stop()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+SMALL = ["--hidden", "8", "--seq-len", "8", "--batch", "2", "--backend", "numpy", "--seed", "4"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def fails(capsys, *argv: str, match: str) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 1, err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err and match in err, err
+
+
+@pytest.mark.parametrize("command", ["train-text", "sample"])
+def test_help(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: dualtape {command}") and "--temperature" in out
+
+
+def test_train_save_sample_and_resume_from_the_command_line(capsys, corpus, tmp_path):
+    ckpt = str(tmp_path / "model.npz")
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "6",
+                       "--log-every", "2", "--sample-every", "4", "--sample-chars", "20",
+                       "--save", ckpt)
+    assert code == 0
+    assert "vocabulary: " in out and "step      2  loss" in out and "--- sample at step 4" in out
+    assert "stopped (step limit) at step 6" in out and f"saved {ckpt} at step 6" in out
+    code, out, _ = run(capsys, "sample", ckpt, "--chars", "40", "--seed", "1", "--prime", "The")
+    assert code == 0 and out.startswith("The") and len(out) == 3 + 40 + 1
+    assert run(capsys, "sample", ckpt, "--chars", "40", "--seed", "1", "--prime", "The")[1] == out
+    code, out, _ = run(capsys, "train-text", "--resume", ckpt, "--steps", "2", "--backend",
+                       "numpy", "--sample-chars", "0", "--rate", "0.01")
+    assert code == 0 and "resumed" in out and "at step 8" in out
+
+
+def test_ctrl_c_saves_and_exits_130(capsys, corpus, tmp_path, monkeypatch):
+    class AfterThree:
+        def __enter__(self):
+            calls = iter(range(100))
+            return lambda: next(calls) >= 3
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(text_cli, "_stop_on_interrupt", AfterThree)
+    ckpt = tmp_path / "c.npz"
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--save", str(ckpt),
+                       "--sample-chars", "0")
+    assert code == 130 and "stopped (interrupted) at step 3" in out
+    assert load_checkpoint(ckpt).step == 3
+
+
+def test_train_text_input_errors(capsys, tmp_path, corpus):
+    fails(capsys, "train-text", str(tmp_path / "missing.txt"), match="cannot read")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    fails(capsys, "train-text", str(empty), match="is empty")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\u00e9 ".encode("latin-1") * 50)
+    fails(capsys, "train-text", str(latin), match="--encoding")
+    fails(capsys, "train-text", str(latin), "--encoding", "nope", match="unknown text encoding")
+    short = tmp_path / "short.txt"
+    short.write_text("hello world")
+    fails(capsys, "train-text", str(short), "--backend", "numpy", match="--seq-len 50")
+    fails(capsys, "train-text", str(tmp_path), match="cannot read")
+    fails(capsys, "train-text", str(corpus), "--hidden", "80,x", match="--hidden")
+    fails(capsys, "train-text", str(corpus), "--temperature", "0", match="--temperature")
+    fails(capsys, "train-text", str(corpus), "--momentum", "1", match="--momentum")
+    fails(capsys, "train-text", str(corpus), "--save", str(tmp_path / "no" / "c.npz"),
+          match="folder does not exist")
+
+
+def test_threads_limits_blas_while_training(capsys, corpus):
+    pytest.importorskip("threadpoolctl")
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--threads", "1",
+                       "--steps", "1", "--sample-chars", "0")
+    assert code == 0
+    fails(capsys, "train-text", str(corpus), "--threads", "0", match="--threads")
+
+
+def test_latin_1_text_trains_with_encoding(capsys, tmp_path):
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\u00e9 ".encode("latin-1") * 50)
+    code, out, _ = run(capsys, "train-text", str(latin), *SMALL, "--encoding", "latin-1",
+                       "--steps", "1", "--sample-chars", "0")
+    assert code == 0 and "vocabulary: 6 symbols" in out
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    path = tmp_path / "ok.npz"
+    trainer.save(path)
+    return path
+
+
+def test_checkpoint_errors(capsys, tmp_path, checkpoint, corpus):
+    fails(capsys, "sample", str(tmp_path / "none.npz"), match="cannot read checkpoint")
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip file at all")
+    fails(capsys, "sample", str(junk), match="not a readable dualtape file")
+    plain = tmp_path / "plain.npz"
+    with dualtape.use_backend("numpy"):
+        dualtape.save(dualtape.Network([dualtape.FullyConnected(2, 2, seed=0)]), plain)
+    fails(capsys, "sample", str(plain), match="not a train-text checkpoint")
+    fails(capsys, "train-text", "--resume", str(plain), match="not a train-text checkpoint")
+    fails(capsys, "sample", str(checkpoint), "--temperature", "-1", match="--temperature")
+    fails(capsys, "train-text", "--resume", str(checkpoint), "--hidden", "20",
+          match="does not match the checkpoint")
+
+
+def _rewrite(path: Path, change) -> None:
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    header = json.loads(arrays["__header__"].tobytes().decode())
+    change(header, arrays)
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def test_newer_formats_and_other_networks_are_refused(capsys, checkpoint):
+    _rewrite(checkpoint, lambda h, a: h["extra"].update(text_format=2))
+    fails(capsys, "sample", str(checkpoint), match="newer than this dualtape reads")
+    _rewrite(checkpoint, lambda h, a: h.update(version=99))
+    fails(capsys, "sample", str(checkpoint), match="format version 99")
+
+
+def test_a_vocabulary_that_does_not_fit_the_network_is_refused(capsys, checkpoint):
+    def smaller(header, arrays):
+        header["extra"]["vocabulary"]["symbols"] = header["extra"]["vocabulary"]["symbols"][:-1]
+
+    _rewrite(checkpoint, smaller)
+    fails(capsys, "sample", str(checkpoint), match="checkpoint is from another network")
+
+
+def test_import_dualtape_stays_cheap():
+    code = ("import sys, dualtape, dualtape.cli; "
+            "bad = [m for m in ('tqdm', 'dualtape.text', 'dualtape.text_train') "
+            "if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
