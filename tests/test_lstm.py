@@ -27,6 +27,14 @@ def close(actual, expected, **tolerance):
     np.testing.assert_allclose(np64(actual), expected, **tolerance)
 
 
+def close_to_reference(grads, dstate, dx, expected, dstate_expected, dx_expected) -> None:
+    """Weight, state and input gradients all match the autograd reference."""
+    for name in ("W", "U", "b"):
+        close(grads[name], expected[name])
+    close(dstate, dstate_expected)
+    close(dx, dx_expected)
+
+
 def lstm_like(problem: dict[str, np.ndarray]) -> dualtape.LSTM:
     """A float64 LSTM on the current backend holding the problem's reference weights."""
     n_out, n_in = problem["W"].shape[0] // 4, problem["W"].shape[1]
@@ -66,10 +74,7 @@ def test_step_forward_and_backward_match_autograd(backend, form):
         tape, on_backend(pick(p["dc_last"])), on_backend(pick(p["dhs"][0]))
     )
     assert set(got) == {"W", "U", "b"}
-    for name in ("W", "U", "b"):
-        close(got[name], grads[name])
-    close(dc, pick(grads["c0"]))
-    close(dx, pick(grads["xs"][0]))
+    close_to_reference(got, dc, dx, grads, pick(grads["c0"]), pick(grads["xs"][0]))
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -89,10 +94,7 @@ def test_sequence_forward_and_backward_match_autograd(backend, form):
     got, dc0, dxs = layer.backward_sequence(
         tape, on_backend(pick(p["dc_last"])), on_backend(pick(p["dhs"]))
     )
-    for name in ("W", "U", "b"):
-        close(got[name], grads[name])
-    close(dc0, pick(grads["c0"]))
-    close(dxs, pick(grads["xs"]))
+    close_to_reference(got, dc0, dxs, grads, pick(grads["c0"]), pick(grads["xs"]))
 
 
 def test_backward_sequence_without_state_gradient_means_zeros(backend):
@@ -102,10 +104,7 @@ def test_backward_sequence_without_state_gradient_means_zeros(backend):
     tape, _, _ = layer.forward_sequence(on_backend(p["c0"]), on_backend(p["xs"]))
     got, dc0, dxs = layer.backward_sequence(tape, None, on_backend(p["dhs"]))
     grads = ref.gradients(**p)
-    for name in ("W", "U", "b"):
-        close(got[name], grads[name])
-    close(dc0, grads["c0"])
-    close(dxs, grads["xs"])
+    close_to_reference(got, dc0, dxs, grads, grads["c0"], grads["xs"])
 
 
 def test_forward_sequence_equals_stepwise_forward(backend):
@@ -222,10 +221,7 @@ def test_backward_sequence_evaluates_no_transcendental_function(backend, monkeyp
         grads, dc0, dxs = layer._backward_sequence(counter, tape, dc, dhs)
     assert counter.total == 0, f"backward evaluated {counter.calls}"
     expected = ref.gradients(**p)
-    for name in ("W", "U", "b"):
-        close(grads[name], expected[name])
-    close(dc0, expected["c0"])
-    close(dxs, expected["xs"])
+    close_to_reference(grads, dc0, dxs, expected, expected["c0"], expected["xs"])
 
 
 def test_backward_step_evaluates_no_transcendental_function(backend):
@@ -243,10 +239,7 @@ def test_backward_step_evaluates_no_transcendental_function(backend):
         )
     assert counter.total == 0, f"backward evaluated {counter.calls}"
     expected = ref.gradients(**p)
-    for name in ("W", "U", "b"):
-        close(grads[name], expected[name])
-    close(dc, expected["c0"])
-    close(dx, expected["xs"][0])
+    close_to_reference(grads, dc, dx, expected, expected["c0"], expected["xs"][0])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
