@@ -6,7 +6,7 @@
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp -d .whl array-api-compat array-api-strict autograd
-# Writes everything under $OUT (at most 8 files come back); budget: under 8 minutes on an H200.
+# Writes 8 files under $OUT (the most that come back); budget: under 8 minutes on an H200.
 set -u -o pipefail
 OUT=${OUT:-/tmp/dualtape-gpu}
 mkdir -p "$OUT"
@@ -34,11 +34,18 @@ echo "gpu tests (generic path) exit $?" >> "$OUT/gpu-info.txt"
 # 2. Kernel launches per time step.
 timeout 60 python3 bench/gpu_launches.py > "$OUT/launches.json" 2>&1
 
-# 3. The cross-device benchmark: cupy generic and fused, numpy and torch (cuDNN) rows.
+# 3. The cross-device benchmark, T = 50 at batch 1 and 256: numpy, cupy generic (fused0) and
+#    fused (fused1), torch on the GPU and the references (torch autograd, torch.nn.LSTM = cuDNN).
 for mode in 0 1; do
-  DUALTAPE_FUSED=$mode timeout 120 dualtape bench --backends numpy,cupy,torch \
-    --json "$OUT/bench-fused$mode.json" > "$OUT/bench-fused$mode.txt" 2>&1
+  DUALTAPE_FUSED=$mode timeout 120 python3 bench/compare_devices.py \
+    --backends numpy,cupy,torch:cuda --dtypes float32,float64 \
+    --workloads train/fifty-time-steps,train/fifty-time-steps-batch-256 \
+    --markdown "$OUT/bench-fused$mode.md" > /dev/null 2>&1
+  echo "compare_devices (DUALTAPE_FUSED=$mode) exit $?" >> "$OUT/gpu-info.txt"
 done
+DUALTAPE_FUSED=1 timeout 60 dualtape bench --backends numpy,cupy --quick --references none \
+  --json "$OUT/bench-cli.json" > /dev/null 2>&1
+echo "dualtape bench exit $?" >> "$OUT/gpu-info.txt"
 
 # 4. The pytest-benchmark suite on cupy.
 timeout 90 python3 -m pytest -q bench -k cupy --benchmark-enable -p no:cacheprovider \
