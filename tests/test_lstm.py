@@ -382,3 +382,13 @@ def test_sequence_on_another_device_is_a_value_error_naming_both(backend, layer)
     with pytest.raises(ValueError, match=r"input sequence is a array_api_strict array") as info:
         layer.forward_sequence(layer.initial_state(2), xs)
     assert there in str(info.value) and here in str(info.value)
+
+
+def test_step_returns_the_forward_state_and_output(backend):
+    layer = dualtape.LSTM(3, 4, seed=2, dtype="float64")
+    x, c = dualtape.asarray(np.linspace(-1, 1, 6).reshape(2, 3)), layer.initial_state(2)
+    _, c_next, h = layer.forward(c, x)
+    state, y = layer.step(c, x)
+    np.testing.assert_array_equal(np64(state), np64(c_next))
+    np.testing.assert_array_equal(np64(y), np64(h))
+    assert np.any(np64(y) != 0)
