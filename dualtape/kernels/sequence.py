@@ -31,13 +31,12 @@ class Cell(Protocol):
 
 
 def forward_sequence(
-    mod: Any, cell: Cell, W: Array, U: Array, b: Array, c0: Array, xs: Array
+    mod: Any, cell: Cell, U: Array, c0: Array, projected: Array
 ) -> tuple[Array, Array, Array]:
-    """``(cells, gates, hs)`` of shapes (T+1, B, o), (T, B, 4o), (T, B, o); ``mod`` is numpy
-    or cupy."""
-    steps, batch, n_in = xs.shape
+    """``(cells, gates, hs)`` of shapes (T+1, B, o), (T, B, 4o), (T, B, o) from the input
+    projections ``x Wᵀ + b`` of all steps (T, B, 4o); ``mod`` is numpy or cupy."""
+    steps, batch, _ = projected.shape
     n = c0.shape[-1]
-    projected = mod.reshape(mod.reshape(xs, (steps * batch, n_in)) @ W.T + b, (steps, batch, 4 * n))
     cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
     gates = mod.empty((steps, batch, 4 * n), dtype=c0.dtype)
     hs = mod.empty((steps, batch, n), dtype=c0.dtype)

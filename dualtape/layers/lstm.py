@@ -124,15 +124,15 @@ class LSTM(RecurrentLayer):
         self, xp: Any, c: Array, xs: Array
     ) -> tuple[LSTMSequenceTape, Array, Array]:
         p = self.params
-        fast = sequence_path(xp)
-        if fast is not None:
-            cells, gates, hs = kernels.forward_sequence(*fast, p["W"], p["U"], p["b"], c, xs)
-            return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
         steps, batch, _ = xs.shape
         projected = xp.reshape(
             xp.reshape(xs, (steps * batch, self.n_in)) @ p["W"].T + p["b"],
             (steps, batch, 4 * self.n_out),
         )
+        fast = sequence_path(xp)
+        if fast is not None:
+            cells, gates, hs = kernels.forward_sequence(*fast, p["U"], c, projected)
+            return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
         recurrent = p["U"].T
         cells, gates, hs = [c], [], []
         for t in range(steps):
@@ -149,20 +149,22 @@ class LSTM(RecurrentLayer):
         fast = sequence_path(xp)
         if fast is not None:
             das, dc = kernels.backward_sequence(*fast, recurrent, tape.cells, tape.gates, dhs, dc)
-            return self._sequence_grads(xp, tape, das, dc)
-        steps = tape.xs.shape[0]
-        das = [None] * steps
-        for t in reversed(range(steps)):
-            da, dc_direct = lstm_cell_backward(
-                xp, tape.gates[t, ...], tape.cells[t, ...], tape.cells[t + 1, ...], dhs[t, ...], dc
-            )
-            dc = dc_direct + da[:, : 3 * n] @ recurrent
-            das[t] = da
-        return self._sequence_grads(xp, tape, xp.stack(das), dc)
+        else:
+            das = [None] * tape.xs.shape[0]
+            for t in reversed(range(len(das))):
+                da, dc_direct = lstm_cell_backward(
+                    xp, tape.gates[t, ...], tape.cells[t, ...], tape.cells[t + 1, ...],
+                    dhs[t, ...], dc,
+                )
+                dc = dc_direct + da[:, : 3 * n] @ recurrent
+                das[t] = da
+            das = xp.stack(das)
+        grads, dxs = self._sequence_grads(xp, tape, das)
+        return grads, dc, dxs
 
     def _sequence_grads(
-        self, xp: Any, tape: LSTMSequenceTape, das: Array, dc0: Array
-    ) -> tuple[dict[str, Array], Array, Array]:
+        self, xp: Any, tape: LSTMSequenceTape, das: Array
+    ) -> tuple[dict[str, Array], Array]:
         """Weight and input gradients of a whole sequence, each as one matrix product."""
         p, n = self.params, self.n_out
         steps, batch, _ = tape.xs.shape
@@ -174,5 +176,4 @@ class LSTM(RecurrentLayer):
             "U": batch_outer(flat[:, : 3 * n], cells),
             "b": xp.sum(flat, axis=0),
         }
-        dxs = xp.reshape(flat @ p["W"], (steps, batch, self.n_in))
-        return grads, dc0, dxs
+        return grads, xp.reshape(flat @ p["W"], (steps, batch, self.n_in))
