@@ -56,17 +56,32 @@ class Optimizer:
         flat["steps"] = np.asarray(self.steps)
         return flat
 
-    def load_state_dict(self, flat: dict[str, np.ndarray], like: Array) -> None:
-        """Restore ``state_dict()`` output onto the backend of the array ``like``."""
-        backend = backend_of(like)
-        self.state = {}
+    def load_state_dict(
+        self, flat: dict[str, np.ndarray], params: list[dict[str, Array]]
+    ) -> None:
+        """Restore ``state_dict()`` output for ``params`` (the groups it will update), on their
+        backend and dtype; state that does not fit them raises ``ValueError``, changing nothing.
+        """
+        state: dict[tuple[int, str], dict[str, Array]] = {}
         for key, value in flat.items():
             if key == "steps":
-                self.steps = int(value)
                 continue
-            k, name, slot = key.split("/")
-            self.state.setdefault((int(k), name), {})[slot] = from_host(
-                np.asarray(value, dtype=dtype_name(like.dtype)), backend)
+            k, name, slot = _split_key(key)
+            w = params[k].get(name) if 0 <= k < len(params) else None
+            if w is None or tuple(w.shape) != np.shape(value):
+                raise ValueError(f"{type(self).__name__}: state {key!r} of shape "
+                                 f"{np.shape(value)} fits no parameter of the network")
+            state.setdefault((k, name), {})[slot] = from_host(
+                np.asarray(value, dtype=dtype_name(w.dtype)), backend_of(w))
+        self.state, self.steps = state, int(flat.get("steps", 0))
+
+
+def _split_key(key: str) -> tuple[int, str, str]:
+    """``"k/param/slot"`` as ``(k, param, slot)``; any other key raises ``ValueError``."""
+    parts = key.split("/")
+    if len(parts) != 3 or not parts[0].isdigit():
+        raise ValueError(f"optimizer state key {key!r} is not 'group/parameter/slot'")
+    return int(parts[0]), parts[1], parts[2]
 
 
 class SGD(Optimizer):

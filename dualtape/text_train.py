@@ -238,15 +238,10 @@ class Checkpoint:
         """A trainer continuing from here (``config`` may change rates, windows, seed)."""
         config = config or self.config
         optimizer = make_optimizer(config)
-        reference = self.net.params[0]["W"]
-        params = self.net.params
-        for key, value in self.optimizer_state.items():
-            if key != "steps":
-                k, name, _ = key.split("/")
-                if int(k) >= len(params) or params[int(k)].get(name) is None or tuple(
-                        params[int(k)][name].shape) != value.shape:
-                    raise TextError(f"the optimizer state {key} does not fit the network")
-        optimizer.load_state_dict(self.optimizer_state, reference)
+        try:
+            optimizer.load_state_dict(self.optimizer_state, self.net.params)
+        except ValueError as exc:
+            raise TextError(f"the checkpoint's optimizer state does not fit: {exc}") from None
         return TextTrainer(self.net, self.vocab, config, optimizer, ids, step=self.step,
                            rngs=None if reseed else self.rngs)
 

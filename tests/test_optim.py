@@ -178,7 +178,7 @@ def test_state_dict_round_trip_continues_identically(backend, make, tmp_path):
         restored = {k: archive[k] for k in archive.files}
 
     second = make()
-    second.load_state_dict(restored, like=params[0]["W"])
+    second.load_state_dict(restored, params)
     assert second.steps == first.steps == 2
     assert set(second.state) == set(first.state)
     for key, slots in second.state.items():
@@ -191,3 +191,18 @@ def test_state_dict_round_trip_continues_identically(backend, make, tmp_path):
     second.step(copy, [on_backend(GRADS[2])])
     for k in params[0]:
         np.testing.assert_array_equal(np64(copy[0][k]), np64(params[0][k]))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda state: {**state, "0/W/m": state["0/W/m"].T},
+    lambda state: {**state, "3/W/m": state["0/W/m"]},
+    lambda state: {**state, "0/nope/m": state["0/W/m"]},
+    lambda state: {**state, "W-m": state["0/W/m"]},
+], ids=["wrong-shape", "no-such-group", "no-such-parameter", "malformed-key"])
+def test_state_that_does_not_fit_the_parameters_raises_and_changes_nothing(backend, edit):
+    first = dualtape.SGD(0.1, momentum=0.9)
+    params = run(first, steps=1)
+    second = dualtape.SGD(0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="state"):
+        second.load_state_dict(edit(first.state_dict()), params)
+    assert second.state == {} and second.steps == 0

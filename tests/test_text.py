@@ -460,3 +460,19 @@ def test_import_dualtape_stays_cheap():
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_optimizer_state_that_does_not_fit_the_network_is_refused(tmp_path):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    trainer.step()
+    path = tmp_path / "trained.npz"
+    trainer.save(path)
+    assert load_checkpoint(path).trainer(trainer.ids).optimizer.state
+
+    def transpose_momentum(header, arrays):
+        key = next(k for k in arrays if k.startswith("extra/optimizer/0/W/"))
+        arrays[key] = arrays[key].T
+
+    _rewrite(path, transpose_momentum)
+    with pytest.raises(TextError, match="optimizer state does not fit"):
+        load_checkpoint(path).trainer(trainer.ids)
