@@ -10,7 +10,7 @@ from .backend import (
     to_numpy,
     use_backend,
 )
-from .io import load, load_extra, save
+from .io import load, load_extra, load_with_extra, save
 from .layers import LSTM, Elu, FullyConnected, Logit, Relu, Softmax, Tanh
 from .network import Network, train
 from .optim import SGD, Adam
@@ -37,6 +37,7 @@ __all__ = [
     "get_backend",
     "load",
     "load_extra",
+    "load_with_extra",
     "save",
     "set_backend",
     "to_numpy",

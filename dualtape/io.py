@@ -124,6 +124,13 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], path: Any) -> 
 def load(path: str | os.PathLike, backend: str | None = None, device: Any = None) -> Chain:
     """Read a network saved by ``save`` onto ``backend`` and ``device`` (default: the current
     backend and its device)."""
+    return load_with_extra(path, backend, device)[0]
+
+
+def load_with_extra(
+    path: str | os.PathLike, backend: str | None = None, device: Any = None
+) -> tuple[Chain, dict[str, Any]]:
+    """``load`` and ``load_extra`` in one read of the file: ``(network, extra)``."""
     header, arrays = _read(path)
     try:
         net = _build(header, arrays, path)
@@ -132,14 +139,18 @@ def load(path: str | os.PathLike, backend: str | None = None, device: Any = None
     except (TypeError, KeyError) as exc:  # sizes that do not fit the layer
         raise ValueError(f"{path}: a layer's sizes in the header are invalid ({exc})") from exc
     if backend is None and device is None:
-        return net.to(get_backend())
-    return net.to(resolve_backend(backend or get_backend().name, device))
+        net.to(get_backend())
+    else:
+        net.to(resolve_backend(backend or get_backend().name, device))
+    return net, _extra(header, arrays)
 
 
 def load_extra(path: str | os.PathLike) -> dict[str, Any]:
     """The ``extra`` values saved with a network (arrays as numpy arrays)."""
-    header, arrays = _read(path)
+    return _extra(*_read(path))
+
+
+def _extra(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     extra = dict(header.get("extra", {}))
     extra.update({k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")})
     return extra
-

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .backend import Backend, device_context, from_host, resolve_backend, to_numpy, use_backend
-from .io import load, load_extra, save
+from .io import load_with_extra, save
 from .layers.base import Array
 from .losses import softmax_cross_entropy
 from .optim import SGD, Adam, Optimizer
@@ -250,8 +250,7 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
     """A train-text checkpoint read onto ``backend``; any problem raises ``TextError``."""
     where = backend if isinstance(backend, Backend) else resolve_backend(backend)
     try:
-        extra = load_extra(path)
-        net = load(path, backend=where.name, device=where.device)
+        net, extra = load_with_extra(path, backend=where.name, device=where.device)
     except OSError as exc:
         raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
     except ValueError as exc:

@@ -119,6 +119,9 @@ def test_extra_values_round_trip(backend, tmp_path):
     extra = dualtape.load_extra(path)
     assert extra["epoch"] == 3 and extra["note"] == "hi"
     np.testing.assert_array_equal(extra["vocab"], np.arange(4))
+    net, extra_too = dualtape.load_with_extra(path, backend="numpy")
+    assert extra_too.keys() == extra.keys() and extra_too["epoch"] == 3
+    assert net.backend.name == "numpy" and len(net.layers) == len(deep_net().layers)
 
 
 def test_save_rejects_what_is_not_a_network(backend, tmp_path):
