@@ -49,9 +49,12 @@ def test_squared_error_gradient_at_batch_one_is_exactly_output_minus_target(back
     assert value == pytest.approx(0.5 * np.sum((y - t) ** 2), rel=1e-12)
 
 
-@pytest.mark.parametrize("name, target", [("squared_error", T_DENSE),
-                                          ("softmax_cross_entropy", ONE_HOT),
-                                          ("cross_entropy", ONE_HOT)])
+DENSE_CASES = [("squared_error", T_DENSE), ("softmax_cross_entropy", ONE_HOT),
+               ("cross_entropy", ONE_HOT)]
+"""Each loss with a dense target of the kind it takes."""
+
+
+@pytest.mark.parametrize("name, target", DENSE_CASES)
 def test_loss_gradient_matches_finite_differences(backend, name, target):
     loss = losses.loss_function(name)
     y0 = PROBS if name == "cross_entropy" else Y
@@ -119,9 +122,7 @@ def test_cross_entropy_ignores_zero_probabilities_where_the_target_is_zero(backe
 # --- weights and masks -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, target", [("squared_error", T_DENSE),
-                                          ("softmax_cross_entropy", ONE_HOT),
-                                          ("cross_entropy", ONE_HOT)])
+@pytest.mark.parametrize("name, target", DENSE_CASES)
 def test_zero_weight_removes_an_example_even_with_a_nan_target(backend, name, target):
     loss = losses.loss_function(name)
     y = PROBS if name == "cross_entropy" else Y
