@@ -6,7 +6,15 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .backend import Backend, backend_of, describe, dtype_name, move, resolve_backend
+from .backend import (
+    Backend,
+    backend_of,
+    describe,
+    dtype_name,
+    move,
+    resolve_backend,
+    to_numpy,
+)
 from .layers.base import Array, Layer, prepare_input, prepare_like, restore
 from .losses import loss_function
 from .optim import Optimizer
@@ -102,20 +110,20 @@ def check_same_params(layers: list[Layer], owner: str) -> None:
                 )
 
 
-def check_finite(loss: float, where: str) -> float:
-    """``loss`` if finite; otherwise ``FloatingPointError`` (no update is applied)."""
+def read_loss(xp: Any, value: Array, x: Array, where: str) -> float:
+    """The loss ``value`` as a float, read from the device together with whether the input
+    ``x`` is finite (one transfer, one sync); NaN or inf in either raises
+    ``FloatingPointError`` (the caller has applied no update yet)."""
+    finite = xp.astype(xp.all(xp.isfinite(x)), value.dtype)
+    loss, input_ok = (float(v) for v in to_numpy(xp.stack([value, finite])))
+    if not input_ok:
+        raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
     if not math.isfinite(loss):
         raise FloatingPointError(
-            f"{where}: the loss is {loss}; no update was applied. Check the input and targets "
-            "for NaN/inf, or lower the learning rate"
+            f"{where}: the loss is {loss}; no update was applied. Check the targets for "
+            "NaN/inf, or lower the learning rate"
         )
     return loss
-
-
-def check_finite_input(xp: Any, x: Array, where: str) -> None:
-    """``FloatingPointError`` if ``x`` holds NaN or inf (one reduction; syncs a GPU)."""
-    if not bool(xp.all(xp.isfinite(x))):
-        raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
 
 
 class Network(Chain):
@@ -171,10 +179,9 @@ def train(
     """
     objective = loss_function(loss)
     xp, x, _ = net._prepare(x)
-    check_finite_input(xp, x, "train")
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
-    result = check_finite(float(value), "train")
+    result = read_loss(xp, value, x, "train")
     grads, _ = net._backward(xp, tapes, dy)
     optimizer.step(net.params, grads)
     return result

@@ -13,7 +13,7 @@ import numpy as np
 
 from .layers.base import Array, Layer, check_not_empty, prepare_like, restore
 from .losses import loss_function, mask_weights
-from .network import Chain, check_finite, check_finite_input
+from .network import Chain, read_loss
 from .optim import Optimizer
 
 
@@ -147,7 +147,6 @@ def train_recurrent(
     """
     objective = loss_function(loss)
     xp, xs, single = rnet._prepare_sequence(xs)
-    check_finite_input(xp, xs, "train_recurrent")
     steps, batch = xs.shape[:2]
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
@@ -158,7 +157,7 @@ def train_recurrent(
     tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)
-    result = check_finite(float(value), "train_recurrent")
+    result = read_loss(xp, value, xs, "train_recurrent")
     grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
     if learn_initial_state:
         learned = {str(k): s for k, s in enumerate(states)}

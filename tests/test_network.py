@@ -207,6 +207,7 @@ def test_train_returns_the_loss_before_the_update(backend):
     assert loss == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("activation", [dualtape.Tanh, dualtape.Relu, dualtape.Logit])
 def test_train_on_non_finite_input_raises_and_changes_nothing(backend, bad, activation):
