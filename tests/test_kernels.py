@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import types
+import warnings
+
 import numpy as np
 import pytest
 
 import dualtape
 from dualtape.backend import namespace_of
-from dualtape.kernels import numpy_cell, sequence_path
+from dualtape.kernels import SequencePath, cupy_cell, numpy_cell, sequence_path
+from dualtape.kernels import sequence as loops
 from dualtape.kernels.cupy_cell import CupyCell
 from dualtape.kernels.numpy_cell import NumpyCell
+from dualtape.layers.lstm import fused_disagreement
 
 from .conftest import CountingNamespace, np64
 
@@ -20,51 +26,104 @@ def run_sequence(layer, c0, xs, dc_last, dys):
     return [c_last, ys, tape.cells, tape.gates, dc0, dxs, *grads.values()]
 
 
+def no_check(path, like):
+    return None
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("batch", [1, 3])
-def test_fast_path_matches_generic_code(backend, monkeypatch, dtype, batch):
+@pytest.mark.parametrize("batch, n_out", [(1, 6), (3, 6), (4, 64)])
+def test_fast_path_matches_generic_code(backend, monkeypatch, dtype, batch, n_out):
     rng = np.random.default_rng(7)
-    layer = dualtape.LSTM(5, 6, seed=3, dtype=dtype)
-    xs, c0, dys = (dualtape.asarray(rng.normal(size=s), dtype=dtype)
-                   for s in ((4, batch, 5), (batch, 6), (4, batch, 6)))
-    dc_last = dualtape.asarray(rng.normal(size=(batch, 6)), dtype=dtype)
-    monkeypatch.setenv("DUALTAPE_FUSED", "1")
-    if sequence_path(namespace_of(xs)) is None:
+    layer = dualtape.LSTM(5, n_out, seed=3, dtype=dtype)
+    xs, c0, dys, dc_last = (dualtape.asarray(rng.normal(size=s), dtype=dtype)
+                            for s in ((4, batch, 5), (batch, n_out), (4, batch, n_out),
+                                      (batch, n_out)))
+    if sequence_path(namespace_of(xs), xs, no_check) is None:
         pytest.skip(f"{backend.name} has no fast path")
     monkeypatch.setenv("DUALTAPE_FUSED", "0")
-    assert sequence_path(namespace_of(xs)) is None
+    assert sequence_path(namespace_of(xs), xs, no_check) is None
     generic = run_sequence(layer, c0, xs, dc_last, dys)
     monkeypatch.setenv("DUALTAPE_FUSED", "1")
     fast = run_sequence(layer, c0, xs, dc_last, dys)
-    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    tolerance = 1e-4 if dtype == "float32" else 1e-12
     for a, b in zip(generic, fast, strict=True):
         np.testing.assert_allclose(np64(a), np64(b), rtol=tolerance, atol=tolerance)
 
 
-def test_numpy_takes_the_in_place_path_by_default(backend, monkeypatch):
+def test_fast_paths_are_on_by_default(backend, monkeypatch):
     monkeypatch.delenv("DUALTAPE_FUSED", raising=False)
-    xp = backend.xp
-    path = sequence_path(xp)
+    like = backend.xp.ones((2, 3), dtype=backend.xp.float64)
+    path = sequence_path(backend.xp, like, fused_disagreement)
     if backend.name == "numpy":
         assert isinstance(path.cell, NumpyCell)
+    elif backend.name == "cupy":
+        assert isinstance(path.cell, CupyCell), "the fused kernels are CuPy's default"
     else:
-        assert path is None, "only verified fast paths are on by default"
+        assert path is None, f"{backend.name} has no fast path"
 
 
 @pytest.mark.gpu
-def test_cupy_takes_the_fused_kernels_when_enabled(backend, monkeypatch):
+def test_cupy_kernels_pass_their_self_check(backend):
     if backend.name != "cupy":
         pytest.skip("the fused kernels are CuPy's")
-    monkeypatch.setenv("DUALTAPE_FUSED", "1")
-    assert isinstance(sequence_path(backend.xp).cell, CupyCell)
+    for dtype in ("float32", "float64"):
+        like = backend.xp.ones((2, 3), dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert fused_disagreement(SequencePath(backend.xp, CupyCell()), like) is None
 
 
-def test_numpy_cell_backward_evaluates_no_transcendental(monkeypatch):
+def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
     counting = CountingNamespace(np)
     monkeypatch.setattr(numpy_cell, "np", counting)
     rng = np.random.default_rng(0)
-    gates = rng.uniform(0.1, 0.9, size=(2, 12))
-    c, c_next, dh, dc_rec, dc_direct = (rng.normal(size=(2, 3)) for _ in range(5))
-    NumpyCell().backward(gates, c, c_next, dh, dc_rec, dc_direct, np.empty((2, 12)),
-                         np.empty((2, 3)))
+    U, c0, projected = rng.normal(size=(9, 3)), rng.normal(size=(2, 3)), rng.normal(size=(4, 2, 12))
+    cells, gates, _ = loops.forward_sequence(np, NumpyCell(), U, c0, projected)
+    counting.calls = dict.fromkeys(counting.calls, 0)
+    loops.backward_sequence(counting, NumpyCell(), U, cells, gates, rng.normal(size=(4, 2, 3)),
+                            rng.normal(size=(2, 3)))
     assert counting.total == 0, counting.calls
+
+
+class OffByOneGate(NumpyCell):
+    """A planted bug: the forward step reads the input gate's projection from the f block."""
+
+    def forward(self, a, r, c, gates, c_next):
+        n = c.shape[-1]
+        shifted = a.copy()
+        shifted[:, n : 2 * n] = a[:, :n]
+        super().forward(shifted, r, c, gates, c_next)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_self_check_agrees_with_a_good_cell_and_catches_a_wrong_one(dtype):
+    like = np.ones((2, 3), dtype=dtype)
+    assert fused_disagreement(SequencePath(np, NumpyCell()), like) is None
+    problem = fused_disagreement(SequencePath(np, OffByOneGate()), like)
+    assert problem is not None and "differ by" in problem
+
+
+def fake_cupy_path(device_id: int) -> tuple[SequencePath, types.SimpleNamespace]:
+    """A path whose module answers ``cuda.Device(k)`` like CuPy, and an array on ``device_id``."""
+    cuda = types.SimpleNamespace(Device=lambda k: contextlib.nullcontext())
+    like = types.SimpleNamespace(device=types.SimpleNamespace(id=device_id),
+                                 dtype=np.dtype("float32"))
+    return SequencePath(types.SimpleNamespace(cuda=cuda), NumpyCell()), like
+
+
+def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
+    monkeypatch.setattr(cupy_cell, "_VERDICTS", {})
+    calls = []
+
+    def failing(path, like):
+        calls.append(like.device.id)
+        return "gates differ by 0.5"
+
+    path, like = fake_cupy_path(3)
+    with pytest.warns(RuntimeWarning, match="CUDA device 3 .float32.: gates differ by 0.5"):
+        assert not cupy_cell.verified(path, like, failing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cupy_cell.verified(path, like, failing)
+    assert calls == [3], "the self-check runs once per device and dtype"
+    assert cupy_cell.verified(*fake_cupy_path(4), no_check)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# conda's one `cupy` package stands for the CUDA-specific wheels of the cuda12/cuda13 extras.
-CONDA_NAMES = {"cupy-cuda12x": "cupy", "cupy-cuda13x": "cupy"}
+# conda's one `cupy` package stands for the CUDA-specific wheels of the cuda12/cuda13 extras;
+# conda-forge calls NVRTC cuda-nvrtc.
+CONDA_NAMES = {"cupy-cuda12x": "cupy", "cupy-cuda13x": "cupy", "nvidia-cuda-nvrtc": "cuda-nvrtc"}
 NOT_PACKAGES = {"python", "pip"}
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$")
 

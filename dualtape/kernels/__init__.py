@@ -1,14 +1,16 @@
 """Optional fast paths, chosen by backend; the generic code in ``layers/`` is their reference.
 
-``DUALTAPE_FUSED`` (read at each call): ``0`` = generic code everywhere; ``1`` = every fast
-path this backend has; unset = the fast paths verified so far (the numpy in-place loop; the
-CuPy fused kernels stay opt-in until they have passed on a real GPU).
+``DUALTAPE_FUSED`` (read at each call): ``0`` = the generic code everywhere; unset or ``1`` =
+the fast paths: the numpy in-place loop, and on CuPy the fused ``lstm.cu`` kernels, each device
+and dtype of which first passes a self-check against the generic code (on a mismatch: one
+warning, then the generic code).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import array_api_compat
@@ -23,17 +25,25 @@ class SequencePath(NamedTuple):
     cell: Cell
 
 
-def sequence_path(xp: Any) -> SequencePath | None:
-    """The fast path for namespace ``xp``, or None for the generic code."""
-    setting = os.environ.get("DUALTAPE_FUSED", "")
-    if setting == "0":
+SelfCheck = Callable[[SequencePath, Any], "str | None"]
+
+
+def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | None:
+    """The fast path for namespace ``xp`` and arrays of ``like``'s dtype and device, or None
+    for the generic code.
+
+    ``self_check(path, like)`` describes how ``path`` disagrees with the generic code, or
+    returns None; it runs once per CUDA device and dtype before the fused kernels are used.
+    """
+    if os.environ.get("DUALTAPE_FUSED", "") == "0":
         return None
     if array_api_compat.is_numpy_namespace(xp):
         from .numpy_cell import NumpyCell
 
         return SequencePath(importlib.import_module("numpy"), NumpyCell())
-    if setting == "1" and array_api_compat.is_cupy_namespace(xp):
-        from .cupy_cell import CupyCell
+    if array_api_compat.is_cupy_namespace(xp):
+        from . import cupy_cell
 
-        return SequencePath(importlib.import_module("cupy"), CupyCell())
+        path = SequencePath(importlib.import_module("cupy"), cupy_cell.CupyCell())
+        return path if cupy_cell.verified(path, like, self_check) else None
     return None

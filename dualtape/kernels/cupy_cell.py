@@ -1,76 +1,93 @@
-"""The pointwise LSTM step on CuPy: one fused elementwise kernel each way.
+"""The pointwise LSTM step on CuPy: one kernel of ``lstm.cu`` per step and direction.
 
-Each kernel runs over the ``(batch, o)`` cells; the four gate blocks of a ``(batch, 4o)`` row are
-read and written through raw indexing, so the gates go straight into the sequence's tape buffer.
-Sigmoid is in its tanh form. ``cupy.fuse`` was not used because it returns new arrays, which
-would cost a copy kernel per output and step to fill the tape buffers.
+``lstm.cu`` ships as package data and is compiled once per process by ``cupy.RawModule``, for
+float and double through ``name_expressions``; each function is looked up on first use. Before
+the first fused sequence on a device and dtype, ``verified`` runs one small step through the
+kernels and through the generic code and compares them: on a mismatch it warns once and the
+caller falls back to the generic path.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.resources
+import warnings
 from typing import Any
 
+import numpy as np
+
 Array = Any
+BLOCK = 256
+KERNELS = ("lstm_forward", "lstm_backward")
+_DTYPES = {"float32": "float", "float64": "double"}
 
-_FORWARD = """
-const int b = i / n, j = i % n;
-const int row = b * 4 * n, rec = b * 3 * n;
-const T f = tanh((a[row + j] + r[rec + j]) * (T)0.5) * (T)0.5 + (T)0.5;
-const T in = tanh((a[row + n + j] + r[rec + n + j]) * (T)0.5) * (T)0.5 + (T)0.5;
-const T o = tanh((a[row + 2 * n + j] + r[rec + 2 * n + j]) * (T)0.5) * (T)0.5 + (T)0.5;
-const T g = tanh(a[row + 3 * n + j]);
-gates[row + j] = f;
-gates[row + n + j] = in;
-gates[row + 2 * n + j] = o;
-gates[row + 3 * n + j] = g;
-c_next = f * c + in * g;
-h = o * c_next;
-"""
 
-_BACKWARD = """
-const int b = i / n, j = i % n;
-const int row = b * 4 * n;
-const T f = gates[row + j], in = gates[row + n + j];
-const T o = gates[row + 2 * n + j], g = gates[row + 3 * n + j];
-const T dc = dc_direct + dc_rec + dh * o;
-da[row + j] = dc * c * f * ((T)1 - f);
-da[row + n + j] = dc * g * in * ((T)1 - in);
-da[row + 2 * n + j] = dh * c_next * o * ((T)1 - o);
-da[row + 3 * n + j] = dc * in * ((T)1 - g * g);
-dc_direct = dc * f;
-"""
+def source() -> str:
+    """The CUDA source of the LSTM kernels."""
+    return importlib.resources.files(__package__).joinpath("lstm.cu").read_text("utf-8")
+
+
+def name_expressions() -> list[str]:
+    """Every template instance the module compiles: each kernel for float and double."""
+    return [f"{kernel}<{ctype}>" for kernel in KERNELS for ctype in _DTYPES.values()]
+
+
+def launch_shape(elements: int, block: int = BLOCK) -> tuple[int, int]:
+    """``(grid, block)`` covering ``elements`` threads (the kernels stride over any rest)."""
+    return max(1, min(-(-elements // block), 65535)), block
 
 
 @functools.cache
-def _kernels() -> tuple[Any, Any]:
+def _module() -> Any:
     import cupy
 
-    forward = cupy.ElementwiseKernel(
-        "raw T a, raw T r, T c, int32 n",
-        "raw T gates, T c_next, T h",
-        _FORWARD,
-        "dualtape_lstm_forward",
-    )
-    backward = cupy.ElementwiseKernel(
-        "raw T gates, T c, T c_next, T dh, T dc_rec, int32 n",
-        "T dc_direct, raw T da",
-        _BACKWARD,
-        "dualtape_lstm_backward",
-    )
-    return forward, backward
+    return cupy.RawModule(code=source(), options=("--std=c++11",),
+                          name_expressions=name_expressions())
+
+
+@functools.cache
+def _function(kernel: str, dtype: str, device: int) -> Any:
+    """The kernel for ``dtype``, loaded on ``device`` (looked up on first use)."""
+    return _module().get_function(f"{kernel}<{_DTYPES[dtype]}>")
+
+
+def _launch(kernel: str, batch: int, n: int, arrays: tuple[Array, ...]) -> None:
+    first = arrays[0]
+    dtype = first.dtype.name
+    for a in arrays:
+        if a.dtype != first.dtype or not a.flags.c_contiguous:
+            raise ValueError(f"{kernel}: operands must be C-contiguous {dtype}, got {a.dtype} "
+                             f"with strides {a.strides}")
+    grid, block = launch_shape(batch * n)
+    _function(kernel, dtype, first.device.id)((grid,), (block,),
+                                              (np.int32(batch), np.int32(n), *arrays))
 
 
 class CupyCell:
-    """``Cell`` for CuPy arrays: one ``ElementwiseKernel`` launch per step and direction.
+    """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction."""
 
-    The raw-indexed arguments (``a``, ``r``, ``gates``, ``da``) must be C-contiguous rows, as the
-    sequence loops allocate them.
-    """
+    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array) -> None:
+        _launch("lstm_forward", c.shape[0], c.shape[1], (a, r, c, gates, c_next))
 
-    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array, h: Array) -> None:
-        _kernels()[0](a, r, c, c.shape[-1], gates, c_next, h)
+    def backward(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
+                 dc: Array) -> None:
+        _launch("lstm_backward", dc.shape[0], dc.shape[1], (gates, rec, q, carry, dfi, dc))
 
-    def backward(self, gates: Array, c: Array, c_next: Array, dh: Array, dc_rec: Array,
-                 dc_direct: Array, da: Array, scratch: Array) -> None:
-        _kernels()[1](gates, c, c_next, dh, dc_rec, c.shape[-1], dc_direct, da)
+
+def verified(path: Any, like: Array, self_check: Any) -> bool:
+    """Whether ``self_check(path, like)`` found the kernels in agreement with the generic code
+    on ``like``'s device and dtype; run once for each, with one warning on a mismatch."""
+    device, dtype = like.device.id, like.dtype.name
+    key = (device, dtype)
+    if key not in _VERDICTS:
+        with path.module.cuda.Device(device):
+            problem = self_check(path, like)
+        if problem:
+            warnings.warn(f"dualtape: the fused CUDA LSTM kernels disagree with the generic code "
+                          f"on CUDA device {device} ({dtype}): {problem}; using the generic code",
+                          RuntimeWarning, stacklevel=4)
+        _VERDICTS[key] = not problem
+    return _VERDICTS[key]
+
+
+_VERDICTS: dict[tuple[int, str], bool] = {}

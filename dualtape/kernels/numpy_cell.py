@@ -6,47 +6,29 @@ from typing import Any
 
 import numpy as np
 
+from .sequence import sigmoid_into
+
 Array = Any
 
 
-def _blocks(a: Array, n: int) -> list[Array]:
-    return [a[:, k * n : (k + 1) * n] for k in range(a.shape[-1] // n)]
-
-
 class NumpyCell:
-    """``Cell`` for numpy arrays, written with in-place ufuncs."""
+    """``Cell`` for numpy arrays, written with in-place ufuncs (8 calls forward, 4 back)."""
 
-    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array, h: Array) -> None:
+    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array) -> None:
         n = c.shape[-1]
-        sig = gates[:, : 3 * n]
-        np.add(a[:, : 3 * n], r, out=sig)
-        sig *= 0.5
-        np.tanh(sig, out=sig)
-        sig *= 0.5
-        sig += 0.5
-        f, i, o, g = _blocks(gates, n)
-        np.tanh(a[:, 3 * n :], out=g)
-        np.multiply(f, c, out=c_next)
-        np.multiply(i, g, out=h)
-        c_next += h
-        np.multiply(o, c_next, out=h)
+        fi = gates[:, : 2 * n]
+        np.add(a[:, : 2 * n], r, out=fi)
+        sigmoid_into(np, fi, fi)
+        scratch = r[:, :n]
+        np.multiply(fi[:, :n], c, out=c_next)
+        np.multiply(fi[:, n:], gates[:, 3 * n :], out=scratch)
+        c_next += scratch
 
-    def backward(self, gates: Array, c: Array, c_next: Array, dh: Array, dc_rec: Array,
-                 dc_direct: Array, da: Array, scratch: Array) -> None:
-        n = c.shape[-1]
-        f, i, o, g = _blocks(gates, n)
-        da_f, da_i, da_o, da_g = _blocks(da, n)
-        dc = scratch
-        np.multiply(dh, o, out=dc)
-        dc += dc_direct
-        dc += dc_rec
-        for out, gate, factor, grad in ((da_f, f, c, dc), (da_i, i, g, dc), (da_o, o, c_next, dh)):
-            np.subtract(1.0, gate, out=out)
-            out *= gate
-            out *= factor
-            out *= grad
-        np.multiply(g, g, out=da_g)
-        np.subtract(1.0, da_g, out=da_g)
-        da_g *= i
-        da_g *= dc
-        np.multiply(dc, f, out=dc_direct)
+    def backward(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
+                 dc: Array) -> None:
+        n = dc.shape[-1]
+        np.add(carry, rec, out=dc)
+        dc += q
+        batch = dc.shape[0]
+        np.multiply(dfi.reshape(batch, 2, n), dc.reshape(batch, 1, n), out=dfi.reshape(batch, 2, n))
+        np.multiply(dc, gates[:, :n], out=carry)

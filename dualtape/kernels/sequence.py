@@ -1,8 +1,13 @@
-"""The LSTM's sequence loops with tape buffers allocated once per call and filled in place.
+"""The LSTM's sequence loops, keeping only the recurrence inside the time loop.
 
-For namespaces whose arrays take ``out=`` (numpy, CuPy). Each step costs one matrix product
-into a preallocated buffer and one call of a *cell*: the pointwise step with explicit outputs,
-plain ufuncs on numpy (``numpy_cell``), one fused kernel on CuPy (``cupy_cell``). The generic
+For array modules whose functions take ``out=`` (numpy, CuPy). Work that does not depend on the
+previous cell runs once over all ``T`` steps: ĉ = tanh(projection) before the forward loop, the
+output gate and ``h = o*c'`` after it (one matrix product with ``U_o`` for all steps); before the
+backward loop the output-gate gradients, their share of each cell gradient (one product with
+``U_o``), ``dh*o`` and the factors ``c*f(1-f)`` and ``ĉ*i(1-i)``; after it the ĉ gradients. Each
+step then costs one matrix product with ``U_fi`` (the f and i rows of ``U``) and one call of a
+*cell*, the pointwise step with explicit outputs: in-place ufuncs on numpy (``numpy_cell``), one
+CUDA kernel on CuPy (``cupy_cell``). Every per-step operand is C-contiguous. The generic
 ``layers/lstm.py`` code is the reference these loops are tested against.
 """
 
@@ -14,20 +19,29 @@ Array = Any
 
 
 class Cell(Protocol):
-    """The pointwise LSTM step with explicit outputs, on ``(batch, ·)`` blocks.
+    """The pointwise LSTM step with explicit outputs, on ``(batch, ·)`` C-contiguous rows.
 
-    ``forward``: gates ``[σ(a+r) for f,i,o; tanh(a) for ĉ]`` into ``gates``, the new cell into
-    ``c_next`` and the output into ``h``, from the projection ``a`` (B, 4o), the recurrent
-    product ``r`` (B, 3o) and the cell ``c``.
-    ``backward``: with ``dc = dc_direct + dc_rec + dh*o``, the pre-activation gradients into
-    ``da`` (B, 4o) and ``dc*f`` into ``dc_direct``; ``scratch`` is (B, o) working space.
+    ``forward(a, r, c, gates, c_next)``: from the projection ``a`` (B, 4o) and the recurrent
+    product ``r = c U_fiᵀ`` (B, 2o), write ``f, i = σ(a_fi + r)`` into ``gates[:, :2o]`` and
+    ``c_next = f*c + i*ĉ``, with ĉ already in ``gates[:, 3o:]``.
+    ``backward(gates, rec, q, carry, dfi, dc)``: the cell gradient ``d = carry + rec + q`` into
+    ``dc``; ``dfi`` (B, 2o) holds the factors ``[c*f(1-f), ĉ*i(1-i)]`` and is multiplied by ``d``
+    in place; ``carry`` becomes ``d*f``. ``r`` may be overwritten (it is scratch after use).
     """
 
-    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array,
-                h: Array) -> None: ...
+    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array) -> None: ...
 
-    def backward(self, gates: Array, c: Array, c_next: Array, dh: Array, dc_rec: Array,
-                 dc_direct: Array, da: Array, scratch: Array) -> None: ...
+    def backward(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
+                 dc: Array) -> None: ...
+
+
+def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:
+    """``out = σ(x)`` in its tanh form, in place (``x`` may be ``out``)."""
+    mod.multiply(x, 0.5, out=out)
+    mod.tanh(out, out=out)
+    out *= 0.5
+    out += 0.5
+    return out
 
 
 def forward_sequence(
@@ -35,18 +49,23 @@ def forward_sequence(
 ) -> tuple[Array, Array, Array]:
     """``(cells, gates, hs)`` of shapes (T+1, B, o), (T, B, 4o), (T, B, o) from the input
     projections ``x Wᵀ + b`` of all steps (T, B, 4o); ``mod`` is numpy or cupy."""
-    steps, batch, _ = projected.shape
-    n = c0.shape[-1]
+    steps, batch, four_n = projected.shape
+    n = four_n // 4
     cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
-    gates = mod.empty((steps, batch, 4 * n), dtype=c0.dtype)
-    hs = mod.empty((steps, batch, n), dtype=c0.dtype)
-    recurrent = mod.empty((batch, 3 * n), dtype=c0.dtype)
+    gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
+    recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
+    mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
-    weights = U.T
+    weights, matmul, step = U[: 2 * n].T, mod.matmul, cell.forward
     for t in range(steps):
-        mod.matmul(cells[t], weights, out=recurrent)
-        cell.forward(projected[t], recurrent, cells[t], gates[t], cells[t + 1], hs[t])
-    return cells, gates, hs
+        matmul(cells[t], weights, out=recurrent)
+        step(projected[t], recurrent, cells[t], gates[t], cells[t + 1])
+    o = gates[..., 2 * n : 3 * n]
+    o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
+    o_pre = o_pre.reshape(steps, batch, n)
+    o_pre += projected[..., 2 * n : 3 * n]
+    sigmoid_into(mod, o_pre, o)
+    return cells, gates, mod.multiply(o, cells[1:])
 
 
 def backward_sequence(
@@ -55,11 +74,22 @@ def backward_sequence(
     """``(das, dc_0)``: pre-activation gradients (T, B, 4o) and the first cell's gradient."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
-    das = mod.empty_like(gates)
-    dc_direct = mod.array(dc_last, copy=True)
-    dc_rec = mod.zeros_like(dc_direct)
-    scratch = mod.empty_like(dc_direct)
+    f, i, o, g = (gates[..., k * n : (k + 1) * n] for k in range(4))
+    flat = (steps * batch, n)
+    da_o = dhs * cells[1:] * o * (1.0 - o)
+    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n]).reshape(steps, batch, n)
+    q, dc = (mod.empty((steps, batch, n), dtype=gates.dtype) for _ in range(2))
+    mod.multiply(dhs, o, out=q)
+    q[:-1] += carried[1:]
+    dfi = mod.empty((steps, batch, 2 * n), dtype=gates.dtype)
+    mod.multiply(cells[:-1] * f, 1.0 - f, out=dfi[..., :n])
+    mod.multiply(g * i, 1.0 - i, out=dfi[..., n:])
+    carry = mod.array(dc_last, copy=True)
+    rec = mod.zeros_like(carry)
+    weights, matmul, step = U[: 2 * n], mod.matmul, cell.backward
     for t in reversed(range(steps)):
-        cell.backward(gates[t], cells[t], cells[t + 1], dhs[t], dc_rec, dc_direct, das[t], scratch)
-        mod.matmul(das[t, :, : 3 * n], U, out=dc_rec)
-    return das, dc_direct + dc_rec
+        step(gates[t], rec, q[t], carry, dfi[t], dc[t])
+        matmul(dfi[t], weights, out=rec)
+    da_g = dc * i * (1.0 - g * g)
+    das = mod.concatenate([dfi, da_o, da_g], axis=-1)
+    return das, carry + rec + carried[0]

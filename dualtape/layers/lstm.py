@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backend import from_host, get_backend, host_rng
+from ..backend import backend_of, device_context, dtype_name, from_host, get_backend, host_rng
+from ..kernels import SequencePath, sequence_path
 from ..kernels import sequence as kernels
-from ..kernels import sequence_path
 from .base import Array, RecurrentLayer, batch_outer, checked_sizes
 from .logit import sigmoid
 
@@ -72,6 +72,59 @@ def lstm_cell_backward(
         axis=-1,
     )
     return da, dc * f
+
+
+def generic_forward_sequence(
+    xp: Any, U: Array, c: Array, projected: Array
+) -> tuple[Array, Array, Array]:
+    """The reference sequence loop: ``(cells, gates, hs)`` from the projections (T, B, 4o),
+    one ``lstm_cell_forward`` per step, as ``kernels.sequence.forward_sequence`` computes."""
+    recurrent = U.T
+    cells, gates, hs = [c], [], []
+    for t in range(projected.shape[0]):
+        g, c, h = lstm_cell_forward(xp, projected[t, ...], c @ recurrent, c)
+        cells.append(c)
+        gates.append(g)
+        hs.append(h)
+    return xp.stack(cells), xp.stack(gates), xp.stack(hs)
+
+
+def generic_backward_sequence(
+    xp: Any, U: Array, cells: Array, gates: Array, dhs: Array, dc: Array
+) -> tuple[Array, Array]:
+    """The reference loop back: ``(das, dc_0)``, one ``lstm_cell_backward`` per step."""
+    n = cells.shape[-1]
+    das = [None] * gates.shape[0]
+    for t in reversed(range(len(das))):
+        da, dc_direct = lstm_cell_backward(
+            xp, gates[t, ...], cells[t, ...], cells[t + 1, ...], dhs[t, ...], dc
+        )
+        dc = dc_direct + da[:, : 3 * n] @ U
+        das[t] = da
+    return xp.stack(das), dc
+
+
+def fused_disagreement(path: SequencePath, like: Array) -> str | None:
+    """How the fast ``path`` differs from the generic loops on a small random sequence
+    (T = 3, batch 2, o = 5) in ``like``'s dtype and place, or None when they agree to float
+    rounding. The first-use self-check of the CUDA kernels."""
+    xp = path.module
+    dtype = dtype_name(like.dtype)
+    rng = np.random.default_rng(0)
+    host = {"U": (15, 5), "c": (2, 5), "projected": (3, 2, 20), "dhs": (3, 2, 5), "dc": (2, 5)}
+    a = {k: from_host(rng.uniform(-1, 1, s).astype(dtype), backend_of(like))
+         for k, s in host.items()}
+    fused = kernels.forward_sequence(*path, a["U"], a["c"], a["projected"])
+    generic = generic_forward_sequence(xp, a["U"], a["c"], a["projected"])
+    fused += kernels.backward_sequence(*path, a["U"], *fused[:2], a["dhs"], a["dc"])
+    generic += generic_backward_sequence(xp, a["U"], *generic[:2], a["dhs"], a["dc"])
+    tolerance = 1e-4 if dtype == "float32" else 1e-10
+    names = ("cells", "gates", "hs", "das", "dc_0")
+    for name, x, y in zip(names, fused, generic, strict=True):
+        error = float(xp.max(xp.abs(x - y)))
+        if not error <= tolerance:
+            return f"{name} differ by {error:.3g} (tolerance {tolerance:g})"
+    return None
 
 
 class LSTM(RecurrentLayer):
@@ -129,36 +182,25 @@ class LSTM(RecurrentLayer):
             xp.reshape(xs, (steps * batch, self.n_in)) @ p["W"].T + p["b"],
             (steps, batch, 4 * self.n_out),
         )
-        fast = sequence_path(xp)
-        if fast is not None:
-            cells, gates, hs = kernels.forward_sequence(*fast, p["U"], c, projected)
-            return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
-        recurrent = p["U"].T
-        cells, gates, hs = [c], [], []
-        for t in range(steps):
-            g, c, h = lstm_cell_forward(xp, projected[t, ...], c @ recurrent, c)
-            cells.append(c)
-            gates.append(g)
-            hs.append(h)
-        return LSTMSequenceTape(xs, xp.stack(cells), xp.stack(gates)), c, xp.stack(hs)
+        fast = sequence_path(xp, c, fused_disagreement)
+        if fast is None:
+            cells, gates, hs = generic_forward_sequence(xp, p["U"], c, projected)
+        else:
+            with device_context(backend_of(c)):
+                cells, gates, hs = kernels.forward_sequence(*fast, p["U"], c, projected)
+        return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
 
     def _backward_sequence(
         self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array
     ) -> tuple[dict[str, Array], Array, Array]:
-        recurrent, n = self.params["U"], self.n_out
-        fast = sequence_path(xp)
-        if fast is not None:
-            das, dc = kernels.backward_sequence(*fast, recurrent, tape.cells, tape.gates, dhs, dc)
+        fast = sequence_path(xp, dc, fused_disagreement)
+        if fast is None:
+            das, dc = generic_backward_sequence(
+                xp, self.params["U"], tape.cells, tape.gates, dhs, dc)
         else:
-            das = [None] * tape.xs.shape[0]
-            for t in reversed(range(len(das))):
-                da, dc_direct = lstm_cell_backward(
-                    xp, tape.gates[t, ...], tape.cells[t, ...], tape.cells[t + 1, ...],
-                    dhs[t, ...], dc,
-                )
-                dc = dc_direct + da[:, : 3 * n] @ recurrent
-                das[t] = da
-            das = xp.stack(das)
+            with device_context(backend_of(dc)):
+                das, dc = kernels.backward_sequence(
+                    *fast, self.params["U"], tape.cells, tape.gates, dhs, dc)
         grads, dxs = self._sequence_grads(xp, tape, das)
         return grads, dc, dxs
 

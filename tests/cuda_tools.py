@@ -1,0 +1,162 @@
+"""Compile ``lstm.cu`` without a GPU: NVRTC for the device, g++ for the host (through ctypes).
+
+Each finder returns the tool or the reason it is missing, so tests skip with that reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HOST_SHIM = Path(__file__).with_name("cuda_host.cpp")
+
+
+def find_nvrtc() -> tuple[ctypes.CDLL | None, str]:
+    """NVRTC from the ``nvidia-cuda-nvrtc`` wheel, the system or a CUDA toolkit."""
+    candidates = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec else []:
+        candidates += sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so*")))
+    system = ctypes.util.find_library("nvrtc")
+    candidates += [system] if system else []
+    candidates += sorted(glob.glob("/usr/local/cuda*/lib64/libnvrtc.so*"))
+    for path in candidates:
+        if "builtins" in path:
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError:
+            continue
+    return None, "no NVRTC library: pip install nvidia-cuda-nvrtc (Linux) or a CUDA toolkit"
+
+
+def nvrtc_compile(
+    lib: ctypes.CDLL, source: str, arch: str, names: list[str]
+) -> tuple[int, str, dict]:
+    """Compile ``source`` for ``arch`` (e.g. ``"sm_90"``): ``(result code, log, lowered names)``."""
+    program = ctypes.c_void_p()
+    check = _nvrtc_checker(lib)
+    check(lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"lstm.cu", 0, None,
+                                 None))
+    try:
+        for name in names:
+            check(lib.nvrtcAddNameExpression(program, name.encode()))
+        options = [f"--gpu-architecture={arch}".encode(), b"--std=c++11"]
+        result = lib.nvrtcCompileProgram(program, len(options),
+                                         (ctypes.c_char_p * len(options))(*options))
+        size = ctypes.c_size_t()
+        check(lib.nvrtcGetProgramLogSize(program, ctypes.byref(size)))
+        log = ctypes.create_string_buffer(size.value)
+        check(lib.nvrtcGetProgramLog(program, log))
+        lowered = {}
+        if result == 0:
+            for name in names:
+                out = ctypes.c_char_p()
+                check(lib.nvrtcGetLoweredName(program, name.encode(), ctypes.byref(out)))
+                lowered[name] = out.value.decode()
+        return result, log.value.decode(errors="replace").strip(), lowered
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def _nvrtc_checker(lib: ctypes.CDLL) -> Any:
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def check(code: int) -> None:
+        if code != 0:
+            raise RuntimeError(f"NVRTC: {lib.nvrtcGetErrorString(code).decode()}")
+
+    return check
+
+
+def find_cxx() -> tuple[str | None, str]:
+    """The system C++ compiler."""
+    for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name), name
+    return None, "no C++ compiler (g++, c++ or clang++) on PATH"
+
+
+def build_host_library(cxx: str, cu_file: Path, out_dir: Path) -> ctypes.CDLL:
+    """``cu_file`` compiled for the host with warnings as errors, loaded with ctypes."""
+    target = out_dir / f"{cu_file.stem}_host.so"
+    command = [cxx, "-std=c++11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+               f'-DLSTM_CU="{cu_file}"', str(HOST_SHIM), "-o", str(target)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}\n{done.stderr}")
+    return ctypes.CDLL(str(target))
+
+
+class HostCell:
+    """A ``Cell`` that runs the host build of the CUDA kernels on numpy arrays, launched with
+    ``grid`` x ``block`` emulated threads; checks each operand is C-contiguous of one dtype."""
+
+    def __init__(self, library: ctypes.CDLL, dtype: str, grid: int | None = None,
+                 block: int = 64) -> None:
+        ctype = {"float32": "float", "float64": "double"}[dtype]
+        self._forward = getattr(library, f"lstm_forward_{ctype}")
+        self._backward = getattr(library, f"lstm_backward_{ctype}")
+        self.dtype, self.grid, self.block = np.dtype(dtype), grid, block
+
+    def _call(self, function: Any, batch: int, n: int, *arrays: np.ndarray) -> None:
+        for a in arrays:
+            assert a.dtype == self.dtype and a.flags.c_contiguous, (a.dtype, a.strides)
+        grid = self.grid or -(-batch * n // self.block)
+        function(ctypes.c_int(grid), ctypes.c_int(self.block), ctypes.c_int(batch),
+                 ctypes.c_int(n), *(a.ctypes.data_as(ctypes.c_void_p) for a in arrays))
+
+    def forward(self, a, r, c, gates, c_next) -> None:
+        self._call(self._forward, *c.shape, a, r, c, gates, c_next)
+
+    def backward(self, gates, rec, q, carry, dfi, dc) -> None:
+        self._call(self._backward, *dc.shape, gates, rec, q, carry, dfi, dc)
+
+
+class PaddedNumpy:
+    """numpy, except that every buffer it allocates sits between bands of NaN and starts as NaN:
+    a kernel that reads out of bounds, or reads what was never written, produces NaN."""
+
+    GUARD = 64
+
+    def __init__(self) -> None:
+        self.buffers: list[np.ndarray] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        size = int(np.prod(shape))
+        whole = np.full(size + 2 * self.GUARD, np.nan, dtype=dtype)
+        self.buffers.append(whole)
+        return whole[self.GUARD : self.GUARD + size].reshape(shape)
+
+    def copy_of(self, a: np.ndarray) -> np.ndarray:
+        out = self.empty(a.shape, a.dtype)
+        out[...] = a
+        return out
+
+    def array(self, a: np.ndarray, copy: bool = True) -> np.ndarray:
+        return self.copy_of(np.asarray(a))
+
+    def empty_like(self, a: np.ndarray) -> np.ndarray:
+        return self.empty(a.shape, a.dtype)
+
+    def zeros_like(self, a: np.ndarray) -> np.ndarray:
+        out = self.empty(a.shape, a.dtype)
+        out[...] = 0
+        return out
+
+    def guards_intact(self) -> bool:
+        """No buffer was written outside its bounds."""
+        return all(np.isnan(b[: self.GUARD]).all() and np.isnan(b[-self.GUARD :]).all()
+                   for b in self.buffers)

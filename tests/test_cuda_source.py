@@ -1,0 +1,166 @@
+"""The CUDA kernels of ``dualtape/kernels/lstm.cu``, checked without a GPU.
+
+NVRTC compiles the source for sm_90 (H200) and sm_80, float and double, with no warning; g++
+compiles the same text for the host, and the sequence loop CuPy uses drives that build, on
+NaN-guarded buffers, against the generic array-API code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dualtape.kernels import cupy_cell
+from dualtape.kernels import sequence as loops
+from dualtape.layers.lstm import (
+    generic_backward_sequence,
+    generic_forward_sequence,
+    lstm_cell_backward,
+    lstm_cell_forward,
+)
+
+from .cuda_tools import (
+    HostCell,
+    PaddedNumpy,
+    build_host_library,
+    find_cxx,
+    find_nvrtc,
+    nvrtc_compile,
+)
+
+pytestmark = pytest.mark.cuda_source
+SOURCE = Path(cupy_cell.__file__).with_name("lstm.cu")
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    library, where = find_nvrtc()
+    if library is None:
+        pytest.skip(where)
+    return library
+
+
+@pytest.fixture(scope="module")
+def cxx():
+    compiler, why = find_cxx()
+    if compiler is None:
+        pytest.skip(why)
+    return compiler
+
+
+@pytest.fixture(scope="module")
+def host_library(cxx, tmp_path_factory):
+    return build_host_library(cxx, SOURCE, tmp_path_factory.mktemp("lstm_host"))
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_nvrtc_compiles_every_instance_without_warnings(nvrtc, arch):
+    names = cupy_cell.name_expressions()
+    assert sorted(names) == sorted(f"{k}<{t}>" for k in cupy_cell.KERNELS
+                                   for t in ("float", "double"))
+    result, log, lowered = nvrtc_compile(nvrtc, cupy_cell.source(), arch, names)
+    assert result == 0, log
+    assert log == "", f"NVRTC printed:\n{log}"
+    assert set(lowered) == set(names)
+
+
+def test_nvrtc_reports_a_broken_source(nvrtc):
+    result, log, _ = nvrtc_compile(nvrtc, cupy_cell.source().replace("const T d =", "T d ="
+                                   " undefined_name +"), "sm_90", cupy_cell.name_expressions())
+    assert result != 0 and "undefined_name" in log
+
+
+def random_problem(dtype: str, steps: int, batch: int, n: int, seed: int = 0) -> dict:
+    """Host inputs of the two sequence loops; U scaled so the gates are not saturated."""
+    rng = np.random.default_rng(seed)
+    shapes = {"U": (3 * n, n), "c0": (batch, n), "projected": (steps, batch, 4 * n),
+              "dhs": (steps, batch, n), "dc_last": (batch, n)}
+    p = {k: rng.uniform(-1, 1, s).astype(dtype) for k, s in shapes.items()}
+    p["U"] /= np.sqrt(n).astype(dtype)
+    return p
+
+
+def assert_host_build_matches_generic(cell: HostCell, p: dict, dtype: str) -> None:
+    mod = PaddedNumpy()
+    U, c0, projected = (mod.copy_of(p[k]) for k in ("U", "c0", "projected"))
+    cells, gates, hs = loops.forward_sequence(mod, cell, U, c0, projected)
+    das, dc0 = loops.backward_sequence(mod, cell, U, cells, gates, mod.copy_of(p["dhs"]),
+                                       mod.copy_of(p["dc_last"]))
+    g_cells, g_gates, g_hs = generic_forward_sequence(np, p["U"], p["c0"], p["projected"])
+    g_das, g_dc0 = generic_backward_sequence(np, p["U"], g_cells, g_gates, p["dhs"],
+                                             p["dc_last"])
+    assert mod.guards_intact(), "a kernel wrote outside its buffer"
+    tolerance = TOLERANCE[dtype]
+    for name, fused, generic in (("cells", cells, g_cells), ("gates", gates, g_gates),
+                                 ("hs", hs, g_hs), ("das", das, g_das), ("dc_0", dc0, g_dc0)):
+        np.testing.assert_allclose(fused, generic, rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 3, 64])
+@pytest.mark.parametrize("n", [5, 512])
+def test_host_build_in_the_sequence_loop_matches_the_generic_loop(host_library, dtype, batch,
+                                                                  n):
+    p = random_problem(dtype, steps=3, batch=batch, n=n)
+    assert_host_build_matches_generic(HostCell(host_library, dtype), p, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_grid_stride_covers_more_elements_than_threads(host_library, dtype):
+    p = random_problem(dtype, steps=4, batch=3, n=5, seed=1)
+    assert_host_build_matches_generic(HostCell(host_library, dtype, grid=2, block=3), p, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 3, 64])
+@pytest.mark.parametrize("n", [5, 512])
+def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n):
+    rng = np.random.default_rng(2)
+    a, r3, dh_o = (rng.uniform(-2, 2, (batch, k * n)).astype(dtype) for k in (4, 3, 2))
+    c, dc_next = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(2))
+    cell = HostCell(host_library, dtype)
+    gates, c_next, _ = lstm_cell_forward(np, a, r3, c)
+    fused_gates = np.full_like(gates, np.nan)
+    fused_gates[:, 3 * n :] = np.tanh(a[:, 3 * n :])
+    fused_c_next = np.full_like(c, np.nan)
+    cell.forward(a, np.ascontiguousarray(r3[:, : 2 * n]), c, fused_gates, fused_c_next)
+    tolerance = TOLERANCE[dtype]
+    np.testing.assert_allclose(fused_gates[:, : 2 * n], gates[:, : 2 * n], rtol=tolerance,
+                               atol=tolerance)
+    np.testing.assert_allclose(fused_c_next, c_next, rtol=tolerance, atol=tolerance)
+
+    dh = dh_o[:, :n]
+    f, i, o, g = (gates[:, k * n : (k + 1) * n] for k in range(4))
+    da, dc_direct = lstm_cell_backward(np, gates, c, c_next, dh, dc_next)
+    dfi = np.concatenate([c * f * (1 - f), g * i * (1 - i)], axis=-1)
+    carry, d = dc_next.copy(), np.full_like(c, np.nan)
+    cell.backward(gates, np.zeros_like(c), dh * o, carry, dfi, d)
+    np.testing.assert_allclose(dfi, da[:, : 2 * n], rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(carry, dc_direct, rtol=tolerance, atol=tolerance)
+
+
+def test_a_planted_gate_offset_bug_fails_the_comparison(cxx, tmp_path):
+    right = "a[row + n + j] + r[rec + n + j]"
+    source = SOURCE.read_text()
+    assert right in source
+    planted = tmp_path / "lstm.cu"
+    planted.write_text(source.replace(right, "a[row + 2 * n + j] + r[rec + n + j]"))
+    library = build_host_library(cxx, planted, tmp_path)
+    p = random_problem("float64", steps=3, batch=3, n=5)
+    with pytest.raises(AssertionError, match="cells|gates"):
+        assert_host_build_matches_generic(HostCell(library, "float64"), p, "float64")
+
+
+def test_a_planted_out_of_bounds_read_fails_the_comparison(cxx, tmp_path):
+    right = "const T d = carry[cell] + rec[cell] + q[cell];"
+    source = SOURCE.read_text()
+    assert right in source
+    planted = tmp_path / "lstm.cu"
+    planted.write_text(source.replace(right, "const T d = carry[cell] + rec[cell + n] + q[cell];"))
+    library = build_host_library(cxx, planted, tmp_path)
+    p = random_problem("float64", steps=3, batch=1, n=5)
+    with pytest.raises(AssertionError, match="nan location mismatch"):
+        assert_host_build_matches_generic(HostCell(library, "float64"), p, "float64")
