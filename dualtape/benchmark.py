@@ -37,6 +37,7 @@ import numpy as np
 
 from .backend import Backend, BackendUnavailable, available_backends, from_host, resolve_backend
 from .backend import use_backend as _use_backend
+from .benchbound import BoundRunner
 from .layers.lstm import LSTM
 from .optim import SGD
 from .recurrent import RecurrentNetwork, train_recurrent
@@ -50,7 +51,8 @@ SEED = 20240601
 @dataclass(frozen=True)
 class Workload:
     """One timed operation: ``op`` is forwards, backwards, sgd or train; ``size`` is the LSTM
-    width (lstm group, and the hidden layer in train) or the matrix side (update group)."""
+    width (lstm group, and the hidden layer in train) or the matrix side (update group);
+    ``n_in`` the width of the input and, in train, of the output."""
 
     group: str
     name: str
@@ -58,6 +60,7 @@ class Workload:
     size: int = 512
     batch: int = 1
     steps: int = 1
+    n_in: int = N_IN
 
     @property
     def key(self) -> str:
@@ -79,17 +82,17 @@ class Workload:
         def uniform(*shape: int) -> np.ndarray:
             return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
-        n = self.size
+        n, n_in = self.size, self.n_in
         if self.op == "sgd":
             return {"w": uniform(n, n), "g": uniform(n, n)}
         if self.op in ("forwards", "backwards"):
             return {
-                "params": [lstm_host_params(N_IN, n, 1, dtype)],
-                "x": uniform(1, N_IN), "c": uniform(1, n), "dc": uniform(1, n), "dh": uniform(1, n),
+                "params": [lstm_host_params(n_in, n, 1, dtype)],
+                "x": uniform(1, n_in), "c": uniform(1, n), "dc": uniform(1, n), "dh": uniform(1, n),
             }
         return {
-            "params": [lstm_host_params(N_IN, n, 1, dtype), lstm_host_params(n, N_IN, 2, dtype)],
-            "xs": uniform(self.steps, self.batch, N_IN),
+            "params": [lstm_host_params(n_in, n, 1, dtype), lstm_host_params(n, n_in, 2, dtype)],
+            "xs": uniform(self.steps, self.batch, n_in),
         }
 
 
@@ -104,6 +107,8 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("train", "ten-time-steps", "train", 512, 1, 10),
     Workload("train", "fifty-time-steps", "train", 512, 1, 50),
     Workload("train", "fifty-time-steps-batch-32", "train", 512, 32, 50),
+    Workload("train", "fifty-time-steps-batch-64", "train", 512, 64, 50),
+    Workload("train", "tiny-4-8-4-fifty-time-steps", "train", 8, 1, 50, n_in=4),
     Workload("train", "fifty-time-steps-batch-256", "train", 512, 256, 50),
 )
 TRAIN_RATE = 0.1
@@ -440,11 +445,11 @@ def register(commands: Any) -> None:
 def _reference_runners(wanted: str, given: Sequence[Runner] | None) -> list[Runner]:
     if wanted == "none":
         return []
-    runners = list(given) if given is not None else source_references()
-    if runners is None:
-        print("note: no reference rows: they live in bench/ of a source checkout "
-              "(python bench/compare_devices.py)")
-        return []
+    found = list(given) if given is not None else source_references()
+    if found is None:
+        print("note: no reference rows but the structural bound: the others live in bench/ of "
+              "a source checkout (python bench/compare_devices.py)")
+    runners: list[Runner] = [BoundRunner(), *(found or [])]
     if wanted != "all":
         names = {s.strip() for s in wanted.split(",")}
         known = {r.label for r in runners}
@@ -493,6 +498,7 @@ def execute(args: argparse.Namespace, references: Sequence[Runner] | None = None
     meta["command"] = command or "dualtape bench " + " ".join(sys.argv[2:])
     print(benchreport.table(results))
     print(benchreport.ratios(results))
+    print(benchreport.bound_distance(results))
     if args.json:
         benchreport.write_json(args.json, results, meta)
     if args.markdown:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from .benchbound import LABEL as BOUND_LABEL
 from .benchmark import WORKLOADS, Result
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
@@ -192,6 +193,25 @@ def ratios(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def bound_distance(results: Sequence[Result]) -> str:
+    """How far dualtape on numpy is from the structural bound, per train workload and dtype."""
+    lines = []
+    for r in _ordered(results):
+        if r.runner == BOUND_LABEL and r.reference and r.samples:
+            base = _numpy(results, r)
+            if base:
+                lines.append(f"| {r.workload.key} | {r.dtype} | {_ms(base.median_ms)} | "
+                             f"{_ms(r.median_ms)} | {base.median_ms / r.median_ms:.2f}× |")
+    if not lines:
+        return ""
+    return "\n".join([
+        "| workload | dtype | dualtape on numpy, ms | structural bound, ms | numpy / bound |",
+        "| --- | --- | ---: | ---: | ---: |", *lines,
+        "\nThe structural bound (dualtape/benchbound.py) times only the matrix products no "
+        "implementation avoids: two recurrent matrix-vector products with U per step, and the "
+        "projection and gradient products once per call."])
+
+
 def write_json(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
     """All samples and the machine details as JSON."""
     with open(path, "w") as f:
@@ -207,6 +227,8 @@ def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any]) -
         header_text(meta) + f"\n- wall time of the run: {meta.get('seconds', '?')} s",
         "## Times\n\n" + table(results),
         "## Ratios to dualtape on numpy\n\n" + ratios(results),
+        "## Distance from the structural bound\n\n" + (bound_distance(results)
+                                                          or "Not measured in this run."),
     ])
     with open(path, "w") as f:
         f.write(text + "\n")

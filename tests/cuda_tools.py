@@ -108,18 +108,36 @@ class HostCell:
         self._backward = getattr(library, f"lstm_backward_{ctype}")
         self.dtype, self.grid, self.block = np.dtype(dtype), grid, block
 
-    def _call(self, function: Any, batch: int, n: int, *arrays: np.ndarray) -> None:
-        for a in arrays:
-            assert a.dtype == self.dtype and a.flags.c_contiguous, (a.dtype, a.strides)
+    def _pointer(self, a: np.ndarray) -> ctypes.c_void_p:
+        assert a.dtype == self.dtype and a.flags.c_contiguous, (a.dtype, a.strides)
+        return ctypes.c_void_p(a.ctypes.data)
+
+    def _rows(self, a: np.ndarray) -> list[ctypes.c_void_p]:
+        self._pointer(a)
+        return [ctypes.c_void_p(a.ctypes.data + t * a.strides[0]) for t in range(a.shape[0])]
+
+    def _launch(self, batch: int, n: int) -> tuple[ctypes.c_int, ...]:
         grid = self.grid or -(-batch * n // self.block)
-        function(ctypes.c_int(grid), ctypes.c_int(self.block), ctypes.c_int(batch),
-                 ctypes.c_int(n), *(a.ctypes.data_as(ctypes.c_void_p) for a in arrays))
+        return tuple(ctypes.c_int(v) for v in (grid, self.block, batch, n))
 
-    def forward(self, a, r, c, gates, c_next) -> None:
-        self._call(self._forward, *c.shape, a, r, c, gates, c_next)
+    def forward_steps(self, projected, r, cells, gates):
+        head = self._launch(*cells.shape[1:])
+        a, c, g, rr = self._rows(projected), self._rows(cells), self._rows(gates), self._pointer(r)
 
-    def backward(self, gates, rec, q, carry, dfi, dc) -> None:
-        self._call(self._backward, *dc.shape, gates, rec, q, carry, dfi, dc)
+        def step(t: int, alive=(projected, r, cells, gates)) -> None:  # keeps the memory alive
+            self._forward(*head, a[t], rr, c[t], g[t], c[t + 1])
+
+        return step
+
+    def backward_steps(self, gates, rec, q, carry, dfi, dc):
+        head = self._launch(*carry.shape)
+        g, q_t, factors, d = (self._rows(x) for x in (gates, q, dfi, dc))
+        rec_p, carry_p = self._pointer(rec), self._pointer(carry)
+
+        def step(t: int, alive=(gates, rec, q, carry, dfi, dc)) -> None:
+            self._backward(*head, g[t], rec_p, q_t[t], carry_p, factors[t], d[t])
+
+        return step
 
 
 class PaddedNumpy:

@@ -123,22 +123,25 @@ def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n)
     c, dc_next = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(2))
     cell = HostCell(host_library, dtype)
     gates, c_next, _ = lstm_cell_forward(np, a, r3, c)
-    fused_gates = np.full_like(gates, np.nan)
-    fused_gates[:, 3 * n :] = np.tanh(a[:, 3 * n :])
-    fused_c_next = np.full_like(c, np.nan)
-    cell.forward(a, np.ascontiguousarray(r3[:, : 2 * n]), c, fused_gates, fused_c_next)
+    fused_gates = np.full((1, *gates.shape), np.nan, dtype=dtype)
+    fused_gates[0, :, 3 * n :] = np.tanh(a[:, 3 * n :])
+    fused_cells = np.full((2, *c.shape), np.nan, dtype=dtype)
+    fused_cells[0] = c
+    r = np.ascontiguousarray(r3[:, : 2 * n])
+    cell.forward_steps(a[np.newaxis], r, fused_cells, fused_gates)(0)
     tolerance = TOLERANCE[dtype]
-    np.testing.assert_allclose(fused_gates[:, : 2 * n], gates[:, : 2 * n], rtol=tolerance,
+    np.testing.assert_allclose(fused_gates[0, :, : 2 * n], gates[:, : 2 * n], rtol=tolerance,
                                atol=tolerance)
-    np.testing.assert_allclose(fused_c_next, c_next, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(fused_cells[1], c_next, rtol=tolerance, atol=tolerance)
 
     dh = dh_o[:, :n]
     f, i, o, g = (gates[:, k * n : (k + 1) * n] for k in range(4))
     da, dc_direct = lstm_cell_backward(np, gates, c, c_next, dh, dc_next)
-    dfi = np.concatenate([c * f * (1 - f), g * i * (1 - i)], axis=-1)
-    carry, d = dc_next.copy(), np.full_like(c, np.nan)
-    cell.backward(gates, np.zeros_like(c), dh * o, carry, dfi, d)
-    np.testing.assert_allclose(dfi, da[:, : 2 * n], rtol=tolerance, atol=tolerance)
+    dfi = np.concatenate([c * f * (1 - f), g * i * (1 - i)], axis=-1)[np.newaxis]
+    carry, d = dc_next.copy(), np.full((1, *c.shape), np.nan, dtype=dtype)
+    cell.backward_steps(gates[np.newaxis], np.zeros_like(c), (dh * o)[np.newaxis], carry, dfi,
+                        d)(0)
+    np.testing.assert_allclose(dfi[0], da[:, : 2 * n], rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(carry, dc_direct, rtol=tolerance, atol=tolerance)
 
 

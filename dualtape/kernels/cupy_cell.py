@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -51,27 +52,44 @@ def _function(kernel: str, dtype: str, device: int) -> Any:
     return _module().get_function(f"{kernel}<{_DTYPES[dtype]}>")
 
 
-def _launch(kernel: str, batch: int, n: int, arrays: tuple[Array, ...]) -> None:
-    first = arrays[0]
-    dtype = first.dtype.name
+def _checked(kernel: str, *arrays: Array) -> Any:
+    """The compiled ``kernel`` for the arrays' dtype and device, once they are all C-contiguous
+    of one dtype (raw indexing assumes it)."""
+    dtype = arrays[0].dtype
     for a in arrays:
-        if a.dtype != first.dtype or not a.flags.c_contiguous:
+        if a.dtype != dtype or not a.flags.c_contiguous:
             raise ValueError(f"{kernel}: operands must be C-contiguous {dtype}, got {a.dtype} "
                              f"with strides {a.strides}")
-    grid, block = launch_shape(batch * n)
-    _function(kernel, dtype, first.device.id)((grid,), (block,),
-                                              (np.int32(batch), np.int32(n), *arrays))
+    return _function(kernel, dtype.name, arrays[0].device.id)
 
 
 class CupyCell:
-    """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction."""
+    """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction,
+    with the per-step views made once per sequence."""
 
-    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array) -> None:
-        _launch("lstm_forward", c.shape[0], c.shape[1], (a, r, c, gates, c_next))
+    def forward_steps(self, projected: Array, r: Array, cells: Array,
+                      gates: Array) -> Callable[[int], None]:
+        kernel = _checked("lstm_forward", projected, r, cells, gates)
+        batch, n = cells.shape[1:]
+        shape, head = launch_shape(batch * n), (np.int32(batch), np.int32(n))
+        a, c, g = list(projected), list(cells), list(gates)
 
-    def backward(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
-                 dc: Array) -> None:
-        _launch("lstm_backward", dc.shape[0], dc.shape[1], (gates, rec, q, carry, dfi, dc))
+        def step(t: int) -> None:
+            kernel(shape[:1], shape[1:], (*head, a[t], r, c[t], g[t], c[t + 1]))
+
+        return step
+
+    def backward_steps(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
+                       dc: Array) -> Callable[[int], None]:
+        kernel = _checked("lstm_backward", gates, rec, q, carry, dfi, dc)
+        batch, n = carry.shape
+        shape, head = launch_shape(batch * n), (np.int32(batch), np.int32(n))
+        g, q_t, factors, d = list(gates), list(q), list(dfi), list(dc)
+
+        def step(t: int) -> None:
+            kernel(shape[:1], shape[1:], (*head, g[t], rec, q_t[t], carry, factors[t], d[t]))
+
+        return step
 
 
 def verified(path: Any, like: Array, self_check: Any) -> bool:

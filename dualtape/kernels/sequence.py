@@ -13,26 +13,30 @@ CUDA kernel on CuPy (``cupy_cell``). Every per-step operand is C-contiguous. The
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 Array = Any
 
 
 class Cell(Protocol):
-    """The pointwise LSTM step with explicit outputs, on ``(batch, ·)`` C-contiguous rows.
+    """The pointwise LSTM step with explicit outputs, bound once per sequence to its buffers.
 
-    ``forward(a, r, c, gates, c_next)``: from the projection ``a`` (B, 4o) and the recurrent
-    product ``r = c U_fiᵀ`` (B, 2o), write ``f, i = σ(a_fi + r)`` into ``gates[:, :2o]`` and
-    ``c_next = f*c + i*ĉ``, with ĉ already in ``gates[:, 3o:]``.
-    ``backward(gates, rec, q, carry, dfi, dc)``: the cell gradient ``d = carry + rec + q`` into
-    ``dc``; ``dfi`` (B, 2o) holds the factors ``[c*f(1-f), ĉ*i(1-i)]`` and is multiplied by ``d``
-    in place; ``carry`` becomes ``d*f``. ``r`` may be overwritten (it is scratch after use).
+    ``forward_steps(projected, r, cells, gates)`` returns ``step(t)``, which, from the projection
+    ``projected[t]`` (B, 4o) and the recurrent product ``r = cells[t] U_fiᵀ`` (B, 2o), writes
+    ``f, i = σ(a_fi + r)`` into ``gates[t, :, :2o]`` and ``cells[t+1] = f*cells[t] + i*ĉ``,
+    with ĉ already in ``gates[t, :, 3o:]``; ``r`` is scratch after use.
+    ``backward_steps(gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, which writes the cell
+    gradient ``d = carry + rec + q[t]`` into ``dc[t]``, multiplies the factors
+    ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) by ``d`` in place, and sets ``carry = d*f``.
+    Every buffer is C-contiguous; binding is where per-step views are made, once per call.
     """
 
-    def forward(self, a: Array, r: Array, c: Array, gates: Array, c_next: Array) -> None: ...
+    def forward_steps(self, projected: Array, r: Array, cells: Array,
+                      gates: Array) -> Callable[[int], None]: ...
 
-    def backward(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
-                 dc: Array) -> None: ...
+    def backward_steps(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
+                       dc: Array) -> Callable[[int], None]: ...
 
 
 def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:
@@ -56,10 +60,11 @@ def forward_sequence(
     recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
     mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
-    weights, matmul, step = U[: 2 * n].T, mod.matmul, cell.forward
-    for t in range(steps):
-        matmul(cells[t], weights, out=recurrent)
-        step(projected[t], recurrent, cells[t], gates[t], cells[t + 1])
+    weights, matmul = U[: 2 * n].T, mod.matmul
+    step = cell.forward_steps(projected, recurrent, cells, gates)
+    for t, c in enumerate(list(cells[:-1])):
+        matmul(c, weights, out=recurrent)
+        step(t)
     o = gates[..., 2 * n : 3 * n]
     o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
     o_pre = o_pre.reshape(steps, batch, n)
@@ -86,10 +91,11 @@ def backward_sequence(
     mod.multiply(g * i, 1.0 - i, out=dfi[..., n:])
     carry = mod.array(dc_last, copy=True)
     rec = mod.zeros_like(carry)
-    weights, matmul, step = U[: 2 * n], mod.matmul, cell.backward
-    for t in reversed(range(steps)):
-        step(gates[t], rec, q[t], carry, dfi[t], dc[t])
-        matmul(dfi[t], weights, out=rec)
+    weights, matmul = U[: 2 * n], mod.matmul
+    step = cell.backward_steps(gates, rec, q, carry, dfi, dc)
+    for t, factors in reversed(list(enumerate(list(dfi)))):
+        step(t)
+        matmul(factors, weights, out=rec)
     da_g = dc * i * (1.0 - g * g)
     das = mod.concatenate([dfi, da_o, da_g], axis=-1)
     return das, carry + rec + carried[0]
