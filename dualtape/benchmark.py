@@ -123,7 +123,7 @@ def lstm_host_params(n_in: int, n_out: int, seed: int, dtype: str) -> dict[str, 
 
 def select_workloads(names: Sequence[str] | None = None, quick: bool = False) -> list[Workload]:
     """Workloads whose group, name or key is in ``names`` (all when empty); ``quick`` drops the
-    batch-256 variant."""
+    variants above batch 32."""
     chosen = [w for w in WORKLOADS if not names or {w.group, w.name, w.key} & set(names)]
     unknown = set(names or ()) - {s for w in WORKLOADS for s in (w.group, w.name, w.key)}
     if unknown:
@@ -418,7 +418,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reference rows: all (default), none, or a list of naive, "
                              "torch-autograd, torch.nn.LSTM; they need a source checkout")
     parser.add_argument("--quick", action="store_true",
-                        help="fewer, shorter samples and no batch-256 run (under a minute)")
+                        help="fewer, shorter samples and no run above batch 32 (under a minute)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="limit BLAS/OpenMP and torch threads to N (threadpoolctl); "
                              "the project's targets are measured with --threads 1")
