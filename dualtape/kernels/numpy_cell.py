@@ -21,17 +21,18 @@ class NumpyCell:
         f, i, g = list(gates[..., :n]), list(gates[..., n : 2 * n]), list(gates[..., 3 * n :])
         c, scratch = list(cells), r[:, :n]
         add, multiply, tanh = np.add, np.multiply, np.tanh
+        half = np.asarray(0.5, dtype=cells.dtype)  # a 0-d array: half the cost of a float
 
-        def step(t: int) -> None:
-            s = fi[t]
-            add(a_fi[t], r, out=s)  # σ(x) = tanh(x/2)/2 + 1/2
-            multiply(s, 0.5, out=s)
-            tanh(s, out=s)
-            multiply(s, 0.5, out=s)
-            add(s, 0.5, out=s)
-            multiply(f[t], c[t], out=c[t + 1])
-            multiply(i[t], g[t], out=scratch)
-            add(c[t + 1], scratch, out=c[t + 1])
+        def step(t: int) -> None:  # outputs passed positionally: cheaper than out=
+            s, c_next = fi[t], c[t + 1]
+            add(a_fi[t], r, s)  # σ(x) = tanh(x/2)/2 + 1/2
+            multiply(s, half, s)
+            tanh(s, s)
+            multiply(s, half, s)
+            add(s, half, s)
+            multiply(f[t], c[t], c_next)
+            multiply(i[t], g[t], scratch)
+            add(c_next, scratch, c_next)
 
         return step
 
@@ -44,9 +45,10 @@ class NumpyCell:
         add, multiply = np.add, np.multiply
 
         def step(t: int) -> None:
-            add(carry, rec, out=d[t])
-            add(d[t], q_t[t], out=d[t])
-            multiply(factor_pairs[t], d_pairs[t], out=factor_pairs[t])
-            multiply(d[t], f[t], out=carry)
+            d_t = d[t]
+            add(carry, rec, d_t)
+            add(d_t, q_t[t], d_t)
+            multiply(factor_pairs[t], d_pairs[t], factor_pairs[t])
+            multiply(d_t, f[t], carry)
 
         return step

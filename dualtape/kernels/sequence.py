@@ -60,10 +60,10 @@ def forward_sequence(
     recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
     mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
-    weights, matmul = U[: 2 * n].T, mod.matmul
+    weights, dot = U[: 2 * n].T, mod.dot  # dot with a positional out: the cheapest call
     step = cell.forward_steps(projected, recurrent, cells, gates)
     for t, c in enumerate(list(cells[:-1])):
-        matmul(c, weights, out=recurrent)
+        dot(c, weights, recurrent)
         step(t)
     o = gates[..., 2 * n : 3 * n]
     o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
@@ -91,11 +91,11 @@ def backward_sequence(
     mod.multiply(g * i, 1.0 - i, out=dfi[..., n:])
     carry = mod.array(dc_last, copy=True)
     rec = mod.zeros_like(carry)
-    weights, matmul = U[: 2 * n], mod.matmul
+    weights, dot = U[: 2 * n], mod.dot
     step = cell.backward_steps(gates, rec, q, carry, dfi, dc)
     for t, factors in reversed(list(enumerate(list(dfi)))):
         step(t)
-        matmul(factors, weights, out=rec)
+        dot(factors, weights, rec)
     da_g = dc * i * (1.0 - g * g)
     das = mod.concatenate([dfi, da_o, da_g], axis=-1)
     return das, carry + rec + carried[0]
