@@ -5,6 +5,7 @@ Each finder returns the tool or the reason it is missing, so tests skip with tha
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import glob
@@ -107,6 +108,9 @@ class HostCell:
         self._forward = getattr(library, f"lstm_forward_{ctype}")
         self._backward = getattr(library, f"lstm_backward_{ctype}")
         self.dtype, self.grid, self.block = np.dtype(dtype), grid, block
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
     def _pointer(self, a: np.ndarray) -> ctypes.c_void_p:
         assert a.dtype == self.dtype and a.flags.c_contiguous, (a.dtype, a.strides)

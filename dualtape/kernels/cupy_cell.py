@@ -9,6 +9,7 @@ caller falls back to the generic path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import warnings
@@ -66,6 +67,9 @@ def _checked(kernel: str, *arrays: Array) -> Any:
 class CupyCell:
     """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction,
     with the per-step views made once per sequence."""
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
     def forward_steps(self, projected: Array, r: Array, cells: Array,
                       gates: Array) -> Callable[[int], None]:

@@ -13,6 +13,7 @@ CUDA kernel on CuPy (``cupy_cell``). Every per-step operand is C-contiguous. The
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -30,7 +31,10 @@ class Cell(Protocol):
     gradient ``d = carry + rec + q[t]`` into ``dc[t]``, multiplies the factors
     ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) by ``d`` in place, and sets ``carry = d*f``.
     Every buffer is C-contiguous; binding is where per-step views are made, once per call.
+    ``scope()`` is the context the loops run in (numpy: overflow to inf is expected).
     """
+
+    def scope(self) -> contextlib.AbstractContextManager: ...
 
     def forward_steps(self, projected: Array, r: Array, cells: Array,
                       gates: Array) -> Callable[[int], None]: ...
@@ -62,9 +66,10 @@ def forward_sequence(
     cells[0] = c0
     weights, dot = U[: 2 * n].T, mod.dot  # dot with a positional out: the cheapest call
     step = cell.forward_steps(projected, recurrent, cells, gates)
-    for t, c in enumerate(list(cells[:-1])):
-        dot(c, weights, recurrent)
-        step(t)
+    with cell.scope():
+        for t, c in enumerate(list(cells[:-1])):
+            dot(c, weights, recurrent)
+            step(t)
     o = gates[..., 2 * n : 3 * n]
     o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
     o_pre = o_pre.reshape(steps, batch, n)
@@ -93,9 +98,10 @@ def backward_sequence(
     rec = mod.zeros_like(carry)
     weights, dot = U[: 2 * n], mod.dot
     step = cell.backward_steps(gates, rec, q, carry, dfi, dc)
-    for t, factors in reversed(list(enumerate(list(dfi)))):
-        step(t)
-        dot(factors, weights, rec)
+    with cell.scope():
+        for t, factors in reversed(list(enumerate(list(dfi)))):
+            step(t)
+            dot(factors, weights, rec)
     da_g = dc * i * (1.0 - g * g)
     das = mod.concatenate([dfi, da_o, da_g], axis=-1)
     return das, carry + rec + carried[0]
