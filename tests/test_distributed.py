@@ -40,9 +40,12 @@ class FakeComm:
         return 0
 
     def Allreduce(self, sendbuf, recvbuf, op) -> None:
-        assert sendbuf == "in place" and op == "sum"
+        assert sendbuf == "in place" and op in ("sum", "max")
         self.reduced.append(recvbuf.size)
-        recvbuf += (self.size - 1) * self.others(recvbuf.copy())
+        if op == "max":
+            np.maximum(recvbuf, self.others(recvbuf.copy()), out=recvbuf)
+        else:
+            recvbuf += (self.size - 1) * self.others(recvbuf.copy())
 
     def allgather(self, value):
         return [value] * self.size if self.layouts is None else self.layouts
@@ -51,8 +54,8 @@ class FakeComm:
 @pytest.fixture
 def fake_mpi(monkeypatch):
     """mpi4py's constants, without mpi4py."""
-    monkeypatch.setattr(distributed, "_mpi", lambda: SimpleNamespace(IN_PLACE="in place",
-                                                                     SUM="sum", COMM_WORLD=None))
+    monkeypatch.setattr(distributed, "_mpi", lambda: SimpleNamespace(
+        IN_PLACE="in place", SUM="sum", MAX="max", COMM_WORLD=None))
 
 
 def xor_problem(dtype: str = "float64"):
@@ -222,3 +225,99 @@ def test_an_exception_on_one_rank_ends_every_rank_under_mpi4py(tmp_path):
     assert done.returncode != 0
     assert "planned failure on rank 1" in done.stderr
     assert not list(tmp_path.iterdir())  # rank 0 never finished its step
+
+
+TEXT_RUN = ["train-text", "--hidden", "8", "--seq-len", "8", "--batch", "3", "--backend",
+            "numpy", "--seed", "5", "--dtype", "float64", "--sample-chars", "0",
+            "--log-every", "2"]
+
+
+def test_train_text_on_one_rank_is_the_plain_run(capsys, tmp_path):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    from dualtape import cli
+
+    for name, extra in (("plain", []), ("distributed", ["--distributed"])):
+        assert cli.main([*TEXT_RUN, "--steps", "4", "--save", str(tmp_path / name), *extra]) == 0
+    out = capsys.readouterr().out
+    assert "distributed: 1 ranks x batch 3 = global batch 3" in out
+    plain, one_rank = (dualtape.load(tmp_path / name) for name in ("plain", "distributed"))
+    assert_params_equal(host_params(one_rank), host_params(plain))
+
+
+def test_train_text_distributed_needs_mpi4py(capsys, monkeypatch):
+    from dualtape import cli
+
+    monkeypatch.setattr(distributed, "_mpi", lambda: None)
+    assert cli.main([*TEXT_RUN, "--steps", "1", "--distributed"]) == 1
+    assert "--distributed needs mpi4py: pip install 'dualtape[mpi]'" in capsys.readouterr().err
+
+
+def test_train_text_refuses_an_mpiexec_of_another_mpi(capsys, monkeypatch):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    from dualtape import cli
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # launched as 4, but mpi4py sees 1 rank
+    assert cli.main([*TEXT_RUN, "--steps", "1", "--distributed"]) == 1
+    assert "mpiexec started 4 processes but mpi4py sees 1" in capsys.readouterr().err
+
+
+class Silent:
+    """A reporter that keeps what it is told."""
+
+    def __init__(self):
+        self.speeds: list[float] = []
+
+    def advance(self) -> None:
+        pass
+
+    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+        self.speeds.append(chars_per_second)
+
+    def text(self, message: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("code", "reason"), [(1, "interrupted"), (2, "time")])
+def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
+    from dualtape.text_distributed import _runner
+    from dualtape.text_train import RunLimits, TextTrainer, TrainConfig
+
+    asks = iter([0, 0, 0, code])  # the other rank asks to stop before the fourth step
+    comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
+    trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
+                              dualtape.backend.resolve_backend("numpy"))
+    result = _runner(comm)(trainer, RunLimits(steps=10, log_every=1, sample_chars=0),
+                           Silent(), lambda: False)
+    assert (result.reason, result.steps, trainer.step_count) == (reason, 3, 3)
+
+
+def test_the_reported_speed_counts_every_rank():
+    from dualtape.text_distributed import GlobalSpeed
+
+    reporter = Silent()
+    GlobalSpeed(reporter, size=3).progress(step=10, loss=2.0, chars_per_second=1000.0)
+    assert reporter.speeds == [3000.0]
+
+
+@pytest.mark.mpi
+def test_two_ranks_train_text_then_resume_on_one(tmp_path):
+    checkpoint = tmp_path / "model.npz"
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--steps", "6", "--distributed",
+                      "--save", str(checkpoint)])
+    assert done.returncode == 0, done.stderr
+    assert "windows of 8 x batch 3" in done.stdout
+    assert "distributed: 2 ranks x batch 3 = global batch 6" in done.stdout
+    assert done.stdout.count("stopped (step limit) at step 6") == 1  # only rank 0 prints
+    assert done.stdout.count("step      2  loss") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]  # no temporary left
+    resumed = subprocess.run(
+        [sys.executable, "-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
+         "--steps", "2", "--sample-chars", "0", "--save", str(checkpoint)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout and "stopped (step limit) at step 8" in resumed.stdout
+    # back on two ranks, until a time limit: the ranks must agree on the step to stop after
+    again = run_ranks(["-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
+                       "--time-limit", "1", "--sample-chars", "0", "--distributed"])
+    assert again.returncode == 0, again.stderr
+    assert "resumed" in again.stdout and again.stdout.count("stopped (time limit) at step") == 1
