@@ -139,7 +139,10 @@ def broadcast_parameters(net: Any, root: int = 0, comm: Any = None) -> None:
     rank must call it with a network of the same layout, else every rank raises
     ``ValueError``."""
     comm = _world(comm)
-    if comm is None or comm.Get_size() == 1:
+    size = 1 if comm is None else comm.Get_size()
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < size:
+        raise ValueError(f"broadcast_parameters: root must be a rank in [0, {size}), got {root!r}")
+    if size == 1:
         return
     groups = net.params
     layout = _layout(groups)
@@ -161,6 +164,10 @@ class DataParallel:
     """
 
     def __init__(self, optimizer: Any, comm: Any = None) -> None:
+        if isinstance(optimizer, DataParallel) or not callable(getattr(optimizer, "step", None)):
+            what = "another DataParallel" if isinstance(optimizer, DataParallel) else repr(
+                optimizer)
+            raise TypeError(f"DataParallel wraps an optimizer such as SGD or Adam, not {what}")
         self.optimizer = optimizer
         self.comm = _world(comm)
         self.size = 1 if self.comm is None else self.comm.Get_size()

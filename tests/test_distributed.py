@@ -143,6 +143,19 @@ def test_a_nan_on_another_rank_stops_this_one_before_any_update(backend, fake_mp
     assert comm.reduced == [2]  # no gradient was sent
 
 
+def test_bad_arguments_are_refused_with_one_line(fake_mpi):
+    net, _, _ = xor_problem()
+    for root in (2, -1, 0.0, True, None):
+        with pytest.raises(ValueError, match=r"root must be a rank in \[0, 2\)"):
+            distributed.broadcast_parameters(net, root=root, comm=FakeComm())
+    with pytest.raises(ValueError, match=r"root must be a rank in \[0, 1\), got 1"):
+        distributed.broadcast_parameters(net, root=1, comm=FakeComm(size=1))
+    wrapped = distributed.DataParallel(dualtape.SGD(0.1))
+    for optimizer, what in ((None, "not None"), (wrapped, "not another DataParallel")):
+        with pytest.raises(TypeError, match=f"wraps an optimizer such as SGD or Adam, {what}"):
+            distributed.DataParallel(optimizer)
+
+
 def test_ranks_with_different_networks_are_refused(fake_mpi):
     net, x, t = xor_problem()
     layouts = [[(0, "W", (3, 2), "float64")], [(0, "W", (4, 2), "float64")]]
