@@ -186,13 +186,12 @@ class TextTrainer:
         self.step_count += 1
 
     def read_loss(self) -> float | None:
-        """The mean loss (nats/char; over all ranks when distributed) of the steps since the
-        last read, read from the device; None if there were none. A NaN or infinite loss
-        raises ``FloatingPointError``."""
+        """The mean loss (nats/char) of the steps since the last read, read from the device;
+        None if there were none. A NaN or infinite loss raises ``FloatingPointError``."""
         if self._loss_sum is None:
             return None
         value = float(to_numpy(self._loss_sum)) / self._loss_count
-        value = mean_over_processes(self.optimizer, [value])[0]  # every rank raises, or none
+        value = mean_over_processes(self.optimizer, [value])[0]  # over all ranks: all raise or none
         self._loss_sum, self._loss_count = None, 0
         if not math.isfinite(value):
             raise FloatingPointError(

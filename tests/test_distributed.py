@@ -334,3 +334,13 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
                        "--time-limit", "1", "--sample-chars", "0", "--distributed"])
     assert again.returncode == 0, again.stderr
     assert "resumed" in again.stdout and again.stdout.count("stopped (time limit) at step") == 1
+
+
+@pytest.mark.mpi
+def test_a_diverging_two_rank_run_stops_every_rank_with_one_message(tmp_path):
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--steps", "6", "--distributed",
+                      "--rate", "1e30", "--dtype", "float32", "--log-every", "1",
+                      "--save", str(tmp_path / "m.npz")])
+    assert done.returncode == 1
+    assert done.stderr.count("training diverged: the loss is nan") == 1, done.stderr
+    assert "nothing was saved" in done.stderr and not list(tmp_path.iterdir())
