@@ -110,20 +110,33 @@ def check_same_params(layers: list[Layer], owner: str) -> None:
                 )
 
 
-def read_loss(xp: Any, value: Array, x: Array, where: str) -> float:
+def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None) -> float:
     """The loss ``value`` as a float, read from the device together with whether the input
     ``x`` is finite (one transfer, one sync); NaN or inf in either raises
-    ``FloatingPointError`` (the caller has applied no update yet)."""
+    ``FloatingPointError`` (the caller has applied no update yet). With an ``optimizer`` that
+    spans processes (``distributed.DataParallel``) both are averaged over them first, so every
+    process raises, or none."""
     finite = xp.astype(xp.all(xp.isfinite(x)), value.dtype)
-    loss, input_ok = (float(v) for v in to_numpy(xp.stack([value, finite])))
-    if not input_ok:
+    local = [float(v) for v in to_numpy(xp.stack([value, finite]))]
+    loss, input_ok = mean_over_processes(optimizer, local)
+    if not local[1]:
         raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
+    if input_ok < 1.0:
+        raise FloatingPointError(f"{where}: another process's input holds NaN or inf; no "
+                                 "update was applied on any process")
     if not math.isfinite(loss):
         raise FloatingPointError(
             f"{where}: the loss is {loss}; no update was applied. Check the targets for "
             "NaN/inf, or lower the learning rate"
         )
     return loss
+
+
+def mean_over_processes(optimizer: Any, values: list[float]) -> list[float]:
+    """``values`` averaged over the processes that train with ``optimizer``: one that spans
+    processes (``distributed.DataParallel``) has a collective ``mean``; others train alone."""
+    mean = getattr(optimizer, "mean", None)
+    return values if mean is None else mean(values)
 
 
 class Network(Chain):
@@ -181,7 +194,7 @@ def train(
     xp, x, _ = net._prepare(x)
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
-    result = read_loss(xp, value, x, "train")
+    result = read_loss(xp, value, x, "train", optimizer)
     grads, _ = net._backward(xp, tapes, dy)
     optimizer.step(net.params, grads)
     return result

@@ -157,7 +157,7 @@ def train_recurrent(
     tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)
-    result = read_loss(xp, value, xs, "train_recurrent")
+    result = read_loss(xp, value, xs, "train_recurrent", optimizer)
     grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
     if learn_initial_state:
         learned = {str(k): s for k, s in enumerate(states)}

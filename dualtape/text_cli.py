@@ -90,6 +90,10 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument("--save-every", type=int, default=0, metavar="N",
                      help="also save every N steps (default: only at the end)")
     run.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
+    run.add_argument("--distributed", action="store_true",
+                     help="train data-parallel with every process of an MPI launch: mpiexec -n "
+                     "N dualtape train-text --distributed ...; --batch is per process, rank 0 "
+                     "prints and saves (needs mpi4py: pip install 'dualtape[mpi]')")
     return p
 
 
@@ -367,8 +371,14 @@ def train_text(args: argparse.Namespace) -> int:
     from .text import TextError
     from .text_train import RunLimits, run_training
 
+    run = run_training
     try:
-        trainer, text, resumed = _prepare(args)
+        if args.distributed:
+            from .text_distributed import prepare_distributed
+
+            trainer, text, resumed, run = prepare_distributed(args, _prepare)
+        else:
+            trainer, text, resumed = _prepare(args)
     except TextError as exc:
         return _fail("train-text", str(exc))
     except KeyboardInterrupt:
@@ -380,7 +390,7 @@ def train_text(args: argparse.Namespace) -> int:
     reporter = _reporter(args.steps)
     try:
         with _blas_threads(args.threads), _stop_on_interrupt() as stop:
-            result = run_training(trainer, limits, reporter, stop)
+            result = run(trainer, limits, reporter, stop)
     except FloatingPointError as exc:
         reporter.close()
         return _fail("train-text", f"{exc}; nothing was saved")

@@ -38,6 +38,7 @@ from .backend import Backend, device_context, from_host, resolve_backend, to_num
 from .io import load_with_extra, save
 from .layers.base import Array
 from .losses import softmax_cross_entropy
+from .network import mean_over_processes
 from .optim import SGD, Adam, Optimizer
 from .recurrent import RecurrentNetwork
 from .text import (
@@ -190,6 +191,7 @@ class TextTrainer:
         if self._loss_sum is None:
             return None
         value = float(to_numpy(self._loss_sum)) / self._loss_count
+        value = mean_over_processes(self.optimizer, [value])[0]  # over all ranks: all raise or none
         self._loss_sum, self._loss_count = None, 0
         if not math.isfinite(value):
             raise FloatingPointError(

@@ -1,0 +1,346 @@
+"""dualtape.distributed: single-process behaviour on every backend, and real MPI runs.
+
+The MPI tests start ``mpiexec -n 2`` (marker ``mpi``; skipped with the reason when mpiexec or
+mpi4py is missing) with a timeout each, so a hang fails the test instead of blocking the suite.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import distributed
+
+from . import mpi_worker
+from .helpers import assert_params_equal, host_params
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 60  # seconds per MPI run; the runs take about 1 s each
+
+
+class FakeComm:
+    """A communicator of ``size`` ranks in one process: the other ranks send ``others``
+    (a function of the buffer this rank sends)."""
+
+    def __init__(self, others=lambda buffer: buffer, size: int = 2, layouts=None):
+        self.others, self.size, self.layouts = others, size, layouts
+        self.reduced: list[int] = []  # the length of every buffer reduced
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Get_rank(self) -> int:
+        return 0
+
+    def Allreduce(self, sendbuf, recvbuf, op) -> None:
+        assert sendbuf == "in place" and op in ("sum", "max")
+        self.reduced.append(recvbuf.size)
+        if op == "max":
+            np.maximum(recvbuf, self.others(recvbuf.copy()), out=recvbuf)
+        else:
+            recvbuf += (self.size - 1) * self.others(recvbuf.copy())
+
+    def allgather(self, value):
+        return [value] * self.size if self.layouts is None else self.layouts
+
+
+@pytest.fixture
+def fake_mpi(monkeypatch):
+    """mpi4py's constants, without mpi4py."""
+    monkeypatch.setattr(distributed, "_mpi", lambda: SimpleNamespace(
+        IN_PLACE="in place", SUM="sum", MAX="max", COMM_WORLD=None))
+
+
+def xor_problem(dtype: str = "float64"):
+    x = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=dtype)
+    t = np.array([[0], [1], [1], [0]], dtype=dtype)
+    net = dualtape.Network([dualtape.FullyConnected(2, 3, seed=1, dtype=dtype), dualtape.Tanh(),
+                            dualtape.FullyConnected(3, 1, seed=2, dtype=dtype), dualtape.Logit()])
+    return net, dualtape.asarray(x), dualtape.asarray(t)
+
+
+def test_importing_dualtape_never_imports_mpi4py():
+    code = "import sys, dualtape, dualtape.distributed; print('mpi4py' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_without_mpi4py_everything_is_one_process(backend, monkeypatch):
+    monkeypatch.setattr(distributed, "_mpi", lambda: None)
+    assert (distributed.rank(), distributed.world_size(), distributed.local_rank()) == (0, 1, 0)
+    net, x, t = xor_problem()
+    alone, _, _ = xor_problem()
+    distributed.broadcast_parameters(net)
+    wrapped = distributed.DataParallel(dualtape.SGD(0.5, momentum=0.9))
+    plain = dualtape.SGD(0.5, momentum=0.9)
+    for _ in range(3):
+        assert dualtape.train(net, x, t, wrapped) == dualtape.train(alone, x, t, plain)
+    assert_params_equal(host_params(net), host_params(alone))
+    assert wrapped.state_dict().keys() == plain.state_dict().keys()
+
+
+def test_with_one_mpi_rank_everything_is_one_process(backend):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    assert (distributed.rank(), distributed.world_size()) == (0, 1)
+    net, x, t = xor_problem()
+    alone, _, _ = xor_problem()
+    wrapped, plain = distributed.DataParallel(dualtape.Adam(0.01)), dualtape.Adam(0.01)
+    for _ in range(3):
+        assert dualtape.train(net, x, t, wrapped) == dualtape.train(alone, x, t, plain)
+    assert_params_equal(host_params(net), host_params(alone))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradients_travel_in_one_buffer_and_come_back_in_place(backend, fake_mpi, dtype):
+    # Two ranks with equal gradients average to the same gradient: the packing round trip
+    # on this backend must give the plain optimizer's result, to rounding.
+    comm = FakeComm()
+    net, x, t = xor_problem(dtype)
+    alone, _, _ = xor_problem(dtype)
+    wrapped = distributed.DataParallel(dualtape.SGD(0.5, 0.9, 0.01), comm)
+    plain = dualtape.SGD(0.5, 0.9, 0.01)
+    for _ in range(3):
+        np.testing.assert_allclose(dualtape.train(net, x, t, wrapped),
+                                   dualtape.train(alone, x, t, plain), rtol=1e-6)
+    count = sum(int(np.prod(p.shape)) for group in net.params for p in group.values())
+    assert comm.reduced == [2, count] * 3  # per call: [loss, input finite], then all gradients
+    for got, want in zip(host_params(net), host_params(alone), strict=True):
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5 if dtype == "float32"
+                                       else 1e-12)
+    assert dualtape.backend.backend_of(net.params[0]["W"]) == backend
+
+
+def test_gradients_are_averaged_over_the_ranks(fake_mpi):
+    # The other rank sends zero gradients: the update is that of half the gradient.
+    comm = FakeComm(others=lambda buffer: np.zeros_like(buffer) if buffer.size > 2 else buffer)
+    net, x, t = xor_problem()
+    tapes, y = net.forward(x)
+    grads, _ = net.backward(tapes, (y - t) / 4)
+    halves = [{k: g / 2 for k, g in group.items()} for group in grads]
+    expected = [dict(group) for group in net.params]
+    dualtape.SGD(0.5).step(expected, halves)
+    dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5), comm))
+    for got, want in zip(net.params, expected, strict=True):
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-12)
+
+
+def test_a_nan_on_another_rank_stops_this_one_before_any_update(backend, fake_mpi):
+    comm = FakeComm(others=lambda buffer: np.array([buffer[0], 0.0]))  # its input holds NaN
+    net, x, t = xor_problem()
+    before = host_params(net)
+    with pytest.raises(FloatingPointError, match="another process's input holds NaN"):
+        dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5), comm))
+    assert_params_equal(host_params(net), before)
+    assert comm.reduced == [2]  # no gradient was sent
+
+
+def test_bad_arguments_are_refused_with_one_line(fake_mpi):
+    net, _, _ = xor_problem()
+    for root in (2, -1, 0.0, True, None):
+        with pytest.raises(ValueError, match=r"root must be a rank in \[0, 2\)"):
+            distributed.broadcast_parameters(net, root=root, comm=FakeComm())
+    with pytest.raises(ValueError, match=r"root must be a rank in \[0, 1\), got 1"):
+        distributed.broadcast_parameters(net, root=1, comm=FakeComm(size=1))
+    wrapped = distributed.DataParallel(dualtape.SGD(0.1))
+    for optimizer, what in ((None, "not None"), (wrapped, "not another DataParallel")):
+        with pytest.raises(TypeError, match=f"wraps an optimizer such as SGD or Adam, {what}"):
+            distributed.DataParallel(optimizer)
+
+
+def test_ranks_with_different_networks_are_refused(fake_mpi):
+    net, x, t = xor_problem()
+    layouts = [[(0, "W", (3, 2), "float64")], [(0, "W", (4, 2), "float64")]]
+    comm = FakeComm(layouts=layouts)
+    with pytest.raises(ValueError, match="rank 1 has arrays .* every rank must build the same"):
+        dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5), comm))
+    with pytest.raises(ValueError, match="rank 1 has arrays"):
+        distributed.broadcast_parameters(net, comm=comm)
+
+
+def mpiexec() -> str:
+    """The mpiexec next to this Python (the mpich wheel's) or on PATH; skips without one."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    beside = Path(sys.executable).with_name("mpiexec")
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip("no mpiexec here (pip install 'dualtape[mpi]' brings MPICH's)")
+    return found
+
+
+def run_ranks(args: list[str], ranks: int = 2, **kwargs) -> subprocess.CompletedProcess:
+    """``mpiexec -n ranks python args`` from the repository root, within ``TIMEOUT``."""
+    return subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=TIMEOUT, **kwargs)
+
+
+def run_worker(case: str, out: Path, *options: str) -> list[dict[str, np.ndarray]]:
+    done = run_ranks(["-m", "tests.mpi_worker", case, str(out), *options])
+    assert done.returncode == 0, done.stderr
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(2)]
+
+
+def params_of(result: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v for k, v in result.items() if "/" in k}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["feedforward", "recurrent"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_two_ranks_equal_one_process_on_both_batches(tmp_path, kind, optimizer):
+    ranks = run_worker("equivalence", tmp_path, kind, optimizer)
+    net = mpi_worker.make_net(kind, seed=1)
+    together = slice(0, 2 * mpi_worker.PER_RANK)
+    losses = mpi_worker.train_steps(net, mpi_worker.make_optimizer(optimizer), kind, together)
+    expected = mpi_worker.flat_params(net)
+    for result in ranks:
+        assert int(result["size"]) == 2
+        np.testing.assert_allclose(result["losses"], losses, rtol=1e-13)
+        assert params_of(result).keys() == expected.keys()
+        for key, value in expected.items():
+            np.testing.assert_allclose(result[key], value, rtol=1e-12, atol=1e-15)
+    for key in expected:  # and the ranks agree exactly
+        np.testing.assert_array_equal(ranks[0][key], ranks[1][key])
+
+
+@pytest.mark.mpi
+def test_broadcast_gives_every_rank_the_roots_parameters(tmp_path):
+    ranks = run_worker("broadcast", tmp_path)
+    root = mpi_worker.flat_params(mpi_worker.make_net("feedforward", seed=11))
+    own = mpi_worker.flat_params(mpi_worker.make_net("feedforward", seed=10))
+    assert any(not np.array_equal(root[k], own[k]) for k in root)  # rank 0 really changed
+    for result in ranks:
+        for key, value in root.items():
+            np.testing.assert_array_equal(result[key], value)
+
+
+@pytest.mark.mpi
+def test_nan_on_one_rank_raises_on_every_rank_and_updates_nothing(tmp_path):
+    ranks = run_worker("nan", tmp_path)
+    assert str(ranks[0]["message"]).startswith("train: another process's input holds NaN")
+    assert str(ranks[1]["message"]).startswith("train: the input holds NaN")
+    assert all(bool(result["unchanged"]) for result in ranks)
+    for key in params_of(ranks[0]):  # the next step ran in step on both ranks
+        np.testing.assert_array_equal(ranks[0][key], ranks[1][key])
+
+
+@pytest.mark.mpi
+def test_an_exception_on_one_rank_ends_every_rank_under_mpi4py(tmp_path):
+    done = run_ranks(["-m", "mpi4py", "-m", "tests.mpi_worker", "crash", str(tmp_path)])
+    assert done.returncode != 0
+    assert "planned failure on rank 1" in done.stderr
+    assert not list(tmp_path.iterdir())  # rank 0 never finished its step
+
+
+TEXT_RUN = ["train-text", "--hidden", "8", "--seq-len", "8", "--batch", "3", "--backend",
+            "numpy", "--seed", "5", "--dtype", "float64", "--sample-chars", "0",
+            "--log-every", "2"]
+
+
+def test_train_text_on_one_rank_is_the_plain_run(capsys, tmp_path):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    from dualtape import cli
+
+    for name, extra in (("plain", []), ("distributed", ["--distributed"])):
+        assert cli.main([*TEXT_RUN, "--steps", "4", "--save", str(tmp_path / name), *extra]) == 0
+    out = capsys.readouterr().out
+    assert "distributed: 1 ranks x batch 3 = global batch 3" in out
+    plain, one_rank = (dualtape.load(tmp_path / name) for name in ("plain", "distributed"))
+    assert_params_equal(host_params(one_rank), host_params(plain))
+
+
+def test_train_text_distributed_needs_mpi4py(capsys, monkeypatch):
+    from dualtape import cli
+
+    monkeypatch.setattr(distributed, "_mpi", lambda: None)
+    assert cli.main([*TEXT_RUN, "--steps", "1", "--distributed"]) == 1
+    assert "--distributed needs mpi4py: pip install 'dualtape[mpi]'" in capsys.readouterr().err
+
+
+def test_train_text_refuses_an_mpiexec_of_another_mpi(capsys, monkeypatch):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'dualtape[mpi]')")
+    from dualtape import cli
+
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # launched as 4, but mpi4py sees 1 rank
+    assert cli.main([*TEXT_RUN, "--steps", "1", "--distributed"]) == 1
+    assert "mpiexec started 4 processes but mpi4py sees 1" in capsys.readouterr().err
+
+
+class Silent:
+    """A reporter that keeps what it is told."""
+
+    def __init__(self):
+        self.speeds: list[float] = []
+
+    def advance(self) -> None:
+        pass
+
+    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+        self.speeds.append(chars_per_second)
+
+    def text(self, message: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("code", "reason"), [(1, "interrupted"), (2, "time")])
+def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
+    from dualtape.text_distributed import _runner
+    from dualtape.text_train import RunLimits, TextTrainer, TrainConfig
+
+    asks = iter([0, 0, 0, code])  # the other rank asks to stop before the fourth step
+    comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
+    trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
+                              dualtape.backend.resolve_backend("numpy"))
+    result = _runner(comm)(trainer, RunLimits(steps=10, log_every=1, sample_chars=0),
+                           Silent(), lambda: False)
+    assert (result.reason, result.steps, trainer.step_count) == (reason, 3, 3)
+
+
+def test_the_reported_speed_counts_every_rank():
+    from dualtape.text_distributed import GlobalSpeed
+
+    reporter = Silent()
+    GlobalSpeed(reporter, size=3).progress(step=10, loss=2.0, chars_per_second=1000.0)
+    assert reporter.speeds == [3000.0]
+
+
+@pytest.mark.mpi
+def test_two_ranks_train_text_then_resume_on_one(tmp_path):
+    checkpoint = tmp_path / "model.npz"
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--steps", "6", "--distributed",
+                      "--save", str(checkpoint)])
+    assert done.returncode == 0, done.stderr
+    assert "windows of 8 x batch 3" in done.stdout
+    assert "distributed: 2 ranks x batch 3 = global batch 6" in done.stdout
+    assert done.stdout.count("stopped (step limit) at step 6") == 1  # only rank 0 prints
+    assert done.stdout.count("step      2  loss") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]  # no temporary left
+    resumed = subprocess.run(
+        [sys.executable, "-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
+         "--steps", "2", "--sample-chars", "0", "--save", str(checkpoint)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout and "stopped (step limit) at step 8" in resumed.stdout
+    # back on two ranks, until a time limit: the ranks must agree on the step to stop after
+    again = run_ranks(["-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
+                       "--time-limit", "1", "--sample-chars", "0", "--distributed"])
+    assert again.returncode == 0, again.stderr
+    assert "resumed" in again.stdout and again.stdout.count("stopped (time limit) at step") == 1
+
+
+@pytest.mark.mpi
+def test_a_diverging_two_rank_run_stops_every_rank_with_one_message(tmp_path):
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--steps", "6", "--distributed",
+                      "--rate", "1e30", "--dtype", "float32", "--log-every", "1",
+                      "--save", str(tmp_path / "m.npz")])
+    assert done.returncode == 1
+    assert done.stderr.count("training diverged: the loss is nan") == 1, done.stderr
+    assert "nothing was saved" in done.stderr and not list(tmp_path.iterdir())
