@@ -124,22 +124,24 @@ class HostCell:
         grid = self.grid or -(-batch * n // self.block)
         return tuple(ctypes.c_int(v) for v in (grid, self.block, batch, n))
 
-    def forward_steps(self, projected, r, cells, gates):
+    def forward_steps(self, U_fi, projected, r, cells, gates):
         head = self._launch(*cells.shape[1:])
         a, c, g, rr = self._rows(projected), self._rows(cells), self._rows(gates), self._pointer(r)
 
         def step(t: int, alive=(projected, r, cells, gates)) -> None:  # keeps the memory alive
+            np.dot(cells[t], U_fi.T, r)
             self._forward(*head, a[t], rr, c[t], g[t], c[t + 1])
 
         return step
 
-    def backward_steps(self, gates, rec, q, carry, dfi, dc):
+    def backward_steps(self, U_fi, gates, rec, q, carry, dfi, dc):
         head = self._launch(*carry.shape)
         g, q_t, factors, d = (self._rows(x) for x in (gates, q, dfi, dc))
         rec_p, carry_p = self._pointer(rec), self._pointer(carry)
 
         def step(t: int, alive=(gates, rec, q, carry, dfi, dc)) -> None:
             self._backward(*head, g[t], rec_p, q_t[t], carry_p, factors[t], d[t])
+            np.dot(dfi[t], U_fi, rec)
 
         return step
 

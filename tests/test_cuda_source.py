@@ -119,30 +119,32 @@ def test_grid_stride_covers_more_elements_than_threads(host_library, dtype):
 @pytest.mark.parametrize("n", [5, 512])
 def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n):
     rng = np.random.default_rng(2)
-    a, r3, dh_o = (rng.uniform(-2, 2, (batch, k * n)).astype(dtype) for k in (4, 3, 2))
-    c, dc_next = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(2))
+    a = rng.uniform(-2, 2, (batch, 4 * n)).astype(dtype)
+    c, dc_next, dh = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(3))
+    U = (rng.uniform(-1, 1, (3 * n, n)) / np.sqrt(n)).astype(dtype)
     cell = HostCell(host_library, dtype)
-    gates, c_next, _ = lstm_cell_forward(np, a, r3, c)
+    gates, c_next, _ = lstm_cell_forward(np, a, c @ U.T, c)
     fused_gates = np.full((1, *gates.shape), np.nan, dtype=dtype)
     fused_gates[0, :, 3 * n :] = np.tanh(a[:, 3 * n :])
     fused_cells = np.full((2, *c.shape), np.nan, dtype=dtype)
     fused_cells[0] = c
-    r = np.ascontiguousarray(r3[:, : 2 * n])
-    cell.forward_steps(a[np.newaxis], r, fused_cells, fused_gates)(0)
+    r = np.empty((batch, 2 * n), dtype=dtype)
+    cell.forward_steps(U[: 2 * n], a[np.newaxis], r, fused_cells, fused_gates)(0)
     tolerance = TOLERANCE[dtype]
     np.testing.assert_allclose(fused_gates[0, :, : 2 * n], gates[:, : 2 * n], rtol=tolerance,
                                atol=tolerance)
     np.testing.assert_allclose(fused_cells[1], c_next, rtol=tolerance, atol=tolerance)
 
-    dh = dh_o[:, :n]
     f, i, o, g = (gates[:, k * n : (k + 1) * n] for k in range(4))
     da, dc_direct = lstm_cell_backward(np, gates, c, c_next, dh, dc_next)
     dfi = np.concatenate([c * f * (1 - f), g * i * (1 - i)], axis=-1)[np.newaxis]
-    carry, d = dc_next.copy(), np.full((1, *c.shape), np.nan, dtype=dtype)
-    cell.backward_steps(gates[np.newaxis], np.zeros_like(c), (dh * o)[np.newaxis], carry, dfi,
+    carry, d, rec = dc_next.copy(), np.full((1, *c.shape), np.nan, dtype=dtype), np.zeros_like(c)
+    cell.backward_steps(U[: 2 * n], gates[np.newaxis], rec, (dh * o)[np.newaxis], carry, dfi,
                         d)(0)
     np.testing.assert_allclose(dfi[0], da[:, : 2 * n], rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(carry, dc_direct, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(rec + carry, dc_direct + da[:, : 2 * n] @ U[: 2 * n],
+                               rtol=tolerance, atol=tolerance)
 
 
 def test_a_planted_gate_offset_bug_fails_the_comparison(cxx, tmp_path):

@@ -88,11 +88,11 @@ def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
 class OffByOneGate(NumpyCell):
     """A planted bug: the forward step reads the input gate's projection from the f block."""
 
-    def forward_steps(self, projected, r, cells, gates):
+    def forward_steps(self, U_fi, projected, r, cells, gates):
         n = cells.shape[-1]
         shifted = projected.copy()
         shifted[..., n : 2 * n] = projected[..., :n]
-        return super().forward_steps(shifted, r, cells, gates)
+        return super().forward_steps(U_fi, shifted, r, cells, gates)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -47,6 +47,12 @@ def _module() -> Any:
                           name_expressions=name_expressions())
 
 
+def _dot() -> Any:
+    import cupy
+
+    return cupy.dot
+
+
 @functools.cache
 def _function(kernel: str, dtype: str, device: int) -> Any:
     """The kernel for ``dtype``, loaded on ``device`` (looked up on first use)."""
@@ -71,27 +77,29 @@ class CupyCell:
     def scope(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
-    def forward_steps(self, projected: Array, r: Array, cells: Array,
+    def forward_steps(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                       gates: Array) -> Callable[[int], None]:
         kernel = _checked("lstm_forward", projected, r, cells, gates)
         batch, n = cells.shape[1:]
         shape, head = launch_shape(batch * n), (np.int32(batch), np.int32(n))
-        a, c, g = list(projected), list(cells), list(gates)
+        a, c, g, weights, dot = list(projected), list(cells), list(gates), U_fi.T, _dot()
 
         def step(t: int) -> None:
+            dot(c[t], weights, r)
             kernel(shape[:1], shape[1:], (*head, a[t], r, c[t], g[t], c[t + 1]))
 
         return step
 
-    def backward_steps(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
-                       dc: Array) -> Callable[[int], None]:
+    def backward_steps(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
+                       dfi: Array, dc: Array) -> Callable[[int], None]:
         kernel = _checked("lstm_backward", gates, rec, q, carry, dfi, dc)
         batch, n = carry.shape
         shape, head = launch_shape(batch * n), (np.int32(batch), np.int32(n))
-        g, q_t, factors, d = list(gates), list(q), list(dfi), list(dc)
+        g, q_t, factors, d, dot = list(gates), list(q), list(dfi), list(dc), _dot()
 
         def step(t: int) -> None:
             kernel(shape[:1], shape[1:], (*head, g[t], rec, q_t[t], carry, factors[t], d[t]))
+            dot(factors[t], U_fi, rec)
 
         return step
 

@@ -5,10 +5,10 @@ previous cell runs once over all ``T`` steps: ĉ = tanh(projection) before the f
 output gate and ``h = o*c'`` after it (one matrix product with ``U_o`` for all steps); before the
 backward loop the output-gate gradients, their share of each cell gradient (one product with
 ``U_o``), ``dh*o`` and the factors ``c*f(1-f)`` and ``ĉ*i(1-i)``; after it the ĉ gradients. Each
-step then costs one matrix product with ``U_fi`` (the f and i rows of ``U``) and one call of a
-*cell*, the pointwise step with explicit outputs: in-place ufuncs on numpy (``numpy_cell``), one
-CUDA kernel on CuPy (``cupy_cell``). Every per-step operand is C-contiguous. The generic
-``layers/lstm.py`` code is the reference these loops are tested against.
+step then costs one matrix product with ``U_fi`` (the f and i rows of ``U``) and the pointwise
+update, both done by a *cell*: in-place ufuncs on numpy (``numpy_cell``), one CUDA kernel on
+CuPy (``cupy_cell``). The generic ``layers/lstm.py`` code is the reference these loops are
+tested against.
 """
 
 from __future__ import annotations
@@ -21,26 +21,28 @@ Array = Any
 
 
 class Cell(Protocol):
-    """The pointwise LSTM step with explicit outputs, bound once per sequence to its buffers.
+    """One recurrent LSTM step each way, bound once per sequence to its buffers.
 
-    ``forward_steps(projected, r, cells, gates)`` returns ``step(t)``, which, from the projection
-    ``projected[t]`` (B, 4o) and the recurrent product ``r = cells[t] U_fiᵀ`` (B, 2o), writes
-    ``f, i = σ(a_fi + r)`` into ``gates[t, :, :2o]`` and ``cells[t+1] = f*cells[t] + i*ĉ``,
-    with ĉ already in ``gates[t, :, 3o:]``; ``r`` is scratch after use.
-    ``backward_steps(gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, which writes the cell
-    gradient ``d = carry + rec + q[t]`` into ``dc[t]``, multiplies the factors
-    ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) by ``d`` in place, and sets ``carry = d*f``.
+    ``forward_steps(U_fi, projected, r, cells, gates)`` returns ``step(t)``: the recurrent
+    product ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i = σ(projected[t, :, :2o] + r)`` into
+    ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``, with ĉ already in ``gates[t, :, 3o:]``.
+    Steps run in order t = 0 … T-1; ``cells`` (T+1, B, o) holds ``c_0`` before the first and
+    every cell after the last (a cell may keep them elsewhere in between); ``r`` is scratch.
+    ``backward_steps(U_fi, gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, run for
+    t = T-1 … 0: the cell gradient ``d = carry + rec + q[t]`` into ``dc[t]``, the factors
+    ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) multiplied by ``d`` in place, ``carry = d*f``,
+    then the recurrent product ``rec = dfi[t] U_fi`` (B, o) for the step before.
     Every buffer is C-contiguous; binding is where per-step views are made, once per call.
     ``scope()`` is the context the loops run in (numpy: overflow to inf is expected).
     """
 
     def scope(self) -> contextlib.AbstractContextManager: ...
 
-    def forward_steps(self, projected: Array, r: Array, cells: Array,
+    def forward_steps(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                       gates: Array) -> Callable[[int], None]: ...
 
-    def backward_steps(self, gates: Array, rec: Array, q: Array, carry: Array, dfi: Array,
-                       dc: Array) -> Callable[[int], None]: ...
+    def backward_steps(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
+                       dfi: Array, dc: Array) -> Callable[[int], None]: ...
 
 
 def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:
@@ -64,11 +66,9 @@ def forward_sequence(
     recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
     mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
-    weights, dot = U[: 2 * n].T, mod.dot  # dot with a positional out: the cheapest call
-    step = cell.forward_steps(projected, recurrent, cells, gates)
+    step = cell.forward_steps(U[: 2 * n], projected, recurrent, cells, gates)
     with cell.scope():
-        for t, c in enumerate(list(cells[:-1])):
-            dot(c, weights, recurrent)
+        for t in range(steps):
             step(t)
     o = gates[..., 2 * n : 3 * n]
     o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
@@ -96,12 +96,10 @@ def backward_sequence(
     mod.multiply(g * i, 1.0 - i, out=dfi[..., n:])
     carry = mod.array(dc_last, copy=True)
     rec = mod.zeros_like(carry)
-    weights, dot = U[: 2 * n], mod.dot
-    step = cell.backward_steps(gates, rec, q, carry, dfi, dc)
+    step = cell.backward_steps(U[: 2 * n], gates, rec, q, carry, dfi, dc)
     with cell.scope():
-        for t, factors in reversed(list(enumerate(list(dfi)))):
+        for t in reversed(range(steps)):
             step(t)
-            dot(factors, weights, rec)
     da_g = dc * i * (1.0 - g * g)
     das = mod.concatenate([dfi, da_o, da_g], axis=-1)
     return das, carry + rec + carried[0]
