@@ -8,6 +8,7 @@ warning, then the generic code).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable
@@ -38,12 +39,24 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     if os.environ.get("DUALTAPE_FUSED", "") == "0":
         return None
     if array_api_compat.is_numpy_namespace(xp):
-        from .numpy_cell import NumpyCell
-
-        return SequencePath(importlib.import_module("numpy"), NumpyCell())
+        return _numpy_path()
     if array_api_compat.is_cupy_namespace(xp):
         from . import cupy_cell
 
-        path = SequencePath(importlib.import_module("cupy"), cupy_cell.CupyCell())
+        path = _cupy_path()
         return path if cupy_cell.verified(path, like, self_check) else None
     return None
+
+
+@functools.cache
+def _numpy_path() -> SequencePath:
+    from .numpy_cell import NumpyCell
+
+    return SequencePath(importlib.import_module("numpy"), NumpyCell())
+
+
+@functools.cache
+def _cupy_path() -> SequencePath:
+    from .cupy_cell import CupyCell
+
+    return SequencePath(importlib.import_module("cupy"), CupyCell())
