@@ -224,18 +224,42 @@ def test_different_seeds_give_different_parameters(backend):
 
 
 def test_fully_connected_initialisation_range_and_dtype(backend):
-    layer = dualtape.FullyConnected(16, 8, seed=0)
+    # Uniform in [-1/√n_in, 1/√n_in] = [-0.25, 0.25]: bounded by the scale, and filling it
+    # (a scale of 1/n_in or 1/(2√n_in) would pass the bound alone).
+    layer = dualtape.FullyConnected(16, 64, seed=0)
     assert layer.dtype == "float32"
+    w = np64(layer.params["W"])
     for p in layer.params.values():
         assert np.all(np.abs(np64(p)) <= 1.0 / 4.0)
-    assert tuple(layer.params["W"].shape) == (8, 16)
-    assert tuple(layer.params["b"].shape) == (8,)
+    assert w.max() > 0.24 and w.min() < -0.24
+    assert np.std(w) == pytest.approx(0.25 / np.sqrt(3), rel=0.05)
+    assert tuple(layer.params["W"].shape) == (64, 16)
+    assert tuple(layer.params["b"].shape) == (64,)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64"])
-def test_unsupported_dtype_is_rejected(dtype):
-    with pytest.raises(ValueError, match="dtype"):
-        dualtape.FullyConnected(2, 2, dtype=dtype)
+@pytest.mark.parametrize("layer", [dualtape.FullyConnected, dualtape.LSTM])
+@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64", np.int64])
+def test_unsupported_dtype_is_rejected_at_build_time(layer, dtype):
+    with pytest.raises(ValueError, match=f"{layer.kind}: dtype must be 'float32' or 'float64'"):
+        layer(2, 2, dtype=dtype)
+
+
+@pytest.mark.parametrize("layer", [dualtape.FullyConnected, dualtape.LSTM])
+@pytest.mark.parametrize("seed", [-1, 1.5, "7", True])
+def test_a_seed_must_be_a_non_negative_integer(layer, seed):
+    with pytest.raises(ValueError, match="seed must be None or an integer >= 0"):
+        layer(2, 2, seed=seed)
+
+
+def test_softmax_of_zero_features_is_refused(backend):
+    with pytest.raises(ValueError, match="Softmax: the input has 0 features"):
+        dualtape.Softmax().forward(dualtape.asarray(np.ones((2, 0))))
+
+
+@pytest.mark.parametrize("name", ["Logit", "Tanh", "Relu", "Elu", "Softmax"])
+def test_each_activation_has_a_tape_class_of_its_own(name):
+    tape, _ = getattr(dualtape, name)().forward(np.ones((1, 2)))
+    assert type(tape).__name__ == f"{name}Tape" and tape._fields == ("y",)
 
 
 @pytest.mark.parametrize("n_in, n_out", [(0, 2), (2, -1), (2.0, 2), (True, 2), ("3", 2)])
