@@ -632,3 +632,14 @@ def test_backward_sequence_refuses_a_tape_of_another_network(backend):
         rnet.backward_sequence(tape, dys)
     with pytest.raises(ValueError, match="expected the tape forward_sequence returned"):
         rnet.backward_sequence(tape.tapes, dys)
+
+
+def test_a_read_only_state_from_forward_sequence_can_be_learned(backend):
+    # forward_sequence hands out read-only states on numpy: the update then replaces them.
+    rnet = tiny_network()
+    xs, targets = dualtape.asarray(np.ones((3, 2, 2))), dualtape.asarray(np.zeros((3, 2, 2)))
+    _, state, _ = rnet.forward_sequence(rnet.initial_state(2), xs)
+    before = np64(state[0]).copy()
+    train_recurrent(rnet, xs, targets, SGD(0.1, momentum=0.5), state=state,
+                    learn_initial_state=True)
+    assert not np.array_equal(np64(state[0]), before)
