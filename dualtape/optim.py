@@ -57,13 +57,16 @@ def _owner(group: dict[str, Array]) -> Any:
     return getattr(group, "owner", group)
 
 
-def _in_place_module(*arrays: Array) -> Any:
-    """numpy or cupy when every array takes ``out=`` writes; None for the generic code."""
+def _in_place_module(g: Array, *written: Array) -> Any:
+    """numpy or cupy when the gradient ``g`` and the arrays ``written`` (parameter, slots) are
+    of that module and the latter take ``out=`` writes; None for the generic code."""
     if os.environ.get("DUALTAPE_FUSED", "") == "0":
         return None
-    if all(isinstance(a, np.ndarray) and a.flags.writeable for a in arrays):
+    if isinstance(g, np.ndarray) and all(
+        isinstance(a, np.ndarray) and a.flags.writeable for a in written
+    ):
         return np
-    if all(array_api_compat.is_cupy_array(a) for a in arrays):
+    if all(array_api_compat.is_cupy_array(a) for a in (g, *written)):
         import cupy
 
         return cupy
@@ -93,7 +96,7 @@ class Optimizer:
         try:  # everything that allocates, before the first write
             generic, in_place = [], []
             for group, name, w, g, slot, key in plan:
-                module = _in_place_module(w, g, *slot.values())
+                module = _in_place_module(g, w, *slot.values())
                 if module is None:
                     generic.append((group, name, key, *self._update(w, g, slot)))
                 else:

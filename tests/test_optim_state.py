@@ -235,3 +235,18 @@ def test_state_moves_with_the_network_at_the_next_step(backend, make):
     for a, b in zip(host_params(moved), host_params(stayed), strict=True):
         for key in a:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=1e-15)
+
+
+def test_read_only_arrays_are_never_written():
+    # A read-only gradient (e.g. a view forward handed out) only decides nothing; a read-only
+    # parameter gets the generic update (a new array) instead of an in-place write.
+    g = np.ones(3)
+    g.flags.writeable = False
+    params = [{"w": np.zeros(3), "frozen": np.zeros(3)}]
+    params[0]["frozen"].flags.writeable = False
+    kept = dict(params[0])
+    dualtape.SGD(0.5, momentum=0.5).step(params, [{"w": g, "frozen": g}])
+    assert params[0]["w"] is kept["w"] and params[0]["frozen"] is not kept["frozen"]
+    np.testing.assert_array_equal(params[0]["w"], -0.5)
+    np.testing.assert_array_equal(params[0]["frozen"], -0.5)
+    np.testing.assert_array_equal(kept["frozen"], 0.0)
