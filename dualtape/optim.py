@@ -57,16 +57,20 @@ def _owner(group: dict[str, Array]) -> Any:
     return getattr(group, "owner", group)
 
 
-def _in_place_module(g: Array, *written: Array) -> Any:
-    """numpy or cupy when the gradient ``g`` and the arrays ``written`` (parameter, slots) are
-    of that module and the latter take ``out=`` writes; None for the generic code."""
-    if os.environ.get("DUALTAPE_FUSED", "") == "0":
-        return None
-    if isinstance(g, np.ndarray) and all(
-        isinstance(a, np.ndarray) and a.flags.writeable for a in written
-    ):
+def _same_place(a: Array, b: Array) -> bool:
+    """True when ``a`` and ``b`` surely live on one backend and device (a cheap check)."""
+    return type(a) is type(b) and (type(a) is np.ndarray or a.device == b.device)
+
+
+def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
+    """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
+    of that module and ``w`` and the slots take ``out=`` writes; None for the generic code."""
+    if type(g) is np.ndarray and type(w) is np.ndarray and w.flags.writeable:
+        for a in slot.values():
+            if type(a) is not np.ndarray or not a.flags.writeable:
+                return None
         return np
-    if all(array_api_compat.is_cupy_array(a) for a in (g, *written)):
+    if all(array_api_compat.is_cupy_array(a) for a in (g, w, *slot.values())):
         import cupy
 
         return cupy
@@ -93,10 +97,11 @@ class Optimizer:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
         plan = self._plan(params, grads)
         self.steps += 1
+        fused = os.environ.get("DUALTAPE_FUSED", "") != "0"
         try:  # everything that allocates, before the first write
             generic, in_place = [], []
             for group, name, w, g, slot, key in plan:
-                module = _in_place_module(g, w, *slot.values())
+                module = _in_place_module(g, w, slot) if fused else None
                 if module is None:
                     generic.append((group, name, key, *self._update(w, g, slot)))
                 else:
@@ -148,8 +153,9 @@ class Optimizer:
             for name, w in group.items():
                 g = grad[name]
                 where = f"the gradient of {name} in group {k}"
-                check_same_place(g, w, where, f"{owner}'s parameter")
-                if tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype:
+                if not _same_place(g, w):
+                    check_same_place(g, w, where, f"{owner}'s parameter")
+                if g.shape != w.shape or g.dtype != w.dtype:
                     raise ValueError(
                         f"{owner}: {where} has shape {tuple(g.shape)} and dtype {g.dtype}, the "
                         f"parameter {tuple(w.shape)} and {w.dtype}"
@@ -161,14 +167,18 @@ class Optimizer:
     def _slot_for(self, k: int, name: str, w: Array) -> dict[str, Array]:
         """The state of parameter ``name`` of group ``k``, moved to ``w``'s backend and device
         if the network moved (a new dict: the stored one is replaced only on commit)."""
-        slot = dict(self.state.get((k, name), {}))
+        stored = self.state.get((k, name))
+        if not stored:
+            return {}
+        slot = dict(stored)
         for s, a in slot.items():
-            if tuple(a.shape) != tuple(w.shape) or dtype_name(a.dtype) != dtype_name(w.dtype):
+            if not _same_place(a, w):
+                a = slot[s] = move(a, backend_of(w))
+            if a.shape != w.shape or a.dtype != w.dtype:
                 raise ValueError(
                     f"{type(self).__name__}: state {k}/{name}/{s} is {a.dtype} "
                     f"{tuple(a.shape)} but the parameter is {w.dtype} {tuple(w.shape)}"
                 )
-            slot[s] = move(a, backend_of(w))
         return slot
 
     def _check_owners(self, params: list[dict[str, Array]], action: str) -> None:

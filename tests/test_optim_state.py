@@ -238,8 +238,8 @@ def test_state_moves_with_the_network_at_the_next_step(backend, make):
 
 
 def test_read_only_arrays_are_never_written():
-    # A read-only gradient (e.g. a view forward handed out) only decides nothing; a read-only
-    # parameter gets the generic update (a new array) instead of an in-place write.
+    # A read-only gradient is only read, so the update stays in place; a read-only parameter
+    # gets the generic update (a new array) instead of an in-place write.
     g = np.ones(3)
     g.flags.writeable = False
     params = [{"w": np.zeros(3), "frozen": np.zeros(3)}]
