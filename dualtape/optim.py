@@ -207,10 +207,6 @@ class Optimizer:
         """numpy/CuPy: update ``w`` and ``slot`` in place; ``scratch`` is ``w``-shaped space."""
         raise NotImplementedError
 
-    def _expected_slots(self) -> tuple[str, ...]:
-        """The slot names this optimizer keeps per parameter (all of them, or none)."""
-        return self.slots
-
     def state_dict(self) -> dict[str, np.ndarray]:
         """The state as host copies named ``"k/param/slot"``, plus ``"steps"`` and
         ``"kind"`` (the class name)."""
@@ -235,7 +231,7 @@ class Optimizer:
         if np.asarray(kind).ndim != 0 or str(np.asarray(kind)) != owner:
             raise ValueError(f"{owner}: the state belongs to a {kind!s} optimizer, not {owner}")
         steps = _check_steps(owner, flat.get("steps", 0))
-        expected = self._expected_slots()
+        expected = self.slots
         state: dict[tuple[int, str], dict[str, Array]] = {}
         for key, value in flat.items():
             if key in ("steps", "kind"):
@@ -301,9 +297,6 @@ class SGD(Optimizer):
         self.rate = check_number("SGD", "rate", rate, 0.0, open_low=True)
         self.momentum = check_number("SGD", "momentum", momentum, 0.0, 1.0)
         self.regulariser = check_number("SGD", "regulariser", regulariser, 0.0)
-
-    def _expected_slots(self) -> tuple[str, ...]:
-        return self.slots if self.momentum else ()
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         m = -self.rate * g
