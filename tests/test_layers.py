@@ -382,3 +382,26 @@ def test_nan_input_propagates_to_its_own_row_only(backend, name):
 def test_infinite_input_gives_the_limit(backend, name, expected):
     _, y = ACTIVATIONS[name][0]().forward(dualtape.asarray([np.inf, -np.inf]))
     np.testing.assert_array_equal(np64(y), expected)
+
+
+@pytest.mark.parametrize("source, target", [
+    (lambda: dualtape.Tanh(), lambda: dualtape.Logit()),
+    (lambda: dualtape.Relu(), lambda: dualtape.FullyConnected(3, 3, seed=0)),
+    (lambda: dualtape.FullyConnected(2, 3, seed=0), lambda: dualtape.FullyConnected(3, 3, seed=0)),
+], ids=["tanh-to-logit", "relu-to-fc", "fc-of-other-width"])
+def test_a_layer_refuses_the_tape_of_another_layer(backend, source, target):
+    layer = source()
+    tape, y = layer.forward(dualtape.asarray(np.ones((2, layer.n_in or 3), dtype=np.float32)))
+    with pytest.raises(ValueError, match="the tape is a .*Tape, not one of this layer"):
+        target().backward(tape, dualtape.asarray(np.ones((2, 3), dtype=np.float32)))
+
+
+def test_an_lstm_refuses_the_tape_of_a_feed_forward_layer(backend):
+    tape, _ = dualtape.FullyConnected(3, 3, seed=0).forward(
+        dualtape.asarray(np.ones((2, 3), dtype=np.float32)))
+    lstm = dualtape.LSTM(3, 3, seed=0)
+    dys = dualtape.asarray(np.ones((1, 2, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="the tape is a FullyConnectedTape"):
+        lstm.backward_sequence(tape, None, dys)
+    with pytest.raises(ValueError, match="the tape is a FullyConnectedTape"):
+        lstm.backward(tape, None, dys[0, ...])

@@ -243,6 +243,7 @@ class Layer:
 
     def backward(self, tape: Any, dy: Any) -> tuple[dict[str, Array], Array]:
         """``(grads, dx)`` from a tape of ``forward`` and the gradient ``dy`` of its output."""
+        self._check_tape(tape, repr(self))
         xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy")
         grads, dx = self._backward(xp, tape, dy)
         return grads, restore(dx, single)
@@ -251,15 +252,21 @@ class Layer:
         """The shape of the output the tape belongs to (for checking ``dy``)."""
         return tuple(tape[-1].shape)
 
-    def _check_tape(self, tape: Any, owner: str, k: int) -> None:
-        """Raise ``ValueError`` unless ``tape`` can be this layer's (layer ``k`` of ``owner``):
-        its class is named after the layer's kind, and its input has ``n_in`` features."""
+    def _check_tape(self, tape: Any, owner: str, k: int | None = None) -> None:
+        """Raise ``ValueError`` unless ``tape`` can be this layer's (layer ``k`` of ``owner``,
+        or the layer itself when ``k`` is None): its class is named after the layer's kind,
+        and its input has ``n_in`` features."""
         name = type(tape).__name__
         if (
             not isinstance(tape, tuple)
             or not name.startswith(self.kind)
             or (self.n_in is not None and tape[0].shape[-1] != self.n_in)
         ):
+            if k is None:
+                raise ValueError(
+                    f"{owner}: the tape is a {name}, not one of this layer; pass the tape its "
+                    "forward returned"
+                )
             raise ValueError(
                 f"{owner}: tape {k} is a {name}, not one of layer {k} {self!r}; pass the tapes "
                 "this network's forward returned"
@@ -352,6 +359,7 @@ class RecurrentLayer(Layer):
         self, tape: Any, dstate_next: Any, dy: Any
     ) -> tuple[dict[str, Array], Array, Array]:
         """One step back: ``(grads, dstate, dx)``; ``dstate_next`` may be None (zeros)."""
+        self._check_tape(tape, repr(self))
         batch = tape[0].shape[0]
         xp, dy, single = prepare_like(dy, (batch, self.n_out), tape[0], repr(self), "dy")
         dstate_next = self._state_gradient(xp, dstate_next, batch, "dstate_next")
@@ -379,6 +387,7 @@ class RecurrentLayer(Layer):
         self, tape: Any, dstate_last: Any, dys: Any
     ) -> tuple[dict[str, Array], Array, Array]:
         """Backprop through time: ``(grads, dstate_0, dxs)``; ``dstate_last`` may be None."""
+        self._check_tape(tape, repr(self))
         steps, batch = tape[0].shape[:2]
         xp, dys, single = prepare_like(
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
