@@ -238,7 +238,7 @@ def test_fully_connected_initialisation_range_and_dtype(backend):
 
 
 @pytest.mark.parametrize("layer", [dualtape.FullyConnected, dualtape.LSTM])
-@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64", np.int64])
+@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64", np.int64, "banana", None])
 def test_unsupported_dtype_is_rejected_at_build_time(layer, dtype):
     with pytest.raises(ValueError, match=f"{layer.kind}: dtype must be 'float32' or 'float64'"):
         layer(2, 2, dtype=dtype)

@@ -193,18 +193,12 @@ class Layer:
     n_out: int | None = None
 
     def __init__(self) -> None:
-        self.params = {}
+        self.params: dict[str, Array] = {}
 
-    @property
-    def params(self) -> dict[str, Array]:
-        """The parameters by name; the dict stays the same object for the layer's life."""
-        return self._params
-
-    @params.setter
-    def params(self, params: dict[str, Array]) -> None:
-        for value in params.values():  # every constructor assigns here: one dtype check
-            check_dtype(self.kind if hasattr(self, "kind") else type(self).__name__, value.dtype)
-        self._params = params
+    def _checked_dtype(self, dtype: Any) -> str:
+        """A constructor's ``dtype`` argument as ``"float32"``/``"float64"``, else ValueError
+        naming the layer: the one dtype check every layer constructor calls."""
+        return check_dtype(self.kind, dtype)
 
     @property
     def dtype(self) -> str | None:

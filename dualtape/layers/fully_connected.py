@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, batch_outer, check_dtype, checked_sizes, uniform_params
+from .base import Array, Layer, batch_outer, checked_sizes, uniform_params
 
 
 class FullyConnectedTape(NamedTuple):
@@ -28,7 +28,7 @@ class FullyConnected(Layer):
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out = n_in, n_out
         self.params = uniform_params(
-            shapes, 1.0 / math.sqrt(n_in), seed, check_dtype(self.kind, dtype)
+            shapes, 1.0 / math.sqrt(n_in), seed, self._checked_dtype(dtype)
         )
 
     def config(self) -> dict[str, Any]:
