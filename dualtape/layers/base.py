@@ -92,8 +92,8 @@ def prepare_input(
         )
     if dtype is not None and given != dtype:
         x, fresh = xp.astype(x, getattr(xp, dtype)), True
-    if copy and not fresh:
-        x = xp.asarray(x, copy=True)
+    if copy and not fresh:  # ndarray.copy is four times quicker than the compat asarray
+        x = x.copy() if isinstance(x, np.ndarray) else xp.asarray(x, copy=True)
     single = x.ndim == len(full) - 1
     if single:
         x = xp.expand_dims(x, axis=-2)
