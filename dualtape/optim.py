@@ -9,9 +9,10 @@ parameters from the dicts after a step, and copy an array you want to keep as it
 
 A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
 it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
-State is tied to the parameter groups it was made for (the dict objects): a step or a
-``load_state_dict`` on other groups while state exists raises ``ValueError``. After
-``net.to(...)`` the state follows the parameters to their backend at the next step.
+State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
+owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
+ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
+their backend and device at the next step.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .backend import backend_of, check_same_place, dtype_name, from_host, move, 
 from .layers.base import Array
 
 
-def check_number(
+def _check_number(
     owner: str, name: str, value: Any, low: float, high: float = math.inf, *, open_low: bool = False
 ) -> float:
     """``value`` as a float if it is a real number (Python or numpy) in ``[low, high)``
@@ -294,9 +295,9 @@ class SGD(Optimizer):
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()
-        self.rate = check_number("SGD", "rate", rate, 0.0, open_low=True)
-        self.momentum = check_number("SGD", "momentum", momentum, 0.0, 1.0)
-        self.regulariser = check_number("SGD", "regulariser", regulariser, 0.0)
+        self.rate = _check_number("SGD", "rate", rate, 0.0, open_low=True)
+        self.momentum = _check_number("SGD", "momentum", momentum, 0.0, 1.0)
+        self.regulariser = _check_number("SGD", "regulariser", regulariser, 0.0)
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         m = -self.rate * g
@@ -339,10 +340,10 @@ class Adam(Optimizer):
         self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
     ) -> None:
         super().__init__()
-        self.rate = check_number("Adam", "rate", rate, 0.0, open_low=True)
-        self.beta1 = check_number("Adam", "beta1", beta1, 0.0, 1.0)
-        self.beta2 = check_number("Adam", "beta2", beta2, 0.0, 1.0)
-        self.eps = check_number("Adam", "eps", eps, 0.0, open_low=True)
+        self.rate = _check_number("Adam", "rate", rate, 0.0, open_low=True)
+        self.beta1 = _check_number("Adam", "beta1", beta1, 0.0, 1.0)
+        self.beta2 = _check_number("Adam", "beta2", beta2, 0.0, 1.0)
+        self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)
 
     def _step_size(self) -> float:
         return self.rate * math.sqrt(1.0 - self.beta2**self.steps) / (1.0 - self.beta1**self.steps)
