@@ -276,7 +276,7 @@ def move(a: Any, backend: Backend) -> Any:
     here = backend_of(a)
     if here.name == backend.name and here.device == backend.device:
         return a
-    return from_host(np.ascontiguousarray(to_numpy(a)), backend)
+    return from_host(_c_order(to_numpy(a)), backend)
 
 
 def asarray(obj: Any, dtype: str | None = None) -> Any:
@@ -284,11 +284,21 @@ def asarray(obj: Any, dtype: str | None = None) -> Any:
     with contextlib.suppress(TypeError):
         obj = to_numpy(obj)
     host = np.asarray(obj, dtype=None if dtype is None else np.dtype(dtype))
-    return from_host(np.ascontiguousarray(host))
+    return from_host(_c_order(host))
+
+
+def _c_order(host: np.ndarray) -> np.ndarray:
+    """``host`` in C order, keeping its shape (``np.ascontiguousarray`` turns () into (1,))."""
+    return host if host.flags.c_contiguous else np.ascontiguousarray(host)
 
 
 def host_rng(seed: int | None) -> np.random.Generator:
-    """The seeded host generator all random initialisation draws from."""
+    """The seeded host generator all random initialisation draws from; ``seed`` is None or an
+    integer >= 0 (``ValueError`` otherwise)."""
+    if seed is not None and (
+        not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0
+    ):
+        raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
     return np.random.default_rng(seed)
 
 

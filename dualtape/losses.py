@@ -7,7 +7,8 @@ the batch size ``y.shape[-2]``.
 - ``cross_entropy``: −Σ t·log y on probabilities (a network ending in ``Softmax``).
 
 Targets have ``y``'s shape; the cross entropies also take integer class labels of shape
-``y.shape[:-1]``.
+``y.shape[:-1]`` (on the network's backend, like any target); other non-float labels (boolean,
+complex, strings) raise ``TypeError``.
 """
 
 from __future__ import annotations
@@ -25,15 +26,25 @@ Loss = Callable[..., tuple[Array, Array]]
 
 def _dense_target(xp: Any, y: Array, target: Any, labels_allowed: bool) -> Array:
     """``target`` checked against ``y``; integer labels become one-hot rows."""
-    if labels_allowed and _is_integer_array(xp, target):
+    if labels_allowed and _is_label_array(target):
         return _one_hot(xp, y, target)
     return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
 
 
-def _is_integer_array(xp: Any, target: Any) -> bool:
-    return hasattr(target, "dtype") and hasattr(target, "shape") and not xp.isdtype(
-        target.dtype, "real floating"
-    )
+def _is_label_array(target: Any) -> bool:
+    """True for an array meant as class labels (not real floating); only integers are valid."""
+    try:
+        txp = namespace_of(target)
+    except TypeError:
+        return False
+    if txp.isdtype(target.dtype, "real floating"):
+        return False
+    if not txp.isdtype(target.dtype, "integral"):
+        raise TypeError(
+            f"loss: class labels must be integers, got {target.dtype}; dense targets must be "
+            "real floating point"
+        )
+    return True
 
 
 def _one_hot(xp: Any, y: Array, labels: Array) -> Array:
@@ -102,12 +113,22 @@ def loss_function(name: str) -> Loss:
 
 
 def mask_weights(mask: Any, steps: int, batch: int, reference: Array) -> Array:
-    """``(T, batch)`` 0/1 weights in ``reference``'s dtype from a mask ``(T,)`` or ``(T, batch)``
-    (boolean or numeric, nonzero = the step has a target)."""
+    """``(T, batch)`` 0/1 weights in ``reference``'s dtype from a mask ``(T,)`` or ``(T, batch)``:
+    boolean, or real numbers that are all 0 or 1 (1 = the step has a target). Any other dtype
+    raises ``TypeError``, other values (NaN, 2, -1) ``ValueError``."""
     if isinstance(mask, list | tuple):
-        mask = from_host(np.asarray(mask), backend_of(reference))
+        host = np.asarray(mask)
+        if host.dtype.kind not in "biuf":
+            raise TypeError(f"train_recurrent: mask must be boolean or real 0/1, got {host.dtype}")
+        mask = from_host(host, backend_of(reference))
+    try:
+        xp = namespace_of(mask)
+    except TypeError:
+        raise TypeError(f"train_recurrent: mask must be an array, got {type(mask).__name__}") \
+            from None
     check_same_place(mask, reference, "mask", "the network")
-    xp = namespace_of(mask)
+    if not xp.isdtype(mask.dtype, ("bool", "integral", "real floating")):
+        raise TypeError(f"train_recurrent: mask must be boolean or real 0/1, got {mask.dtype}")
     if tuple(mask.shape) == (steps,):
         mask = xp.broadcast_to(mask[:, None], (steps, batch))
     elif tuple(mask.shape) != (steps, batch):
@@ -115,5 +136,8 @@ def mask_weights(mask: Any, steps: int, batch: int, reference: Array) -> Array:
             f"train_recurrent: mask must have shape ({steps},) or ({steps}, {batch}), "
             f"got {tuple(mask.shape)}"
         )
-    keep = mask if mask.dtype == xp.bool else mask != 0
-    return xp.astype(keep, reference.dtype)
+    if mask.dtype == xp.bool:
+        return xp.astype(mask, reference.dtype)
+    if not bool(xp.all((mask == 0) | (mask == 1))):
+        raise ValueError("train_recurrent: a real mask must hold only 0 and 1 (no NaN)")
+    return xp.astype(mask, reference.dtype)

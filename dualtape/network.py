@@ -12,10 +12,11 @@ from .backend import (
     describe,
     dtype_name,
     move,
+    namespace_of,
     resolve_backend,
     to_numpy,
 )
-from .layers.base import Array, Layer, prepare_input, prepare_like, restore
+from .layers.base import Array, Layer, prepare_input, prepare_like, read_only, restore
 from .losses import loss_function
 from .optim import Optimizer
 
@@ -63,7 +64,9 @@ class Chain:
             layer.params.update({k: move(v, target) for k, v in layer.params.items()})
         return self
 
-    def _prepare(self, x: Any, leading: tuple[str, ...] = ("batch",), what: str = "input"):
+    def _prepare(
+        self, x: Any, leading: tuple[str, ...] = ("batch",), what: str = "input", copy: bool = False
+    ):
         return prepare_input(
             x,
             n_features=self.n_in,
@@ -72,7 +75,17 @@ class Chain:
             owner=type(self).__name__,
             leading=leading,
             what=what,
+            copy=copy,
         )
+
+    def _check_tapes(self, tapes: Any) -> None:
+        """Raise ``ValueError`` unless ``tapes`` has one tape per layer, each of its layer."""
+        owner = type(self).__name__
+        if not isinstance(tapes, list | tuple) or len(tapes) != len(self.layers):
+            got = len(tapes) if isinstance(tapes, list | tuple) else type(tapes).__name__
+            raise ValueError(f"{owner}: expected {len(self.layers)} tapes, got {got}")
+        for k, (layer, tape) in enumerate(zip(self.layers, tapes, strict=True)):
+            layer._check_tape(tape, owner, k)
 
 
 def check_chain(layers: list[Layer], owner: str) -> tuple[int | None, int | None]:
@@ -110,6 +123,29 @@ def check_same_params(layers: list[Layer], owner: str) -> None:
                 )
 
 
+def check_optimizer(optimizer: Any, where: str) -> None:
+    """Raise ``TypeError`` unless ``optimizer`` is an object with a ``step`` (not a string such
+    as "sgd", nor the class ``SGD`` itself)."""
+    if isinstance(optimizer, type) or not callable(getattr(optimizer, "step", None)):
+        raise TypeError(
+            f"{where}: optimizer must be an optimizer object such as dualtape.SGD(0.1) or "
+            f"dualtape.Adam(), got {optimizer!r}"
+        )
+
+
+def blame_non_finite(where: str, suspects: dict[str, list[Array]]) -> None:
+    """After a non-finite loss: raise ``FloatingPointError`` naming the first of ``suspects``
+    (the initial state, the parameters) that holds NaN or inf; return if none does."""
+    for what, arrays in suspects.items():
+        for a in arrays:
+            xp = namespace_of(a)
+            if not bool(xp.all(xp.isfinite(a))):
+                raise FloatingPointError(
+                    f"{where}: NaN or inf in {what}, so the loss is not finite; no update was "
+                    "applied"
+                )
+
+
 def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None) -> float:
     """The loss ``value`` as a float, read from the device together with whether the input
     ``x`` is finite (one transfer, one sync); NaN or inf in either raises
@@ -139,6 +175,11 @@ def mean_over_processes(optimizer: Any, values: list[float]) -> list[float]:
     return values if mean is None else mean(values)
 
 
+def all_params(net: Chain) -> Iterable[Array]:
+    """Every parameter array of ``net``."""
+    return (p for group in net.params for p in group.values())
+
+
 class Network(Chain):
     """A chain of feed-forward layers whose sizes are checked at construction."""
 
@@ -150,14 +191,13 @@ class Network(Chain):
 
     def forward(self, x: Any) -> tuple[list[Any], Array]:
         """``(tapes, y)`` for ``x`` of shape ``(batch, n_in)`` or ``(n_in,)``."""
-        xp, x, single = self._prepare(x)
+        xp, x, single = self._prepare(x, copy=self.layers[0].keeps_input)
         tapes, y = self._forward(xp, x)
-        return tapes, restore(y, single)
+        return tapes, read_only(restore(y, single))
 
     def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array]:
         """``(grads, dx)``: one gradient dict per layer, and the input's gradient."""
-        if len(tapes) != len(self.layers):
-            raise ValueError(f"Network: expected {len(self.layers)} tapes, got {len(tapes)}")
+        self._check_tapes(tapes)
         shape = self.layers[-1]._output_shape(tapes[-1])
         xp, dy, single = prepare_like(dy, shape, tapes[0][0], "Network", "dy")
         grads, dx = self._backward(xp, tapes, dy)
@@ -188,13 +228,26 @@ def train(
 
     The loss is averaged over the batch. A NaN or infinite input, or a non-finite loss, raises
     ``FloatingPointError`` before any parameter changes (an infinite input can give a finite
-    loss through a saturating layer such as ``Tanh``, yet NaN gradients).
+    loss through a saturating layer such as ``Tanh``, yet NaN gradients); an empty batch
+    raises ``ValueError``.
     """
+    if not isinstance(net, Network):
+        raise TypeError(
+            f"train: expected a Network, got a {type(net).__name__}; train_recurrent trains a "
+            "RecurrentNetwork on sequences"
+        )
+    check_optimizer(optimizer, "train")
     objective = loss_function(loss)
     xp, x, _ = net._prepare(x)
+    if x.shape[0] == 0:
+        raise ValueError("train: the batch is empty (0 examples); give at least one")
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
-    result = read_loss(xp, value, x, "train", optimizer)
+    try:
+        result = read_loss(xp, value, x, "train", optimizer)
+    except FloatingPointError:
+        blame_non_finite("train", {"the network's parameters": list(all_params(net))})
+        raise
     grads, _ = net._backward(xp, tapes, dy)
     optimizer.step(net.params, grads)
     return result

@@ -1,133 +1,375 @@
 """Optimizers. Their state lives here, never in the layers.
 
 ``step(params, grads)`` takes a list of parameter dicts (``net.params``) and a matching list of
-gradient dicts, and replaces each parameter by its updated value.
+gradient dicts and updates every parameter. On numpy and CuPy the update is **in place**
+(ufuncs with ``out=``, one scratch buffer per parameter kept between steps, no other
+temporaries); on the other backends, on read-only arrays and with ``DUALTAPE_FUSED=0`` the
+generic array-API code puts a new array into the dict. Both give bit-identical results; read
+parameters from the dicts after a step, and copy an array you want to keep as it was.
+
+A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
+it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
+State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
+owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
+ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
+their backend and device at the next step.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import os
+from typing import Any, ClassVar
 
+import array_api_compat
 import numpy as np
 
-from .backend import backend_of, dtype_name, from_host, namespace_of, to_numpy
+from .backend import backend_of, check_same_place, dtype_name, from_host, move, to_numpy
 from .layers.base import Array
 
 
-def _check_number(owner: str, name: str, value: Any, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
-        raise ValueError(f"{owner}: {name} must be a number in [{low}, {high}), got {value!r}")
+def _check_number(
+    owner: str, name: str, value: Any, low: float, high: float = math.inf, *, open_low: bool = False
+) -> float:
+    """``value`` as a float if it is a real number (Python or numpy) in ``[low, high)``
+    (``(low, high)`` with ``open_low``); anything else raises ``ValueError``."""
+    real = isinstance(value, int | float | np.integer | np.floating)
+    if not real or isinstance(value, bool | np.bool_) or not (
+        low < value < high if open_low else low <= value < high
+    ):
+        bracket = "(" if open_low else "["
+        raise ValueError(
+            f"{owner}: {name} must be a real number in {bracket}{low}, {high}), got {value!r}"
+        )
     return float(value)
 
 
+class StateGroup(dict):
+    """A parameter group rebuilt for every call but belonging to a lasting ``owner`` (e.g.
+    ``train_recurrent``'s learned initial states, owned by the caller's state list): the
+    optimizer ties its state to the owner instead of the dict."""
+
+    def __init__(self, owner: Any, arrays: dict[str, Array]) -> None:
+        super().__init__(arrays)
+        self.owner = owner
+
+
+def _owner(group: dict[str, Array]) -> Any:
+    return getattr(group, "owner", group)
+
+
+def _same_place(a: Array, b: Array) -> bool:
+    """True when ``a`` and ``b`` surely live on one backend and device (a cheap check)."""
+    return type(a) is type(b) and (type(a) is np.ndarray or a.device == b.device)
+
+
+def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
+    """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
+    of that module and ``w`` and the slots take ``out=`` writes; None for the generic code."""
+    if type(g) is np.ndarray and type(w) is np.ndarray and w.flags.writeable:
+        for a in slot.values():
+            if type(a) is not np.ndarray or not a.flags.writeable:
+                return None
+        return np
+    if all(array_api_compat.is_cupy_array(a) for a in (g, w, *slot.values())):
+        import cupy
+
+        return cupy
+    return None
+
+
 class Optimizer:
-    """Shared bookkeeping: per-parameter state, keyed ``(group index, name)``."""
+    """Shared bookkeeping: per-parameter state keyed ``(group index, name)``, the step count,
+    validation before any change, and the in-place/generic split.
+
+    Subclasses name their state ``slots`` and implement ``_update`` (generic: returns the new
+    parameter and slot arrays) and ``_update_in_place`` (numpy/CuPy: writes them in place).
+    """
+
+    slots: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.state: dict[tuple[int, str], dict[str, Array]] = {}
         self.steps = 0
+        self._owners: dict[int, Any] = {}
+        self._scratch: dict[tuple[int, str], Array] = {}
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
-        """Update every parameter in ``params`` in place (the dicts get new arrays)."""
-        if len(params) != len(grads):
-            raise ValueError(f"{type(self).__name__}: {len(params)} parameter groups but "
-                             f"{len(grads)} gradient groups")
+        """Update every parameter in ``params`` (in place where the arrays allow it)."""
+        plan = self._plan(params, grads)
         self.steps += 1
+        fused = os.environ.get("DUALTAPE_FUSED", "") != "0"
+        try:  # everything that allocates, before the first write
+            generic, in_place = [], []
+            for group, name, w, g, slot, key in plan:
+                module = _in_place_module(g, w, slot) if fused else None
+                if module is None:
+                    generic.append((group, name, key, *self._update(w, g, slot)))
+                else:
+                    in_place.append((module, w, g, slot, key, self._scratch_for(key, module, w)))
+        except BaseException:
+            self.steps -= 1
+            raise
+        self._bind(params)
+        for module, w, g, slot, key, scratch in in_place:
+            self._update_in_place(module, w, g, slot, scratch)
+            self._keep(key, slot)
+        for group, name, key, w, slot in generic:
+            group[name] = w
+            self._keep(key, slot)
+
+    def _keep(self, key: tuple[int, str], slot: dict[str, Array]) -> None:
+        if slot:  # a stateless optimizer keeps no entries, so it is tied to nothing
+            self.state[key] = slot
+
+    def _scratch_for(self, key: tuple[int, str], module: Any, w: Array) -> Array:
+        """A ``w``-shaped buffer of ``module`` for parameter ``key``, kept between steps."""
+        scratch = self._scratch.get(key)
+        if scratch is None or not isinstance(scratch, type(w)) or scratch.shape != w.shape or (
+            scratch.dtype != w.dtype
+        ):
+            scratch = self._scratch[key] = module.empty_like(w)
+        return scratch
+
+    def _plan(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> list:
+        """Check every group against its gradients and the state; return what to update as
+        ``(group, name, w, g, slot, key)`` with the slots on ``w``'s backend. Changes nothing."""
+        owner = type(self).__name__
+        if not isinstance(params, list | tuple) or not isinstance(grads, list | tuple):
+            raise TypeError(f"{owner}: params and grads must be lists of dicts (net.params)")
+        if len(params) != len(grads):
+            raise ValueError(
+                f"{owner}: {len(params)} parameter groups but {len(grads)} gradient groups"
+            )
+        self._check_owners(params, "step")
+        plan = []
         for k, (group, grad) in enumerate(zip(params, grads, strict=True)):
+            if not isinstance(group, dict) or not isinstance(grad, dict):
+                raise TypeError(f"{owner}: group {k} must be a dict of arrays")
             if group.keys() != grad.keys():
-                raise ValueError(f"{type(self).__name__}: group {k} has parameters "
-                                 f"{sorted(group)} but gradients {sorted(grad)}")
+                raise ValueError(
+                    f"{owner}: group {k} has parameters {sorted(group)} but gradients "
+                    f"{sorted(grad)}"
+                )
             for name, w in group.items():
                 g = grad[name]
-                if tuple(g.shape) != tuple(w.shape):
-                    raise ValueError(f"{type(self).__name__}: gradient of {name} in group {k} has "
-                                     f"shape {tuple(g.shape)}, the parameter {tuple(w.shape)}")
-                slot = self.state.setdefault((k, name), {})
-                group[name] = self._update(namespace_of(w, g), w, g, slot)
+                where = f"the gradient of {name} in group {k}"
+                if not _same_place(g, w):
+                    check_same_place(g, w, where, f"{owner}'s parameter")
+                if g.shape != w.shape or g.dtype != w.dtype:
+                    raise ValueError(
+                        f"{owner}: {where} has shape {tuple(g.shape)} and dtype {g.dtype}, the "
+                        f"parameter {tuple(w.shape)} and {w.dtype}"
+                    )
+                slot = self._slot_for(k, name, w)
+                plan.append((group, name, w, g, slot, (k, name)))
+        return plan
 
-    def _update(self, xp: Any, w: Array, g: Array, slot: dict[str, Array]) -> Array:
+    def _slot_for(self, k: int, name: str, w: Array) -> dict[str, Array]:
+        """The state of parameter ``name`` of group ``k``, moved to ``w``'s backend and device
+        if the network moved (a new dict: the stored one is replaced only on commit)."""
+        stored = self.state.get((k, name))
+        if not stored:
+            return {}
+        slot = dict(stored)
+        for s, a in slot.items():
+            if not _same_place(a, w):
+                a = slot[s] = move(a, backend_of(w))
+            if a.shape != w.shape or a.dtype != w.dtype:
+                raise ValueError(
+                    f"{type(self).__name__}: state {k}/{name}/{s} is {a.dtype} "
+                    f"{tuple(a.shape)} but the parameter is {w.dtype} {tuple(w.shape)}"
+                )
+        return slot
+
+    def _check_owners(self, params: list[dict[str, Array]], action: str) -> None:
+        """Every group that holds state must be given as the same dict (or owner) as when the
+        state was made; groups without state are free."""
+        held = {k for k, _ in self.state}
+        if all(k >= len(params) or _owner(params[k]) is self._owners.get(k) for k in held):
+            return
+        name = type(self).__name__
+        raise ValueError(
+            f"{name}: cannot {action} these parameters: this optimizer holds state for other "
+            f"parameter groups (another network, or other dicts); use one {name} per network, "
+            "or a new one"
+        )
+
+    def _bind(self, params: list[dict[str, Array]]) -> None:
+        self._owners.update({k: _owner(group) for k, group in enumerate(params)})
+
+    def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
+        """Generic: the new parameter and a new slot dict (``slot`` is not changed)."""
+        raise NotImplementedError
+
+    def _update_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+    ) -> None:
+        """numpy/CuPy: update ``w`` and ``slot`` in place; ``scratch`` is ``w``-shaped space."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The state as host arrays named ``"k/param/slot"``, plus ``"steps"``."""
-        flat = {f"{k}/{name}/{s}": to_numpy(a) for (k, name), slots in self.state.items()
-                for s, a in slots.items()}
+        """The state as host copies named ``"k/param/slot"``, plus ``"steps"`` and
+        ``"kind"`` (the class name)."""
+        flat = {
+            f"{k}/{name}/{s}": np.array(to_numpy(a), copy=True)
+            for (k, name), slots in self.state.items()
+            for s, a in slots.items()
+        }
         flat["steps"] = np.asarray(self.steps)
+        flat["kind"] = np.asarray(type(self).__name__)
         return flat
 
-    def load_state_dict(
-        self, flat: dict[str, np.ndarray], params: list[dict[str, Array]]
-    ) -> None:
-        """Restore ``state_dict()`` output for ``params`` (the groups it will update), on their
-        backend and dtype; state that does not fit them raises ``ValueError``, changing nothing.
-        """
+    def load_state_dict(self, flat: dict[str, np.ndarray], params: list[dict[str, Array]]) -> None:
+        """Restore ``state_dict()`` output for ``params`` (the groups it will update), copied
+        onto their backend and dtype, and tie the optimizer to them. State of another kind,
+        with unknown slots, non-float values, a ``steps`` that is not an integer >= 0, or that
+        does not fit ``params`` raises ``ValueError``, changing nothing."""
+        owner = type(self).__name__
+        if not isinstance(flat, dict):
+            raise ValueError(f"{owner}: state must be a dict, got {type(flat).__name__}")
+        kind = flat.get("kind", owner)
+        if np.asarray(kind).ndim != 0 or str(np.asarray(kind)) != owner:
+            raise ValueError(f"{owner}: the state belongs to a {kind!s} optimizer, not {owner}")
+        steps = _check_steps(owner, flat.get("steps", 0))
+        expected = self.slots
         state: dict[tuple[int, str], dict[str, Array]] = {}
         for key, value in flat.items():
-            if key == "steps":
+            if key in ("steps", "kind"):
                 continue
             k, name, slot = _split_key(key)
+            if slot not in expected:
+                known = ", ".join(expected) or "none"
+                raise ValueError(
+                    f"{owner}: state {key!r} has an unknown slot {slot!r} (this {owner} keeps: "
+                    f"{known})"
+                )
+            value = np.asarray(value)
+            if value.dtype.kind != "f":
+                raise ValueError(
+                    f"{owner}: state {key!r} must be floating point, got {value.dtype}"
+                )
             w = params[k].get(name) if 0 <= k < len(params) else None
-            if w is None or tuple(w.shape) != np.shape(value):
-                raise ValueError(f"{type(self).__name__}: state {key!r} of shape "
-                                 f"{np.shape(value)} fits no parameter of the network")
+            if w is None or tuple(w.shape) != value.shape:
+                raise ValueError(
+                    f"{owner}: state {key!r} of shape {value.shape} fits no parameter of the "
+                    "network"
+                )
             state.setdefault((k, name), {})[slot] = from_host(
-                np.asarray(value, dtype=dtype_name(w.dtype)), backend_of(w))
-        self.state, self.steps = state, int(flat.get("steps", 0))
+                np.array(value, dtype=dtype_name(w.dtype), copy=True), backend_of(w)
+            )
+        for (k, name), slots in state.items():
+            if set(slots) != set(expected):
+                raise ValueError(
+                    f"{owner}: state of {k}/{name} has slots {sorted(slots)}, expected "
+                    f"{list(expected)}"
+                )
+        self.state, self.steps, self._owners = state, steps, {}
+        self._bind(params)
+        self._scratch = {}
+
+
+def _check_steps(owner: str, value: Any) -> int:
+    """``steps`` as an int if it is an integer >= 0 (a Python int or a 0-d integer array)."""
+    steps = np.asarray(value)
+    if steps.ndim != 0 or steps.dtype.kind not in "iu" or int(steps) < 0:
+        raise ValueError(f"{owner}: state 'steps' must be an integer >= 0, got {value!r}")
+    return int(steps)
 
 
 def _split_key(key: str) -> tuple[int, str, str]:
     """``"k/param/slot"`` as ``(k, param, slot)``; any other key raises ``ValueError``."""
-    parts = key.split("/")
+    parts = key.split("/") if isinstance(key, str) else []
     if len(parts) != 3 or not parts[0].isdigit():
         raise ValueError(f"optimizer state key {key!r} is not 'group/parameter/slot'")
     return int(parts[0]), parts[1], parts[2]
 
 
 class SGD(Optimizer):
-    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``."""
+    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``.
+
+    Hyperparameters are real numbers (Python or numpy scalars); momentum in [0, 1).
+    """
+
+    slots = ("m",)
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()
-        self.rate = _check_number("SGD", "rate", rate, 0.0)
+        self.rate = _check_number("SGD", "rate", rate, 0.0, open_low=True)
         self.momentum = _check_number("SGD", "momentum", momentum, 0.0, 1.0)
         self.regulariser = _check_number("SGD", "regulariser", regulariser, 0.0)
-        if self.rate == 0.0:
-            raise ValueError("SGD: rate must be positive, got 0")
 
-    def _update(self, xp: Any, w: Array, g: Array, slot: dict[str, Array]) -> Array:
+    def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         m = -self.rate * g
         if self.momentum:
             if "m" in slot:
                 m = self.momentum * slot["m"] + m
-            slot["m"] = m
+            slot = {"m": m}
         if self.regulariser:
-            return w + m - (self.rate * self.regulariser) * w
-        return w + m
+            return w + m - (self.rate * self.regulariser) * w, slot
+        return w + m, slot
+
+    def _update_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+    ) -> None:
+        m = mod.multiply(g, -self.rate, out=scratch)
+        if self.momentum:
+            if "m" in slot:
+                m = mod.add(mod.multiply(slot["m"], self.momentum, out=slot["m"]), m, out=slot["m"])
+            else:
+                m = slot["m"] = m.copy()
+        if not self.regulariser:
+            mod.add(w, m, out=w)
+        elif m is scratch:  # w + m − (rate·reg)·w with scratch holding m
+            mod.add(w, m, out=scratch)
+            mod.multiply(w, self.rate * self.regulariser, out=w)
+            mod.subtract(scratch, w, out=w)
+        else:
+            mod.multiply(w, self.rate * self.regulariser, out=scratch)
+            mod.add(w, m, out=w)
+            mod.subtract(w, scratch, out=w)
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) with bias correction."""
+    """Adam (Kingma & Ba) with bias correction; ``eps`` must be positive (at 0 a gradient that
+    is exactly 0 would give 0/0 = NaN)."""
+
+    slots = ("m", "v")
 
     def __init__(
         self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
     ) -> None:
         super().__init__()
-        self.rate = _check_number("Adam", "rate", rate, 0.0)
+        self.rate = _check_number("Adam", "rate", rate, 0.0, open_low=True)
         self.beta1 = _check_number("Adam", "beta1", beta1, 0.0, 1.0)
         self.beta2 = _check_number("Adam", "beta2", beta2, 0.0, 1.0)
-        self.eps = _check_number("Adam", "eps", eps, 0.0)
-        if self.rate == 0.0:
-            raise ValueError("Adam: rate must be positive, got 0")
+        self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)
 
-    def _update(self, xp: Any, w: Array, g: Array, slot: dict[str, Array]) -> Array:
+    def _step_size(self) -> float:
+        return self.rate * math.sqrt(1.0 - self.beta2**self.steps) / (1.0 - self.beta1**self.steps)
+
+    def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
+        xp = array_api_compat.array_namespace(w)
         m = (1.0 - self.beta1) * g
         v = (1.0 - self.beta2) * g * g
         if "m" in slot:
             m = self.beta1 * slot["m"] + m
             v = self.beta2 * slot["v"] + v
-        slot["m"], slot["v"] = m, v
-        step_size = self.rate * math.sqrt(1.0 - self.beta2**self.steps) / (
-            1.0 - self.beta1**self.steps
-        )
-        return w - step_size * m / (xp.sqrt(v) + self.eps)
+        return w - (m / (xp.sqrt(v) + self.eps)) * self._step_size(), {"m": m, "v": v}
+
+    def _update_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+    ) -> None:
+        if "m" in slot:
+            m, v = slot["m"], slot["v"]
+            mod.add(mod.multiply(m, self.beta1, out=m),
+                    mod.multiply(g, 1.0 - self.beta1, out=scratch), out=m)
+            mod.multiply(g, 1.0 - self.beta2, out=scratch)
+            mod.add(mod.multiply(v, self.beta2, out=v), mod.multiply(scratch, g, out=scratch),
+                    out=v)
+        else:
+            m = slot["m"] = mod.multiply(g, 1.0 - self.beta1)
+            v = slot["v"] = mod.multiply(mod.multiply(g, 1.0 - self.beta2), g)
+        mod.add(mod.sqrt(v, out=scratch), self.eps, out=scratch)
+        mod.multiply(mod.divide(m, scratch, out=scratch), self._step_size(), out=scratch)
+        mod.subtract(w, scratch, out=w)

@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .layers.base import Array, Layer, check_not_empty, prepare_like, restore
+from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
 from .losses import loss_function, mask_weights
-from .network import Chain, read_loss
-from .optim import Optimizer
+from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
+from .optim import Optimizer, StateGroup
 
 
 class RecurrentNetworkTape(NamedTuple):
@@ -38,7 +38,9 @@ class RecurrentNetwork(Chain):
         """Zero states, one per recurrent layer: ``(batch, o)``, or ``(o,)`` when batch is None."""
         return [layer.initial_state(batch) for layer in self.recurrent_layers]
 
-    def _check_states(self, state: Any, batch: int) -> tuple[list[Array], bool]:
+    def _check_states(
+        self, state: Any, batch: int, copy: bool = False
+    ) -> tuple[list[Array], bool]:
         count = len(self.recurrent_layers)
         if not isinstance(state, list | tuple) or len(state) != count:
             got = f"a {type(state).__name__}"
@@ -49,20 +51,26 @@ class RecurrentNetwork(Chain):
                 f"layer, as initial_state() gives), got {got}"
             )
         pairs = zip(self.recurrent_layers, state, strict=True)
-        checked = [layer._check_state(s, batch) for layer, s in pairs]
+        checked = [layer._check_state(s, batch, copy) for layer, s in pairs]
         return [s for s, _ in checked], any(single for _, single in checked)
 
     def forward_sequence(self, state: Any, xs: Any) -> tuple[RecurrentNetworkTape, list, Array]:
         """``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
-        xp, xs, single = self._prepare_sequence(xs)
-        states, _ = self._check_states(state, xs.shape[1])
+        xp, xs, single = self._prepare_sequence(xs, copy=self.layers[0].keeps_input)
+        states, _ = self._check_states(state, xs.shape[1], copy=True)
         tape, states, ys = self._forward_sequence(xp, states, xs)
-        return tape, [restore(s, single) for s in states], restore(ys, single)
+        return tape, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
     def backward_sequence(
         self, tape: RecurrentNetworkTape, dys: Any, dstate_T: Any = None
     ) -> tuple[list[dict[str, Array]], list[Array], Array]:
         """``(grads, dstate_0, dxs)`` by backprop through time; ``dstate_T`` None means zeros."""
+        if not isinstance(tape, RecurrentNetworkTape):
+            raise ValueError(
+                f"RecurrentNetwork: expected the tape forward_sequence returned, got a "
+                f"{type(tape).__name__}"
+            )
+        self._check_tapes(tape.tapes)
         width = self.n_out if self.n_out is not None else tape.tapes[0][0].shape[-1]
         shape = (tape.steps, tape.batch, width)
         xp, dys, single = prepare_like(dys, shape, tape.tapes[0][0], "RecurrentNetwork", "dys")
@@ -79,8 +87,10 @@ class RecurrentNetwork(Chain):
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])
         return [restore(s, single) for s in states], restore(ys[0, ...], single)
 
-    def _prepare_sequence(self, xs: Any) -> tuple[Any, Array, bool]:
-        xp, xs, single = self._prepare(xs, leading=("time", "batch"), what="input sequence")
+    def _prepare_sequence(self, xs: Any, copy: bool = False) -> tuple[Any, Array, bool]:
+        xp, xs, single = self._prepare(
+            xs, leading=("time", "batch"), what="input sequence", copy=copy
+        )
         check_not_empty(xs, "RecurrentNetwork")
         return xp, xs, single
 
@@ -143,11 +153,20 @@ def train_recurrent(
     With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
     as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``;
     a NaN or infinite input, or a non-finite loss, raises ``FloatingPointError`` before any
-    update.
+    update (naming the state or the parameters when they hold NaN or inf); an empty batch
+    raises ``ValueError``.
     """
+    if not isinstance(rnet, RecurrentNetwork):
+        raise TypeError(
+            f"train_recurrent: expected a RecurrentNetwork, got a {type(rnet).__name__}; train "
+            "trains a Network"
+        )
+    check_optimizer(optimizer, "train_recurrent")
     objective = loss_function(loss)
     xp, xs, single = rnet._prepare_sequence(xs)
     steps, batch = xs.shape[:2]
+    if batch == 0:
+        raise ValueError("train_recurrent: the batch is empty (0 sequences); give at least one")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
     if state is None:
@@ -157,10 +176,17 @@ def train_recurrent(
     tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)
-    result = read_loss(xp, value, xs, "train_recurrent", optimizer)
+    try:
+        result = read_loss(xp, value, xs, "train_recurrent", optimizer)
+    except FloatingPointError:
+        blame_non_finite(
+            "train_recurrent",
+            {"the initial state": states, "the network's parameters": list(all_params(rnet))},
+        )
+        raise
     grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
     if learn_initial_state:
-        learned = {str(k): s for k, s in enumerate(states)}
+        learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
         gradients = {str(k): d for k, d in enumerate(dstates)}
         optimizer.step([*rnet.params, learned], [*grads, gradients])
         for k in range(len(states)):

@@ -226,7 +226,7 @@ def test_asarray_moves_an_array_of_another_backend_here(backend):
     with dualtape.use_backend("numpy"):
         source = dualtape.asarray([0.5, -1.5])
     moved = dualtape.asarray(source)
-    assert bk.backend_of(moved).name == backend.name
+    assert bk.backend_of(moved) == backend
     np.testing.assert_array_equal(dualtape.to_numpy(moved), [0.5, -1.5])
     with dualtape.use_backend("numpy"):
         home = dualtape.asarray(moved)
@@ -237,3 +237,10 @@ def test_asarray_moves_an_array_of_another_backend_here(backend):
 def test_to_numpy_rejects_what_is_not_an_array():
     with pytest.raises(TypeError, match="expected an array"):
         dualtape.to_numpy("not an array")
+
+
+@pytest.mark.parametrize("value", [0.5, 3, np.float32(2.0), np.asarray(1.5)], ids=repr)
+def test_asarray_of_a_scalar_keeps_shape_0d(backend, value):
+    a = dualtape.asarray(value)
+    assert tuple(a.shape) == ()
+    assert float(dualtape.to_numpy(a)) == float(value)

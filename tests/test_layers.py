@@ -74,7 +74,7 @@ def test_fully_connected_forward_matches_numpy(backend):
     layer = dualtape.FullyConnected(N_IN, N_OUT, seed=1, dtype="float64")
     x = np.random.default_rng(0).normal(size=(BATCH, N_IN))
     _, y = layer.forward(dualtape.asarray(x))
-    assert backend_of(y).name == backend.name
+    assert backend_of(y) == backend
     w, b = np64(layer.params["W"]), np64(layer.params["b"])
     np.testing.assert_allclose(np64(y), x @ w.T + b, rtol=1e-12, atol=1e-14)
 
@@ -85,7 +85,7 @@ def test_activation_forward_matches_numpy(backend, name, dtype, rtol):
     layer, oracle = ACTIVATIONS[name][0](), ACTIVATIONS[name][1]
     x = np.random.default_rng(1).uniform(-4.0, 4.0, size=(BATCH, 6)).astype(dtype)
     _, y = layer.forward(dualtape.asarray(x))
-    assert backend_of(y).name == backend.name
+    assert backend_of(y) == backend
     assert dualtape.to_numpy(y).dtype == np.dtype(dtype)
     np.testing.assert_allclose(np64(y), oracle(x.astype(np.float64)), rtol=rtol, atol=rtol * 1e-3)
 
@@ -148,7 +148,7 @@ def test_tape_is_a_named_tuple_of_arrays(backend, name):
     tape, _ = layer.forward(dualtape.asarray(away_from_kinks((BATCH, N_IN), seed=6)))
     assert isinstance(tape, tuple) and hasattr(type(tape), "_fields")
     for field in tape:
-        assert backend_of(field).name == backend.name
+        assert backend_of(field) == backend
 
 
 @pytest.mark.parametrize("name", ACTIVATION_NAMES)
@@ -185,7 +185,7 @@ def test_single_example_in_gives_single_example_out(backend, name):
 def test_python_list_input_goes_to_the_parameters_backend(backend):
     layer = dualtape.FullyConnected(2, 1, seed=0)
     _, y = layer.forward([[0.5, -0.5]])
-    assert backend_of(y).name == backend.name
+    assert backend_of(y) == backend
 
 
 # --- seeds and dtypes ------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_same_seed_gives_bit_identical_parameters_on_every_backend(backend, dtyp
     with dualtape.use_backend("numpy"):
         reference = dualtape.FullyConnected(5, 4, seed=11, dtype=dtype)
     for name, p in layer.params.items():
-        assert backend_of(p).name == backend.name
+        assert backend_of(p) == backend
         host = dualtape.to_numpy(p)
         assert host.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(host, reference.params[name])
@@ -224,18 +224,42 @@ def test_different_seeds_give_different_parameters(backend):
 
 
 def test_fully_connected_initialisation_range_and_dtype(backend):
-    layer = dualtape.FullyConnected(16, 8, seed=0)
+    # Uniform in [-1/√n_in, 1/√n_in] = [-0.25, 0.25]: bounded by the scale, and filling it
+    # (a scale of 1/n_in or 1/(2√n_in) would pass the bound alone).
+    layer = dualtape.FullyConnected(16, 64, seed=0)
     assert layer.dtype == "float32"
+    w = np64(layer.params["W"])
     for p in layer.params.values():
         assert np.all(np.abs(np64(p)) <= 1.0 / 4.0)
-    assert tuple(layer.params["W"].shape) == (8, 16)
-    assert tuple(layer.params["b"].shape) == (8,)
+    assert w.max() > 0.24 and w.min() < -0.24
+    assert np.std(w) == pytest.approx(0.25 / np.sqrt(3), rel=0.05)
+    assert tuple(layer.params["W"].shape) == (64, 16)
+    assert tuple(layer.params["b"].shape) == (64,)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64"])
-def test_unsupported_dtype_is_rejected(dtype):
-    with pytest.raises(ValueError, match="dtype"):
-        dualtape.FullyConnected(2, 2, dtype=dtype)
+@pytest.mark.parametrize("layer", [dualtape.FullyConnected, dualtape.LSTM])
+@pytest.mark.parametrize("dtype", ["float16", "int32", "complex64", np.int64, "banana", None])
+def test_unsupported_dtype_is_rejected_at_build_time(layer, dtype):
+    with pytest.raises(ValueError, match=f"{layer.kind}: dtype must be 'float32' or 'float64'"):
+        layer(2, 2, dtype=dtype)
+
+
+@pytest.mark.parametrize("layer", [dualtape.FullyConnected, dualtape.LSTM])
+@pytest.mark.parametrize("seed", [-1, 1.5, "7", True])
+def test_a_seed_must_be_a_non_negative_integer(layer, seed):
+    with pytest.raises(ValueError, match="seed must be None or an integer >= 0"):
+        layer(2, 2, seed=seed)
+
+
+def test_softmax_of_zero_features_is_refused(backend):
+    with pytest.raises(ValueError, match="Softmax: the input has 0 features"):
+        dualtape.Softmax().forward(dualtape.asarray(np.ones((2, 0))))
+
+
+@pytest.mark.parametrize("name", ["Logit", "Tanh", "Relu", "Elu", "Softmax"])
+def test_each_activation_has_a_tape_class_of_its_own(name):
+    tape, _ = getattr(dualtape, name)().forward(np.ones((1, 2)))
+    assert type(tape).__name__ == f"{name}Tape" and tape._fields == ("y",)
 
 
 @pytest.mark.parametrize("n_in, n_out", [(0, 2), (2, -1), (2.0, 2), (True, 2), ("3", 2)])
@@ -358,3 +382,26 @@ def test_nan_input_propagates_to_its_own_row_only(backend, name):
 def test_infinite_input_gives_the_limit(backend, name, expected):
     _, y = ACTIVATIONS[name][0]().forward(dualtape.asarray([np.inf, -np.inf]))
     np.testing.assert_array_equal(np64(y), expected)
+
+
+@pytest.mark.parametrize("source, target", [
+    (lambda: dualtape.Tanh(), lambda: dualtape.Logit()),
+    (lambda: dualtape.Relu(), lambda: dualtape.FullyConnected(3, 3, seed=0)),
+    (lambda: dualtape.FullyConnected(2, 3, seed=0), lambda: dualtape.FullyConnected(3, 3, seed=0)),
+], ids=["tanh-to-logit", "relu-to-fc", "fc-of-other-width"])
+def test_a_layer_refuses_the_tape_of_another_layer(backend, source, target):
+    layer = source()
+    tape, y = layer.forward(dualtape.asarray(np.ones((2, layer.n_in or 3), dtype=np.float32)))
+    with pytest.raises(ValueError, match="the tape is a .*Tape, not one of this layer"):
+        target().backward(tape, dualtape.asarray(np.ones((2, 3), dtype=np.float32)))
+
+
+def test_an_lstm_refuses_the_tape_of_a_feed_forward_layer(backend):
+    tape, _ = dualtape.FullyConnected(3, 3, seed=0).forward(
+        dualtape.asarray(np.ones((2, 3), dtype=np.float32)))
+    lstm = dualtape.LSTM(3, 3, seed=0)
+    dys = dualtape.asarray(np.ones((1, 2, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="the tape is a FullyConnectedTape"):
+        lstm.backward_sequence(tape, None, dys)
+    with pytest.raises(ValueError, match="the tape is a FullyConnectedTape"):
+        lstm.backward(tape, None, dys[0, ...])

@@ -194,3 +194,53 @@ def test_target_from_another_backend_raises_type_error(backend):
 def test_integer_target_for_squared_error_is_rejected(backend):
     with pytest.raises(TypeError, match="floating point"):
         evaluate(losses.squared_error, Y, dualtape.asarray(np.ones((4, 3), dtype=np.int64)))
+
+
+# --- sequences: the batch is the second-to-last axis ----------------------------------------
+
+
+SEQ_Y = RNG.normal(size=(3, 2, 4))  # (T, B, V) with T != B: dividing by T or B differs
+SEQ_LABELS = np.array([[0, 3], [2, 2], [1, 0]])
+SEQ_T = np.eye(4)[SEQ_LABELS]
+
+
+@pytest.mark.parametrize("name", ["squared_error", "softmax_cross_entropy", "cross_entropy"])
+def test_sequence_losses_sum_over_time_and_average_over_the_batch_axis(backend, name):
+    y = np.exp(SEQ_Y) / np.exp(SEQ_Y).sum(axis=-1, keepdims=True) if name == "cross_entropy" \
+        else SEQ_Y
+    if name == "squared_error":
+        per_step, grad = 0.5 * ((y - SEQ_T) ** 2).sum(-1), y - SEQ_T
+    elif name == "softmax_cross_entropy":
+        per_step, grad = -(SEQ_T * log_softmax(y)).sum(-1), np.exp(log_softmax(y)) - SEQ_T
+    else:
+        per_step, grad = -(SEQ_T * np.log(y)).sum(-1), -SEQ_T / y
+    value, dy = evaluate(getattr(losses, name), y, dualtape.asarray(SEQ_T))
+    assert value == pytest.approx(per_step.sum() / 2, rel=1e-12)  # B = 2, not T = 3
+    np.testing.assert_allclose(dy, grad / 2, rtol=1e-12)
+
+
+# --- labels that are not integers ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+@pytest.mark.parametrize("labels", [np.array([2, 0, 1j, 2]), np.array([True, False, True, True])],
+                         ids=["complex", "bool"])
+def test_non_integer_labels_are_refused(backend, name, labels):
+    target = labels if backend.name == "numpy" else dualtape.asarray(labels)
+    with pytest.raises(TypeError, match="class labels must be integers"):
+        evaluate(getattr(losses, name), PROBS, target)
+
+
+def test_complex_labels_are_refused_by_train(backend):
+    net = dualtape.Network([dualtape.FullyConnected(3, 3, seed=0, dtype="float64")])
+    before = dualtape.to_numpy(net.params[0]["W"]).copy()
+    with pytest.raises(TypeError, match="class labels must be integers"):
+        dualtape.train(net, dualtape.asarray(Y), dualtape.asarray(LABELS.astype(complex)),
+                       dualtape.SGD(0.1), loss="softmax_cross_entropy")
+    np.testing.assert_array_equal(dualtape.to_numpy(net.params[0]["W"]), before)
+
+
+def test_labels_on_another_backend_raise_a_type_error_naming_both(backend):
+    labels, other = other_backend_array(backend, LABELS)
+    with pytest.raises(TypeError, match=f"{other}.*{backend.name}|{backend.name}.*{other}"):
+        evaluate(losses.softmax_cross_entropy, Y, labels)

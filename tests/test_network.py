@@ -76,7 +76,7 @@ def test_layers_on_different_backends_are_rejected(backend):
 def test_network_sizes_dtype_and_backend(backend):
     net = deep_net()
     assert (net.n_in, net.n_out, net.dtype) == (3, 3, "float64")
-    assert net.backend.name == backend.name
+    assert net.backend == backend
     assert str(net.backend.device) == str(backend.device)
     assert net.params[0] is net.layers[0].params
 
@@ -156,7 +156,7 @@ def test_to_round_trip_from_numpy_keeps_parameters_bit_identical(backend):
     assert net.to(backend.name, backend.device) is net
     for group in net.params:
         for p in group.values():
-            assert backend_of(p).name == backend.name
+            assert backend_of(p) == backend
             assert str(backend_of(p).device) == str(backend.device)
     assert_params_equal(host_params(net), before)
     np.testing.assert_allclose(np64(net.predict(dualtape.asarray(x))), y_numpy, rtol=1e-6)
@@ -169,7 +169,7 @@ def test_to_accepts_a_backend_object(backend):
     with dualtape.use_backend("numpy"):
         net = deep_net()
     net.to(backend)
-    assert net.backend.name == backend.name
+    assert net.backend == backend
 
 
 # --- training --------------------------------------------------------------------------------
@@ -180,11 +180,13 @@ def test_xor_training_reduces_the_loss(backend):
                             dualtape.FullyConnected(4, 1, seed=1), dualtape.Logit()])
     x, t = dualtape.asarray(XOR_X, dtype="float32"), dualtape.asarray(XOR_T, dtype="float32")
     optimizer = dualtape.SGD(1.0, momentum=0.9)
+    first = 0.5 * np.sum((np64(net.predict(x)) - XOR_T) ** 2) / 4
     losses = [dualtape.train(net, x, t, optimizer) for _ in range(100)]
     assert all(isinstance(v, float) for v in losses)
+    assert losses[0] == pytest.approx(first, rel=1e-6)  # ½Σ(y − t)² averaged over the batch
     assert losses[-1] < 0.05 * losses[0]
     assert np.array_equal(np64(net.predict(x)) > 0.5, XOR_T > 0.5)
-    assert net.backend.name == backend.name
+    assert net.backend == backend
 
 
 def test_xor_as_two_classes_with_adam_and_integer_labels(backend):
@@ -286,3 +288,69 @@ def test_input_on_another_device_raises_value_error_naming_both(backend):
     with pytest.raises(ValueError) as info:
         deep_net().predict(x)
     assert other in str(info.value) and str(backend.device) in str(info.value)
+
+
+# --- misuse answered clearly -----------------------------------------------------------------
+
+
+def xor_net(dtype: str = "float64") -> dualtape.Network:
+    return dualtape.Network([dualtape.FullyConnected(2, 3, seed=0, dtype=dtype), dualtape.Tanh(),
+                             dualtape.FullyConnected(3, 1, seed=1, dtype=dtype)])
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", None, dualtape.SGD])
+def test_train_needs_an_optimizer_object(backend, optimizer):
+    net = xor_net()
+    with pytest.raises(TypeError, match="optimizer must be an optimizer object"):
+        dualtape.train(net, dualtape.asarray(XOR_X), dualtape.asarray(XOR_T), optimizer)
+
+
+def test_train_refuses_a_recurrent_network_and_points_to_train_recurrent(backend):
+    rnet = dualtape.RecurrentNetwork([dualtape.LSTM(2, 1, seed=0, dtype="float64")])
+    with pytest.raises(TypeError, match="train_recurrent"):
+        dualtape.train(rnet, dualtape.asarray(XOR_X), dualtape.asarray(XOR_T), dualtape.SGD(0.1))
+
+
+def test_train_on_an_empty_batch_says_so(backend):
+    with pytest.raises(ValueError, match="batch is empty"):
+        dualtape.train(xor_net(), dualtape.asarray(np.zeros((0, 2))),
+                       dualtape.asarray(np.zeros((0, 1))), dualtape.SGD(0.1))
+
+
+def test_nan_parameters_are_named_not_the_targets(backend):
+    net = xor_net()
+    net.layers[2].params["b"] = dualtape.asarray(np.array([np.nan]))
+    with pytest.raises(FloatingPointError, match="NaN or inf in the network's parameters"):
+        dualtape.train(net, dualtape.asarray(XOR_X), dualtape.asarray(XOR_T), dualtape.SGD(0.1))
+
+
+@pytest.mark.parametrize("other", [
+    lambda: [dualtape.FullyConnected(2, 3, seed=0, dtype="float64"), dualtape.Logit(),
+             dualtape.FullyConnected(3, 1, seed=1, dtype="float64")],
+    lambda: [dualtape.FullyConnected(2, 3, seed=0, dtype="float64"),
+             dualtape.FullyConnected(3, 3, seed=1, dtype="float64"),
+             dualtape.FullyConnected(3, 1, seed=2, dtype="float64")],
+    lambda: [dualtape.FullyConnected(4, 3, seed=0, dtype="float64"), dualtape.Tanh(),
+             dualtape.FullyConnected(3, 1, seed=1, dtype="float64")],
+], ids=["other-activation", "other-kind", "other-width"])
+def test_tapes_of_another_architecture_are_refused(backend, other):
+    layers = other()
+    tapes, _ = dualtape.Network(layers).forward(dualtape.asarray(np.ones((2, layers[0].n_in))))
+    with pytest.raises(ValueError, match="tape [01] is a .*Tape, not one of layer"):
+        xor_net().backward(tapes, dualtape.asarray(np.ones((2, 1))))
+
+
+# --- devices ---------------------------------------------------------------------------------
+
+
+def test_to_moves_between_two_devices_of_one_backend():
+    strict = pytest.importorskip("array_api_strict")
+    with dualtape.use_backend("array_api_strict"):
+        net = deep_net()
+    before = host_params(net)
+    net.to("array_api_strict", "device1")
+    for p in (p for group in net.params for p in group.values()):
+        assert p.device == strict.Device("device1")
+    assert_params_equal(host_params(net), before)
+    x = strict.asarray(away_from_kinks((2, 3), seed=3), device=strict.Device("device1"))
+    assert net.predict(x).device == strict.Device("device1")

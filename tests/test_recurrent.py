@@ -13,7 +13,7 @@ from dualtape.backend import backend_of, namespace_of, use_backend
 from dualtape.losses import mask_weights, squared_error
 
 from .conftest import np64
-from .helpers import host_params, other_backend_array
+from .helpers import assert_params_equal, host_params, other_backend_array
 
 F64 = "float64"
 
@@ -213,11 +213,13 @@ def test_train_recurrent_with_learn_initial_state_updates_the_state_list_in_plac
 def test_learned_initial_state_keeps_the_form_it_came_in(backend, xs_shape, state_shape):
     rnet = tiny_network()
     state = [dualtape.asarray(np.full(state_shape, 0.5))]
-    train_recurrent(rnet, dualtape.asarray(np.ones(xs_shape)),
-                    dualtape.asarray(np.zeros(xs_shape)), SGD(rate=0.1), state=state,
-                    learn_initial_state=True)
+    xs, targets = dualtape.asarray(np.ones(xs_shape)), dualtape.asarray(np.zeros(xs_shape))
+    tape, _, ys = rnet.forward_sequence(state, xs)
+    _, dstate, _ = rnet.backward_sequence(tape, ys - targets)  # batch 1: dy = y - t
+    train_recurrent(rnet, xs, targets, SGD(rate=0.1), state=state, learn_initial_state=True)
     assert tuple(state[0].shape) == state_shape
-    assert not np.all(np64(state[0]) == 0.5)
+    expected = 0.5 - 0.1 * np64(dstate[0]).reshape(state_shape)
+    np.testing.assert_allclose(np64(state[0]), expected, rtol=1e-12)
 
 
 def test_train_recurrent_without_learning_the_state_leaves_it_alone(backend):
@@ -286,11 +288,12 @@ def test_a_sine_wave_next_value_task_is_learned(backend):
     xs, targets = waves(0.0)
     mask = dualtape.asarray(np.arange(steps) >= 2)
     counted = steps - 2
+    _, _, ys = rnet.forward_sequence(rnet.initial_state(batch), xs)
+    first = 0.5 * np.sum(((np64(ys) - np64(targets)) ** 2)[2:]) / (batch * counted)
     losses = [train_recurrent(rnet, xs, targets, optimizer, mask=mask)[0] / counted
               for _ in range(60)]
 
-    assert losses[0] > 0.1
-    assert losses[-1] < losses[0] / 20
+    assert losses[0] == pytest.approx(first, rel=1e-10)  # the scale: summed steps / batch
     assert losses[-1] < 0.005
     unseen_xs, unseen_targets = waves(np.pi / batch)  # phases between the trained ones
     _, _, ys = rnet.forward_sequence(rnet.initial_state(batch), unseen_xs)
@@ -544,3 +547,99 @@ def test_state_on_another_device_is_a_value_error_naming_both(backend, rnet):
     with pytest.raises(ValueError, match=r"state is a array_api_strict array") as info:
         rnet.forward_sequence(state, dualtape.asarray(np.zeros((5, 2, 3))))
     assert there in str(info.value) and here in str(info.value)
+
+
+# --- masks, optimizers and misuse ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask, error, match", [
+    (np.array(list("abcd")), TypeError, "mask must be boolean or real 0/1"),
+    (np.array([1, 0, 1j, 1]), TypeError, "mask must be boolean or real 0/1"),
+    (np.array([1.0, np.nan, 1.0, 0.0]), ValueError, "only 0 and 1"),
+    (np.array([1, 2, 1, 0]), ValueError, "only 0 and 1"),
+    (np.array([1.0, -1.0, 1.0, 0.0]), ValueError, "only 0 and 1"),
+    ("1101", TypeError, "mask must be an array"),
+], ids=["strings", "complex", "nan", "two", "minus-one", "a-string"])
+def test_masks_other_than_boolean_or_0_1_are_refused(backend, mask, error, match):
+    rnet = tiny_network()
+    before = host_params(rnet)
+    with pytest.raises(error, match=match):
+        train_recurrent(rnet, dualtape.asarray(np.ones((4, 2, 2))),
+                        dualtape.asarray(np.zeros((4, 2, 2))), SGD(0.1),
+                        mask=mask if isinstance(mask, str) or backend.name == "numpy"
+                        else list(mask))
+    assert_params_equal(host_params(rnet), before)
+
+
+@pytest.mark.parametrize("mask", [[1.0, 0.0, 1.0, 1.0], [1, 0, 1, 1]], ids=["float", "int"])
+def test_real_0_1_masks_equal_the_boolean_mask(backend, mask):
+    xs, targets = np.ones((4, 2, 2)), np.zeros((4, 2, 2))
+    losses = []
+    for m in (mask, [bool(v) for v in mask]):
+        rnet = tiny_network()
+        losses.append(train_recurrent(rnet, dualtape.asarray(xs), dualtape.asarray(targets),
+                                      SGD(0.1), mask=m)[0])
+    assert losses[0] == losses[1]
+
+
+def test_train_recurrent_refuses_a_feed_forward_network_and_a_string_optimizer(backend):
+    rnet = tiny_network()
+    net = dualtape.Network([FullyConnected(2, 2, seed=0, dtype=F64)])
+    xs, targets = dualtape.asarray(np.ones((3, 2, 2))), dualtape.asarray(np.zeros((3, 2, 2)))
+    with pytest.raises(TypeError, match="expected a RecurrentNetwork, got a Network"):
+        train_recurrent(net, xs, targets, SGD(0.1))
+    with pytest.raises(TypeError, match="optimizer must be an optimizer object"):
+        train_recurrent(rnet, xs, targets, "adam")
+
+
+def test_train_recurrent_on_an_empty_batch_says_so(backend):
+    rnet = tiny_network()
+    with pytest.raises(ValueError, match="batch is empty"):
+        train_recurrent(rnet, dualtape.asarray(np.ones((3, 0, 2))),
+                        dualtape.asarray(np.zeros((3, 0, 2))), SGD(0.1))
+
+
+def test_a_nan_state_is_named_not_the_targets(backend):
+    rnet = tiny_network()
+    state = [dualtape.asarray(np.full((2, 3), np.nan))]
+    with pytest.raises(FloatingPointError, match="NaN or inf in the initial state") as info:
+        train_recurrent(rnet, dualtape.asarray(np.ones((3, 2, 2))),
+                        dualtape.asarray(np.zeros((3, 2, 2))), SGD(0.1), state=state)
+    assert "targets" not in str(info.value)
+
+
+@pytest.mark.parametrize("make", [lambda: SGD(0.1, momentum=0.9), lambda: Adam(0.01)],
+                         ids=["sgd-momentum", "adam"])
+def test_a_learned_state_keeps_its_optimizer_state_across_calls(backend, make):
+    rnet, optimizer = tiny_network(), make()
+    state = [dualtape.asarray(np.full((2, 3), 0.5))]
+    xs, targets = dualtape.asarray(np.ones((3, 2, 2))), dualtape.asarray(np.zeros((3, 2, 2)))
+    for _ in range(3):
+        train_recurrent(rnet, xs, targets, optimizer, state=state, learn_initial_state=True)
+    assert optimizer.steps == 3 and (2, "0") in optimizer.state  # groups: LSTM, FC, state
+    with pytest.raises(ValueError, match="other parameter groups"):
+        train_recurrent(rnet, xs, targets, optimizer, state=[dualtape.asarray(np.zeros((2, 3)))],
+                        learn_initial_state=True)
+
+
+def test_backward_sequence_refuses_a_tape_of_another_network(backend):
+    rnet = tiny_network()
+    other = RecurrentNetwork([LSTM(2, 3, seed=4, dtype=F64), Logit()])
+    xs = dualtape.asarray(np.ones((3, 2, 2)))
+    tape, _, _ = other.forward_sequence(other.initial_state(2), xs)
+    dys = dualtape.asarray(np.ones((3, 2, 2)))
+    with pytest.raises(ValueError, match="tape 1 is a LogitTape, not one of layer 1"):
+        rnet.backward_sequence(tape, dys)
+    with pytest.raises(ValueError, match="expected the tape forward_sequence returned"):
+        rnet.backward_sequence(tape.tapes, dys)
+
+
+def test_a_read_only_state_from_forward_sequence_can_be_learned(backend):
+    # forward_sequence hands out read-only states on numpy: the update then replaces them.
+    rnet = tiny_network()
+    xs, targets = dualtape.asarray(np.ones((3, 2, 2))), dualtape.asarray(np.zeros((3, 2, 2)))
+    _, state, _ = rnet.forward_sequence(rnet.initial_state(2), xs)
+    before = np64(state[0]).copy()
+    train_recurrent(rnet, xs, targets, SGD(0.1, momentum=0.5), state=state,
+                    learn_initial_state=True)
+    assert not np.array_equal(np64(state[0]), before)

@@ -5,6 +5,13 @@ reads it.
 shapes of ``params``. A tape is a small named tuple of arrays holding what the derivative needs.
 Public methods check their input once (``prepare_input``) and call the private ``_forward`` /
 ``_backward``, which take the array namespace ``xp`` explicitly and work on 2-D arrays.
+
+Aliasing, decided here at the public edge for every layer: an input a tape keeps is copied
+unless checking it already made a copy (a cast), states are copied, and every array a public
+``forward`` returns is ``read_only``: a read-only view on numpy (free), a copy on backends
+without read-only arrays. Writing to an input or an output afterwards never changes a tape.
+A layer's tape class is named after its kind (``FullyConnectedTape``, ``LSTMSequenceTape``);
+for layers with a fixed ``n_in`` its first field is the input.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ def prepare_input(
     leading: tuple[str, ...] = ("batch",),
     what: str = "input",
     single_form: bool = True,
+    copy: bool = False,
 ) -> tuple[Any, Array, bool]:
     """Check an input at the public edge; return ``(xp, x, single)``.
 
@@ -50,9 +58,11 @@ def prepare_input(
     converted onto ``reference``'s backend; arrays must live where ``reference`` does.
     Floating input is cast to ``dtype``; integer or boolean input raises ``TypeError``.
     ``single_form=False`` leaves the single-example form out of the error message (for a
-    caller that accepts it only when the batch is 1 and checks that itself).
+    caller that accepts it only when the batch is 1 and checks that itself). ``copy=True``
+    returns an array that shares no memory with ``x`` (copied only if no conversion did).
     """
-    if isinstance(x, list | tuple | float | int | np.number):
+    fresh = isinstance(x, list | tuple | float | int | np.number)
+    if fresh:
         x = from_host(np.asarray(x), backend_of(reference) if reference is not None else None)
     try:
         xp = namespace_of(x)
@@ -81,7 +91,9 @@ def prepare_input(
             f"got {tuple(x.shape)}"
         )
     if dtype is not None and given != dtype:
-        x = xp.astype(x, getattr(xp, dtype))
+        x, fresh = xp.astype(x, getattr(xp, dtype)), True
+    if copy and not fresh:  # ndarray.copy is four times quicker than the compat asarray
+        x = x.copy() if isinstance(x, np.ndarray) else xp.asarray(x, copy=True)
     single = x.ndim == len(full) - 1
     if single:
         x = xp.expand_dims(x, axis=-2)
@@ -93,8 +105,27 @@ def restore(y: Array, single: bool) -> Array:
     return y[..., 0, :] if single else y
 
 
+def read_only(a: Array) -> Array:
+    """``a`` as a public call hands it out: a read-only view on numpy (no copy); a copy on
+    backends without read-only arrays (CuPy, torch, array-api-strict). Either way writing to
+    the result cannot change a tape that holds ``a``."""
+    if isinstance(a, np.ndarray):
+        view = a.view()
+        view.flags.writeable = False
+        return view
+    return namespace_of(a).asarray(a, copy=True)
+
+
+def check_dtype(owner: str, dtype: Any) -> str:
+    """``"float32"`` or ``"float64"`` for a layer's ``dtype`` argument; else ``ValueError``."""
+    try:
+        return dtype_name(dtype)
+    except ValueError:
+        raise ValueError(f"{owner}: dtype must be 'float32' or 'float64', got {dtype!r}") from None
+
+
 def prepare_like(
-    a: Any, shape: tuple[int, ...], reference: Array, owner: str, what: str
+    a: Any, shape: tuple[int, ...], reference: Array, owner: str, what: str, copy: bool = False
 ) -> tuple[Any, Array, bool]:
     """Check a gradient or state of exactly ``shape`` (or ``shape[1:]`` when the batch is 1)
     against the place and dtype of ``reference``; return ``(xp, a, single)``."""
@@ -107,6 +138,7 @@ def prepare_like(
         leading=tuple(str(n) for n in shape[:-1]),
         what=what,
         single_form=len(shape) < 2 or shape[-2] == 1,
+        copy=copy,
     )
     if tuple(a.shape) != tuple(shape):
         got = a.shape[:-2] + a.shape[-1:] if single else a.shape
@@ -156,11 +188,17 @@ class Layer:
 
     kind: ClassVar[str]
     recurrent: ClassVar[bool] = False
+    keeps_input: ClassVar[bool] = True  # the tape holds the input: forward copies it
     n_in: int | None = None
     n_out: int | None = None
 
     def __init__(self) -> None:
         self.params: dict[str, Array] = {}
+
+    def _checked_dtype(self, dtype: Any) -> str:
+        """A constructor's ``dtype`` argument as ``"float32"``/``"float64"``, else ValueError
+        naming the layer: the one dtype check every layer constructor calls."""
+        return check_dtype(self.kind, dtype)
 
     @property
     def dtype(self) -> str | None:
@@ -191,13 +229,15 @@ class Layer:
     def forward(self, x: Any) -> tuple[Any, Array]:
         """``(tape, y)`` for ``x`` of shape ``(batch, n_in)`` or ``(n_in,)``."""
         xp, x, single = prepare_input(
-            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(), owner=repr(self)
+            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(),
+            owner=repr(self), copy=self.keeps_input,
         )
         tape, y = self._forward(xp, x)
-        return tape, restore(y, single)
+        return tape, read_only(restore(y, single))
 
     def backward(self, tape: Any, dy: Any) -> tuple[dict[str, Array], Array]:
         """``(grads, dx)`` from a tape of ``forward`` and the gradient ``dy`` of its output."""
+        self._check_tape(tape, repr(self))
         xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy")
         grads, dx = self._backward(xp, tape, dy)
         return grads, restore(dx, single)
@@ -205,6 +245,26 @@ class Layer:
     def _output_shape(self, tape: Any) -> tuple[int, ...]:
         """The shape of the output the tape belongs to (for checking ``dy``)."""
         return tuple(tape[-1].shape)
+
+    def _check_tape(self, tape: Any, owner: str, k: int | None = None) -> None:
+        """Raise ``ValueError`` unless ``tape`` can be this layer's (layer ``k`` of ``owner``,
+        or the layer itself when ``k`` is None): its class is named after the layer's kind,
+        and its input has ``n_in`` features."""
+        name = type(tape).__name__
+        if (
+            not isinstance(tape, tuple)
+            or not name.startswith(self.kind)
+            or (self.n_in is not None and tape[0].shape[-1] != self.n_in)
+        ):
+            if k is None:
+                raise ValueError(
+                    f"{owner}: the tape is a {name}, not one of this layer; pass the tape its "
+                    "forward returned"
+                )
+            raise ValueError(
+                f"{owner}: tape {k} is a {name}, not one of layer {k} {self!r}; pass the tapes "
+                "this network's forward returned"
+            )
 
     def _forward(self, xp: Any, x: Array) -> tuple[Any, Array]:
         raise NotImplementedError
@@ -220,7 +280,15 @@ class OutputTape(NamedTuple):
 
 
 class Activation(Layer):
-    """An elementwise or row-wise layer without parameters that keeps only its output."""
+    """An elementwise or row-wise layer without parameters that keeps only its output, in a
+    tape class of its own (``TanhTape``, a subclass of ``OutputTape``)."""
+
+    keeps_input = False
+    tape_class: ClassVar[type[OutputTape]] = OutputTape
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.tape_class = type(f"{cls.kind}Tape", (OutputTape,), {"__slots__": ()})
 
     @classmethod
     def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
@@ -228,7 +296,7 @@ class Activation(Layer):
 
     def _forward(self, xp: Any, x: Array) -> tuple[OutputTape, Array]:
         y = self.activate(xp, x)
-        return OutputTape(y), y
+        return self.tape_class(y), y
 
     def _backward(self, xp: Any, tape: OutputTape, dy: Array) -> tuple[dict[str, Array], Array]:
         return {}, self.derivative(xp, tape.y, dy)
@@ -264,25 +332,28 @@ class RecurrentLayer(Layer):
             (check_size(repr(self), "batch", batch), self.state_size), self._reference()
         )
 
-    def _check_state(self, state: Any, batch: int) -> tuple[Array, bool]:
+    def _check_state(self, state: Any, batch: int, copy: bool = False) -> tuple[Array, bool]:
+        """The state checked for ``batch``; ``copy=True`` for one a tape may keep."""
         _, state, single = prepare_like(
-            state, (batch, self.state_size), self._reference(), repr(self), "state"
+            state, (batch, self.state_size), self._reference(), repr(self), "state", copy=copy
         )
         return state, single
 
     def forward(self, state: Any, x: Any) -> tuple[Any, Array, Array]:  # type: ignore[override]
         """One step: ``(tape, state_next, y)`` for ``x`` ``(batch, n_in)`` or ``(n_in,)``."""
         xp, x, single = prepare_input(
-            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(), owner=repr(self)
+            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(),
+            owner=repr(self), copy=True,
         )
-        state, _ = self._check_state(state, x.shape[0])
+        state, _ = self._check_state(state, x.shape[0], copy=True)
         tape, state_next, y = self._forward_step(xp, state, x)
-        return tape, restore(state_next, single), restore(y, single)
+        return tape, read_only(restore(state_next, single)), read_only(restore(y, single))
 
     def backward(  # type: ignore[override]
         self, tape: Any, dstate_next: Any, dy: Any
     ) -> tuple[dict[str, Array], Array, Array]:
         """One step back: ``(grads, dstate, dx)``; ``dstate_next`` may be None (zeros)."""
+        self._check_tape(tape, repr(self))
         batch = tape[0].shape[0]
         xp, dy, single = prepare_like(dy, (batch, self.n_out), tape[0], repr(self), "dy")
         dstate_next = self._state_gradient(xp, dstate_next, batch, "dstate_next")
@@ -299,16 +370,18 @@ class RecurrentLayer(Layer):
             owner=repr(self),
             leading=("time", "batch"),
             what="input sequence",
+            copy=True,
         )
         check_not_empty(xs, repr(self))
-        state, _ = self._check_state(state, xs.shape[1])
+        state, _ = self._check_state(state, xs.shape[1], copy=True)
         tape, state_last, ys = self._forward_sequence(xp, state, xs)
-        return tape, restore(state_last, single), restore(ys, single)
+        return tape, read_only(restore(state_last, single)), read_only(restore(ys, single))
 
     def backward_sequence(
         self, tape: Any, dstate_last: Any, dys: Any
     ) -> tuple[dict[str, Array], Array, Array]:
         """Backprop through time: ``(grads, dstate_0, dxs)``; ``dstate_last`` may be None."""
+        self._check_tape(tape, repr(self))
         steps, batch = tape[0].shape[:2]
         xp, dys, single = prepare_like(
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"

@@ -27,7 +27,9 @@ class FullyConnected(Layer):
         super().__init__()
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out = n_in, n_out
-        self.params = uniform_params(shapes, 1.0 / math.sqrt(n_in), seed, dtype)
+        self.params = uniform_params(
+            shapes, 1.0 / math.sqrt(n_in), seed, self._checked_dtype(dtype)
+        )
 
     def config(self) -> dict[str, Any]:
         return {"n_in": self.n_in, "n_out": self.n_out}

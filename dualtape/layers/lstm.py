@@ -138,6 +138,7 @@ class LSTM(RecurrentLayer):
 
     def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
         super().__init__()
+        dtype = self._checked_dtype(dtype)
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out, self.state_size = n_in, n_out, n_out
         rng = host_rng(seed)

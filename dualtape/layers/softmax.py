@@ -16,6 +16,8 @@ class Softmax(Activation):
     kind = "Softmax"
 
     def activate(self, xp: Any, x: Array) -> Array:
+        if x.shape[-1] == 0:
+            raise ValueError("Softmax: the input has 0 features; a softmax needs at least one")
         e = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
         return e / xp.sum(e, axis=-1, keepdims=True)
 

@@ -1,0 +1,259 @@
+"""Optimizer state: tied to its parameters, checked when loaded, moved with the network, and
+never half-applied: a step that raises changes nothing. In-place and generic updates agree."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.backend import backend_of
+
+from .conftest import np64
+from .helpers import assert_params_equal, host_params
+from .test_optim import GRADS, W0, on_backend
+
+OPTIMIZERS = {
+    "sgd": lambda: dualtape.SGD(0.1),
+    "sgd-momentum": lambda: dualtape.SGD(0.1, momentum=0.9),
+    "sgd-l2": lambda: dualtape.SGD(0.1, regulariser=0.01),
+    "sgd-momentum-l2": lambda: dualtape.SGD(0.1, momentum=0.9, regulariser=0.01),
+    "adam": lambda: dualtape.Adam(0.05, beta1=0.8, beta2=0.95, eps=1e-6),
+}
+
+
+def small_net(seed: int = 0, n_out: int = 2) -> dualtape.Network:
+    return dualtape.Network([dualtape.FullyConnected(3, 4, seed=seed, dtype="float64"),
+                             dualtape.Tanh(),
+                             dualtape.FullyConnected(4, n_out, seed=seed + 1, dtype="float64")])
+
+
+def gradients(net: dualtape.Network, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    tapes, y = net.forward(dualtape.asarray(rng.normal(size=(5, 3))))
+    return net.backward(tapes, dualtape.asarray(rng.normal(size=tuple(y.shape))))[0]
+
+
+def state_copy(optimizer) -> dict:
+    return {k: v.copy() for k, v in optimizer.state_dict().items()}
+
+
+def assert_state_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+
+
+# --- in place and generic --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_in_place_updates_equal_the_generic_ones_bit_for_bit(make, monkeypatch):
+    def run(fused: str) -> tuple[list[dict], dict, list[bool]]:
+        monkeypatch.setenv("DUALTAPE_FUSED", fused)
+        params = [on_backend({"W": W0, "b": W0[:, 0]}), on_backend({"W": W0.T})]
+        before = [params[0]["W"], params[1]["W"]]
+        optimizer = make()
+        for g in GRADS + GRADS[::-1]:
+            optimizer.step(params, [{"W": g["W"], "b": g["b"]}, {"W": g["W"].T.copy()}])
+        same = [params[0]["W"] is before[0], params[1]["W"] is before[1]]
+        return params, state_copy(optimizer), same
+
+    fast, fast_state, fast_same = run("")
+    generic, generic_state, generic_same = run("0")
+    assert fast_same == [True, True] and generic_same == [False, False]
+    for a, b in zip(fast, generic, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert_state_equal(fast_state, generic_state)
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_in_place_step_allocates_no_large_temporaries(make):
+    size = 200_000  # 1.6 MB per float64 array
+    rng = np.random.default_rng(1)
+    params = [{"w": rng.normal(size=size)}]
+    grads = [{"w": rng.normal(size=size)}]
+    optimizer = make()
+    optimizer.step(params, grads)  # the first step allocates state and scratch
+    tracemalloc.start()
+    try:
+        optimizer.step(params, grads)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size * 8 / 4
+
+
+# --- a failed step changes nothing -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+@pytest.mark.parametrize("spoil", ["shape", "dtype", "backend", "missing"])
+def test_a_step_that_fails_in_a_late_group_changes_nothing(backend, make, spoil):
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net, seed=1))
+    params, state, steps = host_params(net), state_copy(optimizer), optimizer.steps
+    grads = gradients(net, seed=2)
+    good = np64(grads[2]["W"])
+    if spoil == "shape":
+        grads[2]["W"] = dualtape.asarray(good.T.copy())
+    elif spoil == "dtype":
+        grads[2]["W"] = dualtape.asarray(good, dtype="float32")
+    elif spoil == "backend":
+        other = "array_api_strict" if backend.name == "numpy" else "numpy"
+        with dualtape.use_backend(other):
+            grads[2]["W"] = dualtape.asarray(good)
+    else:
+        del grads[2]["W"]
+    with pytest.raises((ValueError, TypeError), match="W"):
+        optimizer.step(net.params, grads)
+    assert_params_equal(host_params(net), params)
+    assert_state_equal(state_copy(optimizer), state)
+    assert optimizer.steps == steps
+
+
+# --- state tied to its parameters ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [OPTIMIZERS["sgd-momentum"], OPTIMIZERS["adam"]],
+                         ids=["sgd-momentum", "adam"])
+@pytest.mark.parametrize("other", ["same-shape", "other-shape"])
+def test_an_optimizer_with_state_refuses_another_network(backend, make, other):
+    first = small_net()
+    optimizer = make()
+    optimizer.step(first.params, gradients(first))
+    second = small_net(seed=5, n_out=2 if other == "same-shape" else 3)
+    before = host_params(second)
+    with pytest.raises(ValueError, match="other parameter groups.*one .* per network"):
+        optimizer.step(second.params, gradients(second))
+    assert_params_equal(host_params(second), before)
+    optimizer.step(first.params, gradients(first))  # its own network still works
+    assert optimizer.steps == 2
+
+
+def test_a_stateless_sgd_may_serve_several_networks(backend):
+    optimizer = dualtape.SGD(0.1)
+    for net in (small_net(), small_net(seed=3, n_out=3)):
+        optimizer.step(net.params, gradients(net))
+    assert optimizer.state == {}
+
+
+def test_loading_state_ties_the_optimizer_to_the_given_parameters(backend):
+    net, other = small_net(), small_net(seed=7)
+    first = dualtape.SGD(0.1, momentum=0.9)
+    first.step(net.params, gradients(net))
+    second = dualtape.SGD(0.1, momentum=0.9)
+    second.load_state_dict(first.state_dict(), other.params)
+    second.step(other.params, gradients(other))
+    with pytest.raises(ValueError, match="other parameter groups"):
+        second.step(net.params, gradients(net))
+
+
+# --- load_state_dict checks ------------------------------------------------------------------
+
+
+def trained_state(make) -> tuple[dict, dualtape.Network]:
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net))
+    return optimizer.state_dict(), net
+
+
+@pytest.mark.parametrize("source, target, match", [
+    ("adam", "sgd-momentum", "belongs to a Adam optimizer"),
+    ("sgd-momentum", "adam", "belongs to a SGD optimizer"),
+])
+def test_state_of_another_optimizer_kind_is_refused(source, target, match):
+    state, net = trained_state(OPTIMIZERS[source])
+    optimizer = OPTIMIZERS[target]()
+    with pytest.raises(ValueError, match=match):
+        optimizer.load_state_dict(state, net.params)
+    del state["kind"]  # files written before the kind was stored: the slots still tell
+    with pytest.raises(ValueError, match="slot"):
+        optimizer.load_state_dict(state, net.params)
+    assert optimizer.state == {} and optimizer.steps == 0
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: {**s, "0/W/velocity": s["0/W/m"]}, "unknown slot 'velocity'"),
+    (lambda s: {k: v for k, v in s.items() if k != "0/W/v"}, r"slots \['m'\], expected"),
+    (lambda s: {**s, "steps": np.asarray(3.7)}, "'steps' must be an integer >= 0"),
+    (lambda s: {**s, "steps": np.asarray(-5)}, "'steps' must be an integer >= 0"),
+    (lambda s: {**s, "steps": np.asarray("3")}, "'steps' must be an integer >= 0"),
+    (lambda s: {**s, "steps": np.asarray([1, 2])}, "'steps' must be an integer >= 0"),
+    (lambda s: {**s, "0/W/m": s["0/W/m"].astype(np.int64)}, "must be floating point"),
+    (lambda s: {**s, "0/W/m": s["0/W/m"].astype(complex)}, "must be floating point"),
+    (lambda s: {**s, "0/W/m": np.full(s["0/W/m"].shape, "x")}, "must be floating point"),
+    (lambda s: {**s, "kind": np.asarray("SGD")}, "belongs to a SGD optimizer"),
+], ids=["unknown-slot", "missing-slot", "float-steps", "negative-steps", "string-steps",
+        "array-steps", "integer-slot", "complex-slot", "string-slot", "kind"])
+def test_malformed_adam_state_is_refused_and_changes_nothing(edit, match):
+    state, net = trained_state(OPTIMIZERS["adam"])
+    optimizer = dualtape.Adam(0.05)
+    with pytest.raises(ValueError, match=match):
+        optimizer.load_state_dict(edit(state), net.params)
+    assert optimizer.state == {} and optimizer.steps == 0
+
+
+def test_momentum_state_loads_into_an_sgd_without_momentum_and_is_unused():
+    # train-text may resume with --momentum 0: the stored momentum then plays no part.
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    twin = small_net()
+    for group, same in zip(twin.params, net.params, strict=True):
+        group.update({k: v.copy() for k, v in same.items()})
+    resumed, plain = dualtape.SGD(0.1), dualtape.SGD(0.1)
+    resumed.load_state_dict(state, net.params)
+    resumed.step(net.params, gradients(net, seed=3))
+    plain.step(twin.params, gradients(twin, seed=3))
+    assert_params_equal(host_params(net), host_params(twin))
+
+
+def test_loaded_state_is_a_copy(backend):
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    kept = {k: v.copy() for k, v in state.items()}
+    optimizer = dualtape.SGD(0.1, momentum=0.9)
+    optimizer.load_state_dict(state, net.params)
+    optimizer.step(net.params, gradients(net))
+    assert_state_equal(state, kept)
+
+
+# --- the state follows the network -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [OPTIMIZERS["sgd-momentum-l2"], OPTIMIZERS["adam"]],
+                         ids=["sgd-momentum-l2", "adam"])
+def test_state_moves_with_the_network_at_the_next_step(backend, make):
+    with dualtape.use_backend("numpy"):
+        moved, stayed = small_net(), small_net()
+        optimizers = make(), make()
+        for net, optimizer in zip((moved, stayed), optimizers, strict=True):
+            optimizer.step(net.params, gradients(net))
+    moved.to(backend.name, backend.device)
+    optimizers[0].step(moved.params, gradients(moved))
+    with dualtape.use_backend("numpy"):
+        optimizers[1].step(stayed.params, gradients(stayed))
+    for slots in optimizers[0].state.values():
+        for value in slots.values():
+            assert backend_of(value) == backend_of(moved.params[0]["W"])
+    for a, b in zip(host_params(moved), host_params(stayed), strict=True):
+        for key in a:
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=1e-15)
+
+
+def test_read_only_arrays_are_never_written():
+    # A read-only gradient is only read, so the update stays in place; a read-only parameter
+    # gets the generic update (a new array) instead of an in-place write.
+    g = np.ones(3)
+    g.flags.writeable = False
+    params = [{"w": np.zeros(3), "frozen": np.zeros(3)}]
+    params[0]["frozen"].flags.writeable = False
+    kept = dict(params[0])
+    dualtape.SGD(0.5, momentum=0.5).step(params, [{"w": g, "frozen": g}])
+    assert params[0]["w"] is kept["w"] and params[0]["frozen"] is not kept["frozen"]
+    np.testing.assert_array_equal(params[0]["w"], -0.5)
+    np.testing.assert_array_equal(params[0]["frozen"], -0.5)
+    np.testing.assert_array_equal(kept["frozen"], 0.0)
