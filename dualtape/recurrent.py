@@ -111,8 +111,11 @@ class RecurrentNetwork(Chain):
         return RecurrentNetworkTape(tapes, steps, batch), new_states, h
 
     def _backward_sequence(
-        self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None
-    ) -> tuple[list[dict[str, Array]], list[Array], Array]:
+        self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None,
+        need_dxs: bool = True,
+    ) -> tuple[list[dict[str, Array]], list[Array], Array | None]:
+        """Backprop through time; the input gradient is None when not ``need_dxs`` and the
+        first layer is recurrent (training skips that product)."""
         steps, batch = tape.steps, tape.batch
         grads: list[dict[str, Array]] = [{} for _ in self.layers]
         pending = list(dstates) if dstates is not None else [None] * len(self.recurrent_layers)
@@ -124,7 +127,8 @@ class RecurrentNetwork(Chain):
                 dstate = pending.pop()
                 if dstate is None:
                     dstate = layer._state_gradient(xp, None, batch, "dstate_T")
-                grads[k], d0, dh = layer._backward_sequence(xp, tape.tapes[k], dstate, dh)
+                grads[k], d0, dh = layer._backward_sequence(
+                    xp, tape.tapes[k], dstate, dh, need_dxs or k > 0)
                 dstate_0.insert(0, d0)
             else:
                 grads[k], dx = layer._backward(
@@ -184,7 +188,7 @@ def train_recurrent(
             {"the initial state": states, "the network's parameters": list(all_params(rnet))},
         )
         raise
-    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None)
+    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None, need_dxs=False)
     if learn_initial_state:
         learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
         gradients = {str(k): d for k, d in enumerate(dstates)}

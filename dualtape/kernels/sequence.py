@@ -84,22 +84,29 @@ def backward_sequence(
     """``(das, dc_0)``: pre-activation gradients (T, B, 4o) and the first cell's gradient."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
-    f, i, o, g = (gates[..., k * n : (k + 1) * n] for k in range(4))
-    flat = (steps * batch, n)
-    da_o = dhs * cells[1:] * o * (1.0 - o)
-    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n]).reshape(steps, batch, n)
-    q, dc = (mod.empty((steps, batch, n), dtype=gates.dtype) for _ in range(2))
+    i, o, g = (gates[..., k * n : (k + 1) * n] for k in (1, 2, 3))
+    fi, dtype = gates[..., : 2 * n], gates.dtype
+    one = mod.asarray(1, dtype=dtype)  # a 0-d constant: cheaper than a Python float on numpy
+    q, dc = (mod.empty((steps, batch, n), dtype=dtype) for _ in range(2))
     mod.multiply(dhs, o, out=q)
+    da_o = q * cells[1:]
+    da_o *= one - o
+    flat = (steps * batch, n)
+    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n]).reshape(steps, batch, n)
     q[:-1] += carried[1:]
-    dfi = mod.empty((steps, batch, 2 * n), dtype=gates.dtype)
-    mod.multiply(cells[:-1] * f, 1.0 - f, out=dfi[..., :n])
-    mod.multiply(g * i, 1.0 - i, out=dfi[..., n:])
+    dfi = mod.subtract(one, fi)
+    dfi *= fi
+    dfi[..., :n] *= cells[:-1]
+    dfi[..., n:] *= g
     carry = mod.array(dc_last, copy=True)
     rec = mod.zeros_like(carry)
     step = cell.backward_steps(U[: 2 * n], gates, rec, q, carry, dfi, dc)
     with cell.scope():
         for t in reversed(range(steps)):
             step(t)
-    da_g = dc * i * (1.0 - g * g)
+    da_g = g * g
+    mod.subtract(one, da_g, out=da_g)
+    da_g *= i
+    da_g *= dc
     das = mod.concatenate([dfi, da_o, da_g], axis=-1)
     return das, carry + rec + carried[0]

@@ -192,8 +192,8 @@ class LSTM(RecurrentLayer):
         return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
 
     def _backward_sequence(
-        self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array
-    ) -> tuple[dict[str, Array], Array, Array]:
+        self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array, need_dxs: bool = True
+    ) -> tuple[dict[str, Array], Array, Array | None]:
         fast = sequence_path(xp, dc, fused_disagreement)
         if fast is None:
             das, dc = generic_backward_sequence(
@@ -202,13 +202,14 @@ class LSTM(RecurrentLayer):
             with device_context(backend_of(dc)):
                 das, dc = kernels.backward_sequence(
                     *fast, self.params["U"], tape.cells, tape.gates, dhs, dc)
-        grads, dxs = self._sequence_grads(xp, tape, das)
+        grads, dxs = self._sequence_grads(xp, tape, das, need_dxs)
         return grads, dc, dxs
 
     def _sequence_grads(
-        self, xp: Any, tape: LSTMSequenceTape, das: Array
-    ) -> tuple[dict[str, Array], Array]:
-        """Weight and input gradients of a whole sequence, each as one matrix product."""
+        self, xp: Any, tape: LSTMSequenceTape, das: Array, need_dxs: bool
+    ) -> tuple[dict[str, Array], Array | None]:
+        """Weight and input gradients of a whole sequence, each as one matrix product; the
+        input gradient is None unless ``need_dxs``."""
         p, n = self.params, self.n_out
         steps, batch, _ = tape.xs.shape
         flat = xp.reshape(das, (steps * batch, 4 * n))
@@ -219,4 +220,6 @@ class LSTM(RecurrentLayer):
             "U": batch_outer(flat[:, : 3 * n], cells),
             "b": xp.sum(flat, axis=0),
         }
+        if not need_dxs:
+            return grads, None
         return grads, xp.reshape(flat @ p["W"], (steps, batch, self.n_in))
