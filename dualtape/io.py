@@ -16,7 +16,8 @@ Saving is crash-safe: the archive is written to a temporary file ``.NAME.PID.XXX
 the destination, fsynced, then renamed over it. A symlink is followed (its target is replaced),
 the destination's permission bits are kept (a new file gets ``0666 & ~umask``), a read-only
 destination is refused, and temporary files of the same destination left by a process that no
-longer runs (``kill -9``) are removed. Errors name the user's path.
+longer runs (``kill -9``; for older versions' names without a PID: untouched for an hour) are
+removed. Errors name the user's path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 import zipfile
 import zlib
 from pathlib import Path
@@ -45,6 +47,8 @@ FORMAT_VERSION = 1
 NETWORK_KINDS = {cls.__name__: cls for cls in (Network, RecurrentNetwork)}
 HEADER_LIMIT = 64 * 2**20
 """The largest JSON header ``load`` reads (bytes); real ones are a few kilobytes."""
+LEGACY_TEMPORARY_AGE = 3600.0
+"""Seconds after which a temporary file without a PID in its name counts as abandoned."""
 NPY_HEADER_LIMIT = 10_000
 """Room for an ``.npy`` member's own header beyond its data (numpy's own read limit)."""
 
@@ -69,9 +73,9 @@ def save(net: Chain, path: str | os.PathLike, *, extra: dict[str, Any] | None = 
         if not isinstance(name, str):
             raise TypeError(f"save: extra names must be strings, got {name!r}")
         if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "biuf" or value.dtype.byteorder == ">":
+            if value.dtype.kind not in "biuf":
                 raise TypeError(f"save: extra[{name!r}] is a {value.dtype} array; load reads "
-                                "only native arrays of booleans, integers and floats")
+                                "only arrays of booleans, integers and real floats")
             arrays[f"extra/{name}"] = value
             declared[f"extra/{name}"] = {"dtype": value.dtype.str, "shape": list(value.shape)}
         else:
@@ -156,12 +160,27 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def _remove_stale_temporaries(target: Path) -> None:
-    """Delete ``.NAME.PID.XXXXXXXX`` files of ``target`` whose writing process is gone."""
-    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)\.[a-z0-9_]{8}")
+    """Delete ``.NAME.PID.XXXXXXXX`` files of ``target`` whose writing process is gone, and
+    ``.NAME.XXXXXXXX`` files (from versions that wrote no PID) untouched for an hour; only
+    files that are empty or start like a zip archive, as a save's temporary file does."""
+    pattern = re.compile(re.escape(f".{target.name}.") + r"(?:(\d+)\.)?[a-z0-9_]{8}")
     for entry in target.parent.glob(f".{glob.escape(target.name)}.*"):
         match = pattern.fullmatch(entry.name)
-        if match and not _process_runs(int(match.group(1))):
-            entry.unlink(missing_ok=True)
+        if match is None:
+            continue
+        pid = match.group(1)
+        try:
+            stale = (not _process_runs(int(pid)) if pid
+                     else time.time() - entry.stat().st_mtime > LEGACY_TEMPORARY_AGE)
+            if stale and _looks_like_a_partial_archive(entry):
+                entry.unlink()
+        except OSError:  # gone already, or not ours to remove: the save goes on
+            continue
+
+
+def _looks_like_a_partial_archive(entry: Path) -> bool:
+    with open(entry, "rb") as f:
+        return f.read(4) in (b"", b"PK\x03\x04")
 
 
 def _process_runs(pid: int) -> bool:

@@ -43,7 +43,8 @@ def test_save_refuses_extra_arrays_load_cannot_read_and_keeps_the_old_file(path,
 
 def test_extra_arrays_of_every_readable_kind_round_trip(tmp_path):
     values = {"flags": np.array([True, False]), "ids": np.arange(3, dtype=np.int16),
-              "big": np.arange(4, dtype=np.uint64), "x": np.ones((2, 0, 3), np.float32)}
+              "big": np.arange(4, dtype=np.uint64), "x": np.ones((2, 0, 3), np.float32),
+              "big-endian": np.arange(3, dtype=">f8")}
     dualtape.save(deep_net(), tmp_path / "x.npz", extra=values)
     loaded = dualtape.load_extra(tmp_path / "x.npz")
     for name, value in values.items():
@@ -205,6 +206,15 @@ def test_a_write_error_names_the_users_path_and_leaves_no_temporary_file(path, m
     assert sorted(p.name for p in path.parent.iterdir()) == ["net.npz"]
 
 
+def test_the_data_reaches_the_disk_before_the_rename(path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append("fsync") or real_fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: events.append("replace") or real_replace(a, b))
+    dualtape.save(deep_net(), path)
+    assert events[:2] == ["fsync", "replace"]
+
+
 def test_stale_temporary_files_of_the_same_target_are_removed(path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
@@ -212,7 +222,14 @@ def test_stale_temporary_files_of_the_same_target_are_removed(path):
     stale = path.parent / f".net.npz.{dead}.abc_1234"
     live = path.parent / f".net.npz.{os.getpid()}.abc_1234"
     other = path.parent / f".other.npz.{dead}.abc_1234"
-    for p in (stale, live, other):
-        p.write_bytes(b"x" * 100)
+    old_style = path.parent / ".net.npz.abc_1234"  # as versions without the PID named them
+    recent_old_style = path.parent / ".net.npz.xyz_9876"
+    users_own = path.parent / f".net.npz.{dead}.notes_12"
+    for p in (stale, live, other, old_style, recent_old_style):
+        p.write_bytes(path.read_bytes()[:100])  # a save cut short by kill -9
+    users_own.write_text("not an archive")
+    for p in (old_style, users_own):
+        os.utime(p, (0, 0))  # untouched for decades
     dualtape.save(deep_net(), path)
-    assert not stale.exists() and live.exists() and other.exists()
+    assert not stale.exists() and not old_style.exists()
+    assert live.exists() and other.exists() and recent_old_style.exists() and users_own.exists()
