@@ -266,7 +266,7 @@ def _corpus_path(args: argparse.Namespace, config: Any) -> str | None:
 def _prepare(args: argparse.Namespace) -> Any:
     """The trainer the arguments describe (new or resumed), and a header to print."""
     from .text import TextError
-    from .text_train import TextTrainer, load_checkpoint, make_optimizer
+    from .text_train import TextTrainer, load_checkpoint
 
     _check_run_args(args)
     if args.threads is not None:
@@ -281,7 +281,6 @@ def _prepare(args: argparse.Namespace) -> Any:
         checkpoint = load_checkpoint(args.resume, backend)
         config = _resumed_config(args, checkpoint.config)
         _check_config(config)  # before reading the corpus
-        make_optimizer(config)
         config.corpus = _corpus_path(args, config)
         text = _read(config, args.max_corpus_mb, from_checkpoint=args.file is None)
         trainer = checkpoint.trainer(checkpoint.vocab.encode(text), config,
@@ -289,7 +288,6 @@ def _prepare(args: argparse.Namespace) -> Any:
         return trainer, text, f"resumed {args.resume} at step {checkpoint.step}"
     config = _new_config(args)
     _check_config(config)
-    make_optimizer(config)
     config.corpus = _corpus_path(args, config)
     text = _read(config, args.max_corpus_mb)
     return TextTrainer.new(text, config, backend), text, None

@@ -35,7 +35,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .backend import Backend, device_context, from_host, resolve_backend, to_numpy, use_backend
+from .backend import (
+    FLOAT_DTYPES,
+    Backend,
+    device_context,
+    from_host,
+    resolve_backend,
+    to_numpy,
+    use_backend,
+)
 from .io import load_with_extra, save
 from .layers.base import Array
 from .losses import softmax_cross_entropy
@@ -101,7 +109,7 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "momentum": ("in [0, 1)", lambda m: _is_real(m) and 0 <= m < 1),
     "l2": ("a finite number, 0 or more", lambda x: _is_real(x) and x >= 0),
     "clip": ("a finite number, 0 (off) or more", lambda x: _is_real(x) and x >= 0),
-    "dtype": ("float32 or float64", lambda d: d in ("float32", "float64")),
+    "dtype": (" or ".join(FLOAT_DTYPES), lambda d: d in FLOAT_DTYPES),
     "seed": ("an integer from 0 to 2**63 - 1", lambda x: _is_int(x) and 0 <= x < 2**63),
     "corpus": ("a file path or null", lambda c: c is None or isinstance(c, str)),
     "encoding": ("the name of a text encoding", lambda e: isinstance(e, str)),
@@ -321,9 +329,10 @@ class TextTrainer:
             raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
         self.saved = (str(path), self.step_count)
 
-    def save_or_fall_back(self, path: str | Path) -> str:
+    def save_or_fall_back(self, path: str | Path, warn: Callable[[str], None]) -> str:
         """``save`` to ``path``; when that fails, to ``NAME.stepN.npz`` next to it, then in the
-        temporary folder. The path written; ``TextError`` naming every try when all fail."""
+        temporary folder, passing each failure to ``warn``. The path written; ``TextError``
+        naming every try when all fail."""
         path = Path(path)
         fallback = f"{path.stem}.step{self.step_count}{path.suffix or '.npz'}"
         errors = []
@@ -333,6 +342,7 @@ class TextTrainer:
                 return str(where)
             except TextError as exc:
                 errors.append(str(exc))
+                warn(f"warning: {exc}")
         raise TextError("; ".join(errors) + "; nothing was saved")
 
 
@@ -493,9 +503,7 @@ def run_training(
         reporter.text(f"saved {limits.save} at step {trainer.step_count}")
 
     def final_checkpoint() -> None:
-        where = trainer.save_or_fall_back(limits.save)
-        if where != limits.save:
-            reporter.text(f"warning: cannot write checkpoint {limits.save}; saved to {where}")
+        where = trainer.save_or_fall_back(limits.save, reporter.text)
         reporter.text(f"saved {where} at step {trainer.step_count}")
 
     while True:

@@ -254,6 +254,22 @@ def test_a_model_larger_than_memory_is_refused_in_one_line(capsys, corpus, optio
           match="GiB free; use a smaller")
 
 
+def test_resuming_with_a_batch_larger_than_memory_is_refused(capsys, checkpoint):
+    fails(capsys, "train-text", "--resume", str(checkpoint), "--batch", "100000000",
+          match="GiB free; use a smaller")
+
+
+def test_running_out_of_memory_anyway_is_one_line(capsys, corpus, monkeypatch):
+    def no_memory(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(TextTrainer, "new", no_memory)
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, match="out of memory while building")
+    monkeypatch.undo()
+    monkeypatch.setattr(TextTrainer, "step", no_memory)
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, match="out of memory at step 0")
+
+
 @pytest.mark.parametrize("config", [
     TrainConfig(hidden=[80, 80], seed=1),
     TrainConfig(hidden=[64], batch=64, seq_len=20, optimizer="adam", rate=0.01, seed=1),
