@@ -259,7 +259,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, pa
                            else np.lib.format.read_array_header_2_0)
             shape, _, dtype = read_header(f)
             size = math.prod(shape) * dtype.itemsize
-            if not dtype.hasobject and size <= limit:
+            if not dtype.hasobject and size <= min(limit, info.file_size):
                 f.seek(0)
                 return np.lib.format.read_array(f, allow_pickle=False)
     except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as exc:
@@ -267,7 +267,8 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, pa
                          f"{exc})") from None
     what = "Python objects" if dtype.hasobject else f"{size:,} bytes"
     raise ValueError(f"{path}: member {info.filename!r} declares {what}, more than the header "
-                     f"allows ({limit:,} bytes); refused unread")
+                     f"allows ({limit:,} bytes) or the archive holds ({info.file_size:,}); "
+                     "refused unread")
 
 
 def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
@@ -275,7 +276,7 @@ def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ValueError(f"a {raw.dtype} array of shape {raw.shape}")
         header = json.loads(raw.tobytes().decode())
-    except ValueError as exc:  # JSON and unicode errors included
+    except (ValueError, RecursionError) as exc:  # JSON, unicode and nesting errors included
         raise ValueError(f"{path}: not a dualtape file (the header is not JSON text: {exc})") \
             from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:

@@ -381,6 +381,8 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
         raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise TextError(str(exc)) from None
+    except MemoryError:
+        raise TextError(f"{path}: the network it describes does not fit in memory") from None
     version = extra.get("text_format")
     if version is None:
         raise TextError(f"{path} holds a dualtape network but is not a train-text checkpoint "

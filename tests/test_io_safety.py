@@ -128,6 +128,26 @@ def test_an_npy_header_declaring_more_than_the_json_header_is_refused(path):
         dualtape.load(path)
 
 
+def test_an_npy_header_declaring_more_than_its_zip_entry_holds_is_refused(path):
+    # The JSON header allows a huge array, but the member holds 120 bytes: never allocate more.
+    arrays = read_archive(path)
+    header = header_of(arrays)
+    header["layers"][0]["params"]["W"] = [10**6, 10**6]
+    del arrays["layer0/W"]
+    rewrite(path, arrays, header)
+    add_member(path, "layer0/W.npy", zeros_npy(120, declared=10**12))
+    with pytest.raises(ValueError, match="or the archive holds"):
+        dualtape.load(path)
+
+
+def test_a_deeply_nested_header_is_not_a_dualtape_file(path):
+    arrays = read_archive(path)
+    arrays["__header__"] = np.frombuffer(b"[" * 200_000 + b"]" * 200_000, dtype=np.uint8)
+    rewrite(path, arrays)
+    with pytest.raises(ValueError, match="not a dualtape file"):
+        dualtape.load(path)
+
+
 def test_files_without_the_array_table_still_load_their_stored_extra_arrays(path):
     dualtape.save(deep_net(), path, extra={"momentum": np.arange(3.0)})
     arrays = read_archive(path)

@@ -270,6 +270,14 @@ def test_running_out_of_memory_anyway_is_one_line(capsys, corpus, monkeypatch):
     fails(capsys, "train-text", str(corpus), *ONE_STEP, match="out of memory at step 0")
 
 
+def test_a_checkpoint_too_large_for_memory_is_one_line(capsys, checkpoint, monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(text_train, "load_with_extra", no_memory)
+    fails(capsys, "sample", str(checkpoint), match="does not fit in memory")
+
+
 @pytest.mark.parametrize("config", [
     TrainConfig(hidden=[80, 80], seed=1),
     TrainConfig(hidden=[64], batch=64, seq_len=20, optimizer="adam", rate=0.01, seed=1),
