@@ -281,9 +281,11 @@ def test_a_checkpoint_too_large_for_memory_is_one_line(capsys, checkpoint, monke
 @pytest.mark.parametrize("config", [
     TrainConfig(hidden=[80, 80], seed=1),
     TrainConfig(hidden=[64], batch=64, seq_len=20, optimizer="adam", rate=0.01, seed=1),
-    TrainConfig(hidden=[16], batch=128, seq_len=60, dtype="float64", seed=1),
-], ids=["default", "adam", "float64-long"])
+    TrainConfig(hidden=[48], batch=128, seq_len=60, dtype="float64", seed=1),
+    TrainConfig(hidden=[256], batch=16, seq_len=30, seed=1),
+], ids=["default", "adam", "float64-long", "wide"])
 def test_the_memory_estimate_covers_a_measured_step_within_three_times(config):
+    # Measured on numpy: 1.1x (default) to 1.9x (float64-long) the traced peak.
     corpus_text = read_corpus(None)
     tracemalloc.start()
     try:
