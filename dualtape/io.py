@@ -22,6 +22,7 @@ removed. Errors name the user's path.
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import math
@@ -104,15 +105,15 @@ def check_destination(path: str | os.PathLike) -> Path:
     target = Path(os.path.realpath(path))
     folder = target.parent
     if target.is_dir():
-        raise IsADirectoryError(21, "it is a folder", str(path))
+        raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
     if not folder.is_dir():
-        raise FileNotFoundError(2, "its folder does not exist", str(path))
+        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
     if target.exists():
         mode = target.stat().st_mode
         if not mode & 0o222 or not os.access(target, os.W_OK):
-            raise PermissionError(13, "the file is read-only", str(path))
+            raise PermissionError(errno.EACCES, "the file is read-only", str(path))
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(13, "its folder is not writable", str(path))
+        raise PermissionError(errno.EACCES, "its folder is not writable", str(path))
     return target
 
 
@@ -128,12 +129,12 @@ def _write_atomically(arrays: dict[str, np.ndarray], path: str | os.PathLike) ->
         with os.fdopen(handle, "wb") as f:
             np.savez(f, **arrays)
             f.flush()
-            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and exc.errno is not None:
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     _fsync_folder(target.parent)
