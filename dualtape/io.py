@@ -3,7 +3,8 @@
 The header (array ``__header__``, UTF-8 JSON) records the format version, the network class,
 the dtype, each layer's kind, constructor sizes and parameter shapes, and the dtype and shape of
 every ``extra`` array. Parameters are stored as ``layer{k}/{name}``; optional ``extra`` values
-(JSON-able, or numpy arrays of numbers stored as ``extra/{name}``) ride along for checkpoints.
+(JSON-able, or numpy arrays of booleans, numbers or strings stored as ``extra/{name}``) ride
+along for checkpoints.
 
 Loading reads the header first and refuses a member the header does not declare, or one whose
 zip or npy header says it is larger than declared, before inflating it; then it checks
@@ -50,6 +51,9 @@ HEADER_LIMIT = 64 * 2**20
 """The largest JSON header ``load`` reads (bytes); real ones are a few kilobytes."""
 LEGACY_TEMPORARY_AGE = 3600.0
 """Seconds after which a temporary file without a PID in its name counts as abandoned."""
+ARRAY_KINDS = "biufcSU"
+"""The dtype kinds an ``extra`` array may have: booleans, numbers and strings, which numpy
+reads without unpickling."""
 NPY_HEADER_LIMIT = 10_000
 """Room for an ``.npy`` member's own header beyond its data (numpy's own read limit)."""
 
@@ -57,8 +61,8 @@ NPY_HEADER_LIMIT = 10_000
 def save(net: Chain, path: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> None:
     """Write ``net`` (and ``extra``) to ``path`` atomically, from any backend.
 
-    ``extra`` values must be JSON-able or numpy arrays of numbers or booleans: anything ``load``
-    could not read back raises ``TypeError`` before the destination is touched."""
+    ``extra`` values must be JSON-able or numpy arrays of booleans, numbers or strings: anything
+    ``load`` could not read back raises ``TypeError`` before the destination is touched."""
     if type(net).__name__ not in NETWORK_KINDS:
         raise TypeError(f"save: expected a Network or RecurrentNetwork, got {type(net).__name__}")
     arrays: dict[str, np.ndarray] = {}
@@ -74,9 +78,9 @@ def save(net: Chain, path: str | os.PathLike, *, extra: dict[str, Any] | None = 
         if not isinstance(name, str):
             raise TypeError(f"save: extra names must be strings, got {name!r}")
         if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "biuf":
+            if value.dtype.kind not in ARRAY_KINDS:
                 raise TypeError(f"save: extra[{name!r}] is a {value.dtype} array; load reads "
-                                "only arrays of booleans, integers and real floats")
+                                "only arrays of booleans, numbers and strings (no objects)")
             arrays[f"extra/{name}"] = value
             declared[f"extra/{name}"] = {"dtype": value.dtype.str, "shape": list(value.shape)}
         else:
@@ -315,7 +319,7 @@ def _declared_sizes(header: dict[str, Any], path: Any) -> dict[str, int]:
     for name, spec in arrays.items():
         try:
             kind = np.dtype(spec["dtype"]).kind
-            ok = name.startswith("extra/") and kind in "biuf" and _is_shape(spec["shape"])
+            ok = name.startswith("extra/") and kind in ARRAY_KINDS and _is_shape(spec["shape"])
         except (TypeError, KeyError, ValueError):
             ok = False
         if not ok:
