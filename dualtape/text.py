@@ -14,10 +14,11 @@ checkpoints are in ``text_train``, the command line in ``text_cli``):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -223,16 +224,28 @@ def check_text_network(net: Any, vocab_size: int) -> list[int]:
     return [layer.n_out for layer in layers[:-2]]
 
 
-def read_corpus(path: str | os.PathLike | None, encoding: str = "utf-8") -> str:
-    """The text of ``path``, or of the built-in corpus when ``path`` is None; every problem
-    (missing, unreadable, not text in ``encoding``, empty) raises ``TextError``."""
+MAX_CORPUS_MB = 64
+"""The default cap on a corpus file's size, in MB (``--max-corpus-mb``): its symbol ids take
+8 bytes per character in memory."""
+
+
+def read_corpus(
+    path: str | os.PathLike | None, encoding: str = "utf-8", max_mb: float = MAX_CORPUS_MB
+) -> str:
+    """The text of ``path`` (at most ``max_mb`` megabytes, read no further), or of the built-in
+    corpus when ``path`` is None; every problem (missing, unreadable, too large, not text in
+    ``encoding``, empty) raises ``TextError``."""
     if path is None:
         return resources.files("dualtape").joinpath("data", BUILTIN_CORPUS).read_text("utf-8")
+    limit = int(max_mb * 1e6)
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(limit + 1)
     except OSError as exc:
         raise TextError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise TextError(f"{path} is larger than {max_mb:g} MB; give a smaller text or raise "
+                        "--max-corpus-mb")
     try:
         text = raw.decode(encoding)
     except LookupError:
@@ -246,6 +259,11 @@ def read_corpus(path: str | os.PathLike | None, encoding: str = "utf-8") -> str:
     if not text:
         raise TextError(f"{path} is empty; give a text to learn")
     return text
+
+
+def fingerprint(text: str) -> str:
+    """The SHA-256 of ``text`` in UTF-8 (checkpoints record their corpus's)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def choose(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
@@ -276,6 +294,20 @@ def sample(
     vocabulary has none), as from the start of a paragraph. Deterministic for a seeded ``rng``
     on one backend.
     """
+    return "".join(generate(net, vocab, chars, temperature=temperature, rng=rng, prime=prime))
+
+
+def generate(
+    net: RecurrentNetwork,
+    vocab: Vocabulary,
+    chars: int,
+    *,
+    temperature: float = 1.0,
+    rng: np.random.Generator | None = None,
+    prime: str = "",
+) -> Iterator[str]:
+    """``sample``'s text piece by piece, as each symbol is drawn (a capital marker is held
+    back until its letter comes), so a caller can print it as it comes."""
     if not temperature > 0:
         raise ValueError(f"sample: temperature must be positive, got {temperature}")
     rng = rng if rng is not None else np.random.default_rng()
@@ -284,10 +316,14 @@ def sample(
     primed = vocab.encode(prime) if prime else np.asarray([start])
     _, state, ys = net.forward_sequence(net.initial_state(), from_host(eye[primed], backend))
     probs = to_numpy(ys[-1, ...])
-    out = []
+    marker = vocab.index.get(CAPITAL) if vocab.annotate_capitals else None
+    held: list[int] = []
     for n in range(chars):
-        out.append(choose(probs, temperature, rng))
+        symbol = choose(probs, temperature, rng)
+        held.append(symbol)
+        if symbol != marker:
+            yield vocab.decode(held)
+            held.clear()
         if n + 1 < chars:
-            state, y = net.step(state, from_host(eye[out[-1]], backend))
+            state, y = net.step(state, from_host(eye[symbol], backend))
             probs = to_numpy(y)
-    return vocab.decode(out)

@@ -2,8 +2,20 @@
 
 Only ``argparse`` is imported here; the model code (``text``, ``text_train``) and tqdm are
 imported when a command runs, so ``dualtape info`` stays quick. Bad input is reported as one
-line on stderr with exit status 1; Ctrl-C stops training after the current step, saves (with
-``--save``) and exits with 130.
+line on stderr with exit status 1, never a traceback.
+
+Saving and signals: ``--save`` is checked before training (its folder must exist and be
+writable; an existing file there must be a dualtape file, so the training text or any other
+file is never overwritten). Ctrl-C or SIGTERM stops training after the current step, saves,
+and exits with 130 or 143; a second one aborts. The final checkpoint is written before the
+final sample; a failed periodic save warns and training goes on; a failed final save falls
+back to ``NAME.stepN.npz`` next to it, then in the temporary folder, and says where.
+
+What a resumed run reads: FILE when given; else the built-in corpus when the checkpoint was
+trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
+whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
+a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
+stored configuration passes the same checks (``text_train.CONFIG_RULES``) as the options.
 """
 
 from __future__ import annotations
@@ -42,8 +54,12 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
         "cross entropy per character, in nats.",
     )
     p.add_argument("file", nargs="?", metavar="FILE",
-                   help="text to learn (default: the built-in corpus, or the checkpoint's)")
+                   help="text to learn (default: the built-in corpus, or the checkpoint's if "
+                   "it is unchanged)")
     p.add_argument("--encoding", help="text encoding of FILE (default utf-8)")
+    p.add_argument("--max-corpus-mb", type=float, metavar="MB",
+                   help="refuse a FILE larger than this (default 64; its symbols take 8 bytes "
+                   "per character in memory)")
     model = p.add_argument_group("model (fixed by a checkpoint when resuming)")
     model.add_argument("--vocab", type=int, metavar="N",
                        help="keep the N most frequent characters, the rest map to one unknown "
@@ -86,7 +102,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=0.8,
                      help="sampling temperature, > 0 (default 0.8)")
     run.add_argument("--save", metavar="PATH",
-                     help="write a checkpoint here at the end (and on Ctrl-C)")
+                     help="write a checkpoint here at the end (and on Ctrl-C or SIGTERM); "
+                     "an existing file must be a dualtape file")
     run.add_argument("--save-every", type=int, default=0, metavar="N",
                      help="also save every N steps (default: only at the end)")
     run.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
@@ -148,13 +165,52 @@ def _non_negative(x: Any) -> bool:
     return x >= 0
 
 
-def _check_train_args(args: argparse.Namespace) -> None:
+def _positive_finite(x: Any) -> bool:
+    return 0 < x < math.inf
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    """The options that do not go into a checkpoint (those are ``_check_config``'s)."""
     p, nn = ("positive", _positive), ("0 or more", _non_negative)
     _check(args, {
-        "vocab": p, "seq_len": p, "batch": p, "rate": p, "log_every": p, "time_limit": p,
-        "temperature": p, "threads": p, "steps": nn, "sample_every": nn, "sample_chars": nn,
-        "save_every": nn, "l2": nn, "clip": nn, "momentum": ("in [0, 1)", lambda m: 0 <= m < 1),
+        "log_every": p, "time_limit": p, "threads": p, "steps": nn, "sample_every": nn,
+        "sample_chars": nn, "save_every": nn, "temperature": ("positive and finite",
+                                                              _positive_finite),
+        "max_corpus_mb": ("positive and finite", _positive_finite),
     })
+
+
+def _check_config(config: Any) -> None:
+    """The run's configuration against the rules a checkpoint's must pass too, named by flag."""
+    from .text import TextError
+    from .text_train import config_problem
+
+    problem = config_problem(config)
+    if problem is not None:
+        name, need, value = problem
+        raise TextError(f"--{name.replace('_', '-')} must be {need}, got {value}")
+
+
+def _check_save_path(path: str) -> None:
+    """Refuse, before training, a ``--save`` that could not be written or that would replace
+    a file which is not a dualtape file (such as the training text)."""
+    import tempfile
+
+    from .io import check_destination, read_header
+    from .text import TextError
+
+    try:
+        target = check_destination(path)
+        with tempfile.TemporaryFile(dir=target.parent):
+            pass  # the folder takes a new file (read-only file systems, quotas)
+    except OSError as exc:
+        raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+    if target.exists():
+        try:
+            read_header(target)
+        except (OSError, ValueError):
+            raise TextError(f"--save {path} exists and is not a dualtape file; refusing to "
+                            "overwrite it (choose another path)") from None
 
 
 def _resolve(name: str) -> Any:
@@ -214,39 +270,52 @@ def _corpus_path(args: argparse.Namespace, config: Any) -> str | None:
 def _prepare(args: argparse.Namespace) -> Any:
     """The trainer the arguments describe (new or resumed), and a header to print."""
     from .text import TextError
-    from .text_train import TextTrainer, load_checkpoint, make_optimizer
+    from .text_train import TextTrainer, load_checkpoint
 
-    _check_train_args(args)
+    _check_run_args(args)
     if args.threads is not None:
         try:
             import threadpoolctl  # noqa: F401
         except ImportError:
             raise TextError("--threads needs threadpoolctl: pip install threadpoolctl") from None
-    if args.save and not Path(args.save).resolve().parent.is_dir():
-        raise TextError(f"cannot write checkpoint {args.save}: its folder does not exist")
+    if args.save:
+        _check_save_path(args.save)
     backend = _resolve(args.backend)
     if args.resume:
         checkpoint = load_checkpoint(args.resume, backend)
         config = _resumed_config(args, checkpoint.config)
-        make_optimizer(config)  # check the values before reading the corpus
+        _check_config(config)  # before reading the corpus
         config.corpus = _corpus_path(args, config)
-        text = _read(config, from_checkpoint=args.file is None)
+        text = _read(config, args.max_corpus_mb, from_checkpoint=args.file is None)
         trainer = checkpoint.trainer(checkpoint.vocab.encode(text), config,
                                      reseed=args.seed is not None)
         return trainer, text, f"resumed {args.resume} at step {checkpoint.step}"
     config = _new_config(args)
-    make_optimizer(config)
+    _check_config(config)
     config.corpus = _corpus_path(args, config)
-    text = _read(config)
+    text = _read(config, args.max_corpus_mb)
     return TextTrainer.new(text, config, backend), text, None
 
 
-def _read(config: Any, from_checkpoint: bool = False) -> str:
-    from .text import TextError, read_corpus
+def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> str:
+    """The corpus ``config`` names, its fingerprint recorded in ``config``; from a checkpoint,
+    only a regular file whose text still has the recorded fingerprint."""
+    from .text import MAX_CORPUS_MB, TextError, fingerprint, read_corpus
 
-    if from_checkpoint and config.corpus is not None and not Path(config.corpus).exists():
-        raise TextError(f"the checkpoint's corpus {config.corpus} is gone; give the text as FILE")
-    return read_corpus(config.corpus, config.encoding)
+    path = config.corpus
+    checked = from_checkpoint and path is not None
+    if checked and not Path(path).exists():
+        raise TextError(f"the checkpoint's corpus {path} is gone; give the text as FILE")
+    if checked and (not Path(path).is_file() or config.corpus_sha256 is None):
+        raise TextError(f"the checkpoint names {path} as its corpus but records no fingerprint "
+                        "of a regular file there; give the text as FILE")
+    text = read_corpus(path, config.encoding, max_mb or MAX_CORPUS_MB)
+    digest = None if path is None else fingerprint(text)
+    if checked and digest != config.corpus_sha256:
+        raise TextError(f"{path} is not the text the checkpoint was trained on (it changed, or "
+                        "the checkpoint was edited); give the text as FILE")
+    config.corpus_sha256 = digest
+    return text
 
 
 def _header(trainer: Any, text: str, resumed: str | None) -> list[str]:
@@ -346,28 +415,47 @@ def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
     return threadpool_limits(limits=threads)
 
 
+class StopRequest:
+    """Whether a stop was asked for, and by which signal (its exit status is 128 + signal)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_code(self) -> int:
+        """130 after Ctrl-C (SIGINT), 143 after SIGTERM."""
+        return 128 + (self.signum or signal.SIGINT)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
-def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
-    """The first Ctrl-C asks the loop to stop after its step; a second one aborts."""
-    requested = [False]
+def _stop_on_interrupt() -> Iterator[StopRequest]:
+    """The first Ctrl-C or SIGTERM asks the loop to stop after its step; a second one aborts."""
+    request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: requested[0]
+        yield request
         return
 
     def handler(signum: int, frame: Any) -> None:
-        if requested[0]:
+        if request():
             raise KeyboardInterrupt
-        requested[0] = True
+        request.signum = signum
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
-        yield lambda: requested[0]
+        yield request
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def train_text(args: argparse.Namespace) -> int:
-    """``dualtape train-text``: train (or resume), report, sample and save."""
+    """``dualtape train-text``: train (or resume), report, save and sample."""
     from .text import TextError
     from .text_train import RunLimits, run_training
 
@@ -381,6 +469,9 @@ def train_text(args: argparse.Namespace) -> int:
             trainer, text, resumed = _prepare(args)
     except TextError as exc:
         return _fail("train-text", str(exc))
+    except MemoryError:
+        return _fail("train-text", "out of memory while building the model; use a smaller "
+                     "--hidden, --batch or --seq-len")
     except KeyboardInterrupt:
         return INTERRUPTED
     for line in _header(trainer, text, resumed):
@@ -388,6 +479,7 @@ def train_text(args: argparse.Namespace) -> int:
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
                        args.sample_chars, args.temperature, args.save, args.save_every)
     reporter = _reporter(args.steps)
+    stop = StopRequest()
     try:
         with _blas_threads(args.threads), _stop_on_interrupt() as stop:
             result = run(trainer, limits, reporter, stop)
@@ -397,35 +489,50 @@ def train_text(args: argparse.Namespace) -> int:
     except TextError as exc:
         reporter.close()
         return _fail("train-text", str(exc))
+    except MemoryError:
+        reporter.close()
+        return _fail("train-text", f"out of memory at step {trainer.step_count}; use a smaller "
+                     "--hidden, --batch or --seq-len")
     except KeyboardInterrupt:
         reporter.close()
-        _emit(f"aborted at step {trainer.step_count}; nothing was saved")
-        return INTERRUPTED
+        saved = ("nothing was saved" if trainer.saved is None
+                 else "saved {} at step {}".format(*trainer.saved))
+        _emit(f"aborted at step {trainer.step_count}; {saved}")
+        return stop.exit_code
     reporter.close()
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     _emit(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} steps "
           f"in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
-    return INTERRUPTED if result.reason == "interrupted" else 0
+    return stop.exit_code if result.reason == "interrupted" else 0
 
 
 def sample_text(args: argparse.Namespace) -> int:
-    """``dualtape sample``: write text from a checkpoint."""
+    """``dualtape sample``: write text from a checkpoint as it is drawn (Ctrl-C keeps what
+    was printed)."""
     import numpy as np
 
-    from .text import TextError, sample
+    from .text import TextError, generate
     from .text_train import load_checkpoint
 
     try:
-        _check(args, {"chars": ("0 or more", _non_negative), "temperature": ("positive",
-                                                                            _positive)})
+        _check(args, {"chars": ("0 or more", _non_negative),
+                      "temperature": ("positive and finite", _positive_finite)})
         checkpoint = load_checkpoint(args.checkpoint, _resolve(args.backend))
-        text = sample(checkpoint.net, checkpoint.vocab, args.chars,
-                      temperature=args.temperature, rng=np.random.default_rng(args.seed),
-                      prime=args.prime)
+        pieces = generate(checkpoint.net, checkpoint.vocab, args.chars,
+                          temperature=args.temperature, rng=np.random.default_rng(args.seed),
+                          prime=args.prime)
+        _emit(args.prime, end="")
+        for piece in pieces:
+            _emit(piece, end="")
     except TextError as exc:
         return _fail("sample", str(exc))
+    except FloatingPointError:
+        _emit("")
+        return _fail("sample", f"{args.checkpoint}: the network's outputs became NaN or infinite "
+                     "while sampling; the checkpoint cannot be sampled")
     except KeyboardInterrupt:
+        _emit("")
         return INTERRUPTED
-    _emit(args.prime + text)
+    _emit("")
     return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +35,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .backend import Backend, device_context, from_host, resolve_backend, to_numpy, use_backend
+from .backend import (
+    FLOAT_DTYPES,
+    Backend,
+    device_context,
+    from_host,
+    resolve_backend,
+    to_numpy,
+    use_backend,
+)
 from .io import load_with_extra, save
 from .layers.base import Array
 from .losses import softmax_cross_entropy
@@ -55,6 +64,8 @@ TEXT_FORMAT = 1
 """Version of the train-text checkpoint contents (on top of ``io``'s file format)."""
 DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
 OPTIMIZERS = tuple(DEFAULT_RATES)
+OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
+"""Arrays of optimizer state per parameter (momentum; Adam's two moments)."""
 
 
 @dataclass
@@ -75,6 +86,49 @@ class TrainConfig:
     seed: int = 0
     corpus: str | None = None
     encoding: str = "utf-8"
+    corpus_sha256: str | None = None
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_real(x: Any) -> bool:
+    return (_is_int(x) or isinstance(x, (float, np.floating))) and math.isfinite(x)
+
+
+POSITIVE_INT = ("a positive integer", lambda x: _is_int(x) and x > 0)
+CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "hidden": ("a list of positive layer sizes",
+               lambda h: isinstance(h, list) and bool(h) and all(POSITIVE_INT[1](n) for n in h)),
+    "vocab": POSITIVE_INT,
+    "annotate_capitals": ("true or false", lambda b: isinstance(b, bool)),
+    "seq_len": POSITIVE_INT,
+    "batch": POSITIVE_INT,
+    "optimizer": (f"one of {', '.join(OPTIMIZERS)}", lambda o: o in OPTIMIZERS),
+    "rate": ("a positive finite number", lambda r: _is_real(r) and r > 0),
+    "momentum": ("in [0, 1)", lambda m: _is_real(m) and 0 <= m < 1),
+    "l2": ("a finite number, 0 or more", lambda x: _is_real(x) and x >= 0),
+    "clip": ("a finite number, 0 (off) or more", lambda x: _is_real(x) and x >= 0),
+    "dtype": (" or ".join(FLOAT_DTYPES), lambda d: d in FLOAT_DTYPES),
+    "seed": ("an integer from 0 to 2**63 - 1", lambda x: _is_int(x) and 0 <= x < 2**63),
+    "corpus": ("a file path or null", lambda c: c is None or isinstance(c, str)),
+    "encoding": ("the name of a text encoding", lambda e: isinstance(e, str)),
+    "corpus_sha256": ("a SHA-256 hex digest or null",
+                      lambda h: h is None or (isinstance(h, str) and len(h) == 64)),
+}
+"""What each ``TrainConfig`` field must be: ``(requirement, test)``. The command line and
+``load_checkpoint`` both check a run's configuration against these rules."""
+
+
+def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
+    """The first field of ``config`` that breaks ``CONFIG_RULES``, as ``(field, requirement,
+    value)``; None when every field is valid."""
+    for name, (need, ok) in CONFIG_RULES.items():
+        value = getattr(config, name)
+        if not ok(value):
+            return name, need, value
+    return None
 
 
 def make_optimizer(config: TrainConfig) -> Optimizer:
@@ -87,6 +141,58 @@ def make_optimizer(config: TrainConfig) -> Optimizer:
     except ValueError as exc:
         raise TextError(str(exc).replace("regulariser", "l2")) from None
     raise TextError(f"unknown optimizer {config.optimizer!r}; choose one of {OPTIMIZERS}")
+
+
+def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
+    """Bytes a training step needs at its peak, from above: parameters with their gradients,
+    clipped gradients, update temporaries and optimizer state, plus the step's one-hot windows
+    and, per layer, the sequence tape and its backward buffers (``seq_len · batch`` rows).
+    On numpy it is 1.1-1.9 times the traced peak (``tests/test_text_safety.py``)."""
+    itemsize = np.dtype(config.dtype).itemsize
+    rows = config.seq_len * config.batch
+    params = activations = 0
+    n_in = vocab_size
+    for n_out in config.hidden:
+        params += 4 * n_out * n_in + 3 * n_out * n_out + 4 * n_out
+        activations += rows * (16 * n_out + n_in)  # gates, cells, projections, their grads
+        n_in = n_out
+    params += vocab_size * (n_in + 1)
+    activations += rows * 4 * vocab_size  # logits, softmax, its gradient, targets
+    activations += (rows + config.batch) * (vocab_size * (itemsize + 1) + 8)  # one-hot, ids
+    copies = 4 + OPTIMIZER_SLOTS.get(config.optimizer, 2)
+    return (copies * params + activations) * itemsize
+
+
+def available_memory(backend: Backend) -> int | None:
+    """Bytes free where ``backend`` allocates (the host's available memory on the CPU, the
+    device's free memory on a GPU); None when it cannot be told."""
+    try:
+        if backend.name == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(backend.device.id):
+                return int(cupy.cuda.runtime.memGetInfo()[0])
+        if backend.name == "torch" and getattr(backend.device, "type", "cpu") == "cuda":
+            import torch
+
+            return int(torch.cuda.mem_get_info(backend.device)[0])
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except Exception:  # no /proc, no driver: the estimate cannot be compared
+        return None
+
+
+def check_memory(config: TrainConfig, vocab_size: int, backend: Backend) -> None:
+    """``TextError`` when ``estimate_memory`` is more than ``backend`` has free."""
+    need, free = estimate_memory(config, vocab_size), available_memory(backend)
+    if free is not None and need > free:
+        raise TextError(
+            f"training --hidden {','.join(map(str, config.hidden))} with windows of "
+            f"{config.seq_len} x batch {config.batch} needs about {need / 2**30:,.1f} GiB but "
+            f"{backend.name} has {free / 2**30:,.1f} GiB free; use a smaller --hidden, "
+            "--batch or --seq-len"
+        )
 
 
 def clip_gradients(xp: Any, grads: list[dict[str, Array]], clip: float) -> list[dict]:
@@ -149,12 +255,15 @@ class TextTrainer:
                 rngs["samples"])
         self._loss_sum: Array | None = None
         self._loss_count = 0
+        self.saved: tuple[str, int] | None = None
+        """The last checkpoint written: ``(path, step)``."""
 
     @classmethod
     def new(cls, text: str, config: TrainConfig, backend: Backend) -> TextTrainer:
         """A fresh model for ``text`` on ``backend``, initialised from ``config.seed``."""
         vocab = Vocabulary.build(text, config.vocab, config.annotate_capitals)
         ids = check_length(vocab.encode(text), config.seq_len)
+        check_memory(config, len(vocab), backend)
         with use_backend(backend.name, backend.device):
             net = build_text_network(len(vocab), config.hidden, seed=config.seed,
                                      dtype=config.dtype)
@@ -221,6 +330,23 @@ class TextTrainer:
             save(self.net, path, extra=extra)
         except OSError as exc:
             raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        self.saved = (str(path), self.step_count)
+
+    def save_or_fall_back(self, path: str | Path, warn: Callable[[str], None]) -> str:
+        """``save`` to ``path``; when that fails, to ``NAME.stepN.npz`` next to it, then in the
+        temporary folder, passing each failure to ``warn``. The path written; ``TextError``
+        naming every try when all fail."""
+        path = Path(path)
+        fallback = f"{path.stem}.step{self.step_count}{path.suffix or '.npz'}"
+        errors = []
+        for where in (path, path.with_name(fallback), Path(tempfile.gettempdir()) / fallback):
+            try:
+                self.save(where)
+                return str(where)
+            except TextError as exc:
+                errors.append(str(exc))
+                warn(f"warning: {exc}")
+        raise TextError("; ".join(errors) + "; nothing was saved")
 
 
 @dataclass
@@ -239,6 +365,7 @@ class Checkpoint:
                 reseed: bool = False) -> TextTrainer:
         """A trainer continuing from here (``config`` may change rates, windows, seed)."""
         config = config or self.config
+        check_memory(config, len(self.vocab), self.net.backend)
         optimizer = make_optimizer(config)
         try:
             optimizer.load_state_dict(self.optimizer_state, self.net.params)
@@ -257,6 +384,8 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
         raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise TextError(str(exc)) from None
+    except MemoryError:
+        raise TextError(f"{path}: the network it describes does not fit in memory") from None
     version = extra.get("text_format")
     if version is None:
         raise TextError(f"{path} holds a dualtape network but is not a train-text checkpoint "
@@ -267,11 +396,21 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
     try:
         vocab = Vocabulary.from_json(extra.get("vocabulary"))
         config = TrainConfig(**extra["config"])
-        step, rngs = int(extra["step"]), dict(extra["rng"])
+        step, rngs = extra["step"], dict(extra["rng"])
         for state in rngs.values():
             _generator(state)
     except (KeyError, TypeError, ValueError) as exc:
         raise TextError(f"{path}: the checkpoint's training state is damaged ({exc})") from None
+    problem = config_problem(config)
+    if problem is None and not (_is_int(step) and step >= 0):
+        problem = "step", "an integer, 0 or more", step
+    if problem is not None:
+        name, need, value = problem
+        raise TextError(f"{path}: the checkpoint's {name} must be {need}, got {value!r}; "
+                        "the file was edited or damaged")
+    if not all(np.all(np.isfinite(to_numpy(p))) for group in net.params for p in group.values()):
+        raise TextError(f"{path}: the network's weights hold NaN or infinity; the checkpoint "
+                        "was saved from a diverged run or damaged, and cannot be used")
     try:
         hidden = check_text_network(net, len(vocab))
     except TextError as exc:
@@ -280,7 +419,7 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
         raise TextError(f"{path}: the network's hidden sizes {hidden} differ from its "
                         f"recorded configuration {config.hidden}")
     state = {k[len("optimizer/"):]: v for k, v in extra.items() if k.startswith("optimizer/")}
-    return Checkpoint(net, vocab, config, step, state, rngs)
+    return Checkpoint(net, vocab, config, int(step), state, rngs)
 
 
 class Reporter(Protocol):
@@ -328,8 +467,10 @@ def run_training(
     stop_requested: Callable[[], bool] = lambda: False,
 ) -> RunResult:
     """Train until a limit or a stop request (without limits: until a stop request). Saves
-    every ``save_every`` steps and at the end when ``save`` is set; a diverged run raises
-    ``FloatingPointError`` and is not saved. Ends with a sample unless one was just printed."""
+    every ``save_every`` steps (a failed save warns and training goes on) and at the end when
+    ``save`` is set (falling back to a path next to it, see ``save_or_fall_back``); a diverged
+    run raises ``FloatingPointError`` and is not saved. Ends with a sample unless one was just
+    printed, after the final save, so an abort while sampling loses nothing."""
     start = last = time.perf_counter()
     done = since_log = 0
     paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
@@ -359,8 +500,16 @@ def run_training(
                           f"{limits.temperature:g}) ---\n{text}\n---")
 
     def checkpoint() -> None:
-        trainer.save(limits.save)
+        try:
+            trainer.save(limits.save)
+        except TextError as exc:
+            reporter.text(f"warning: {exc}; training goes on and tries again at the next save")
+            return
         reporter.text(f"saved {limits.save} at step {trainer.step_count}")
+
+    def final_checkpoint() -> None:
+        where = trainer.save_or_fall_back(limits.save, reporter.text)
+        reporter.text(f"saved {where} at step {trainer.step_count}")
 
     while True:
         if limits.steps is not None and done >= limits.steps:
@@ -385,8 +534,8 @@ def run_training(
     log()
     seconds = time.perf_counter() - start
     speed = done * trainer.chars_per_step / max(seconds - total_paused, 1e-9)
+    if limits.save:
+        final_checkpoint()
     if not (limits.sample_every and done and done % limits.sample_every == 0):
         show_sample()
-    if limits.save:
-        checkpoint()
     return RunResult(reason, done, seconds, speed)
