@@ -285,7 +285,7 @@ class TextTrainer:
             tape, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
             value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
             scale = 1.0 / cfg.seq_len
-            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None)
+            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False)
             if cfg.clip > 0:
                 grads = clip_gradients(xp, grads, cfg.clip)
             self.optimizer.step(core.params, grads)
