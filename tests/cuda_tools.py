@@ -146,6 +146,21 @@ class HostCell:
         return step
 
 
+class HostKernel:
+    """A stand-in for a CuPy ``RawKernel`` of ``lstm.cu`` that calls its host build: called as
+    ``kernel(grid, block, (batch, n, *arrays))`` on numpy arrays, exactly as ``CupyCell`` calls
+    the real one, so the Python side's argument order meets the kernel's signature."""
+
+    def __init__(self, library: ctypes.CDLL, kernel: str, dtype: str) -> None:
+        ctype = {"float32": "float", "float64": "double"}[dtype]
+        self._function = getattr(library, f"{kernel}_{ctype}")
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple) -> None:
+        batch, n, *arrays = args
+        self._function(ctypes.c_int(grid[0]), ctypes.c_int(block[0]), ctypes.c_int(int(batch)),
+                       ctypes.c_int(int(n)), *(ctypes.c_void_p(a.ctypes.data) for a in arrays))
+
+
 class PaddedNumpy:
     """numpy, except that every buffer it allocates sits between bands of NaN and starts as NaN:
     a kernel that reads out of bounds, or reads what was never written, produces NaN."""

@@ -23,6 +23,7 @@ from dualtape.layers.lstm import (
 
 from .cuda_tools import (
     HostCell,
+    HostKernel,
     PaddedNumpy,
     build_host_library,
     find_cxx,
@@ -145,6 +146,18 @@ def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n)
     np.testing.assert_allclose(carry, dc_direct, rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(rec + carry, dc_direct + da[:, : 2 * n] @ U[: 2 * n],
                                rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monkeypatch, dtype):
+    """CupyCell's own code, with the compiled CUDA functions swapped for their host build and
+    cupy.dot for numpy's: its launches must compute what the generic loops do."""
+    monkeypatch.setattr(cupy_cell, "_function",
+                        lambda kernel, dtype, device: HostKernel(host_library, kernel, dtype))
+    monkeypatch.setattr(cupy_cell, "_dot", lambda: np.dot)
+    monkeypatch.setattr(cupy_cell, "_device_id", lambda a: 0)
+    p = random_problem(dtype, steps=3, batch=3, n=5, seed=4)
+    assert_host_build_matches_generic(cupy_cell.CupyCell(), p, dtype)
 
 
 def test_a_planted_gate_offset_bug_fails_the_comparison(cxx, tmp_path):

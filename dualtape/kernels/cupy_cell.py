@@ -53,6 +53,10 @@ def _dot() -> Any:
     return cupy.dot
 
 
+def _device_id(a: Array) -> int:
+    return a.device.id
+
+
 @functools.cache
 def _function(kernel: str, dtype: str, device: int) -> Any:
     """The kernel for ``dtype``, loaded on ``device`` (looked up on first use)."""
@@ -67,7 +71,7 @@ def _checked(kernel: str, *arrays: Array) -> Any:
         if a.dtype != dtype or not a.flags.c_contiguous:
             raise ValueError(f"{kernel}: operands must be C-contiguous {dtype}, got {a.dtype} "
                              f"with strides {a.strides}")
-    return _function(kernel, dtype.name, arrays[0].device.id)
+    return _function(kernel, dtype.name, _device_id(arrays[0]))
 
 
 class CupyCell:
