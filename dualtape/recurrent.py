@@ -6,9 +6,11 @@ list with one array per recurrent layer. Feed-forward layers see all ``T·batch`
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+import array_api_compat
 import numpy as np
 
 from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
@@ -112,10 +114,11 @@ class RecurrentNetwork(Chain):
 
     def _backward_sequence(
         self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None,
-        need_dxs: bool = True,
+        need_dxs: bool = True, grads_out: list[dict[str, Array] | None] | None = None,
     ) -> tuple[list[dict[str, Array]], list[Array], Array | None]:
         """Backprop through time; the input gradient is None when not ``need_dxs`` and the
-        first layer is recurrent (training skips that product)."""
+        first layer is recurrent (training skips that product). ``grads_out`` (from
+        ``gradient_buffers``) receives the recurrent layers' gradients where it has arrays."""
         steps, batch = tape.steps, tape.batch
         grads: list[dict[str, Array]] = [{} for _ in self.layers]
         pending = list(dstates) if dstates is not None else [None] * len(self.recurrent_layers)
@@ -128,7 +131,8 @@ class RecurrentNetwork(Chain):
                 if dstate is None:
                     dstate = layer._state_gradient(xp, None, batch, "dstate_T")
                 grads[k], d0, dh = layer._backward_sequence(
-                    xp, tape.tapes[k], dstate, dh, need_dxs or k > 0)
+                    xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
+                    None if grads_out is None else grads_out[k])
                 dstate_0.insert(0, d0)
             else:
                 grads[k], dx = layer._backward(
@@ -136,6 +140,43 @@ class RecurrentNetwork(Chain):
                 )
                 dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
         return grads, dstate_0, dh
+
+
+_GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
+    """Per layer, arrays shaped like a recurrent layer's numpy or CuPy parameters, for training
+    code to receive its gradients in (None for the other layers), kept between calls while the
+    parameters keep their shapes and place. Only for gradients that are used up at once (handed
+    to ``optimizer.step``): the next call overwrites them."""
+    cached = _GRADIENT_BUFFERS.get(rnet)
+    if cached is not None and all(
+        (b is None) == (fresh is None) and (b is None or all(
+            type(b[k]) is type(p) and b[k].shape == p.shape and b[k].dtype == p.dtype
+            and b[k].device == p.device for k, p in fresh.items()))
+        for b, fresh in zip(cached, _buffer_targets(rnet), strict=True)
+    ):
+        return cached
+    buffers = [None if params is None else {k: _empty_like(p) for k, p in params.items()}
+               for params in _buffer_targets(rnet)]
+    _GRADIENT_BUFFERS[rnet] = buffers
+    return buffers
+
+
+def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
+    return [layer.params if layer.recurrent and all(
+        array_api_compat.is_numpy_array(p) or array_api_compat.is_cupy_array(p)
+        for p in layer.params.values()) else None for layer in rnet.layers]
+
+
+def _empty_like(p: Array) -> Array:
+    if isinstance(p, np.ndarray):
+        return np.empty_like(p)
+    import cupy
+
+    with p.device:
+        return cupy.empty_like(p)
 
 
 def train_recurrent(
@@ -158,7 +199,9 @@ def train_recurrent(
     as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``;
     a NaN or infinite input, or a non-finite loss, raises ``FloatingPointError`` before any
     update (naming the state or the parameters when they hold NaN or inf); an empty batch
-    raises ``ValueError``.
+    raises ``ValueError``. On numpy and CuPy the LSTM gradients handed to ``optimizer.step`` are
+    written into arrays reused by the next call (``gradient_buffers``): an optimizer must not
+    keep them.
     """
     if not isinstance(rnet, RecurrentNetwork):
         raise TypeError(
@@ -188,7 +231,8 @@ def train_recurrent(
             {"the initial state": states, "the network's parameters": list(all_params(rnet))},
         )
         raise
-    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None, need_dxs=False)
+    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None, need_dxs=False,
+                                                grads_out=gradient_buffers(rnet))
     if learn_initial_state:
         learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
         gradients = {str(k): d for k, d in enumerate(dstates)}

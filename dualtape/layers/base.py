@@ -16,6 +16,7 @@ for layers with a fixed ``n_in`` its first field is the input.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -146,10 +147,14 @@ def prepare_like(
     return xp, a, single
 
 
-def batch_outer(a: Array, b: Array) -> Array:
+def batch_outer(a: Array, b: Array, out: Array | None = None) -> Array:
     """``aᵀ b``, the sum over rows of outer products: a matrix product, or at one row a
-    broadcast product (BLAS is about twice as slow with an inner size of 1)."""
-    return a.T * b if a.shape[0] == 1 else a.T @ b
+    broadcast product (BLAS is about twice as slow with an inner size of 1); written into
+    ``out`` when given (numpy and CuPy arrays only)."""
+    if out is None:
+        return a.T * b if a.shape[0] == 1 else a.T @ b
+    mod = np if isinstance(out, np.ndarray) else importlib.import_module("cupy")
+    return (mod.multiply if a.shape[0] == 1 else mod.matmul)(a.T, b, out=out)
 
 
 def check_size(owner: str, name: str, n: Any) -> int:

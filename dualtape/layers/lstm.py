@@ -192,8 +192,11 @@ class LSTM(RecurrentLayer):
         return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
 
     def _backward_sequence(
-        self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array, need_dxs: bool = True
+        self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array, need_dxs: bool = True,
+        grads_out: dict[str, Array] | None = None,
     ) -> tuple[dict[str, Array], Array, Array | None]:
+        """Backprop through time; ``grads_out`` (arrays shaped like the parameters) receives
+        the gradients on the fast path instead of new arrays."""
         fast = sequence_path(xp, dc, fused_disagreement)
         if fast is None:
             das, dc = generic_backward_sequence(
@@ -202,24 +205,28 @@ class LSTM(RecurrentLayer):
             with device_context(backend_of(dc)):
                 das, dc = kernels.backward_sequence(
                     *fast, self.params["U"], tape.cells, tape.gates, dhs, dc)
-        grads, dxs = self._sequence_grads(xp, tape, das, need_dxs)
+        out = None if fast is None else grads_out
+        grads, dxs = self._sequence_grads(xp, tape, das, need_dxs, out)
         return grads, dc, dxs
 
     def _sequence_grads(
-        self, xp: Any, tape: LSTMSequenceTape, das: Array, need_dxs: bool
+        self, xp: Any, tape: LSTMSequenceTape, das: Array, need_dxs: bool,
+        out: dict[str, Array] | None = None,
     ) -> tuple[dict[str, Array], Array | None]:
-        """Weight and input gradients of a whole sequence, each as one matrix product; the
-        input gradient is None unless ``need_dxs``."""
+        """Weight and input gradients of a whole sequence, each as one matrix product (written
+        into ``out`` when given, numpy/CuPy); the input gradient is None unless ``need_dxs``."""
         p, n = self.params, self.n_out
         steps, batch, _ = tape.xs.shape
         flat = xp.reshape(das, (steps * batch, 4 * n))
         xs = xp.reshape(tape.xs, (steps * batch, self.n_in))
         cells = xp.reshape(tape.cells[:-1, ...], (steps * batch, n))
-        grads = {
-            "W": batch_outer(flat, xs),
-            "U": batch_outer(flat[:, : 3 * n], cells),
-            "b": xp.sum(flat, axis=0),
-        }
+        if out is None:
+            grads = {"W": batch_outer(flat, xs), "U": batch_outer(flat[:, : 3 * n], cells),
+                     "b": xp.sum(flat, axis=0)}
+        else:
+            grads = {"W": batch_outer(flat, xs, out["W"]),
+                     "U": batch_outer(flat[:, : 3 * n], cells, out["U"]),
+                     "b": flat.sum(axis=0, out=out["b"])}
         if not need_dxs:
             return grads, None
         return grads, xp.reshape(flat @ p["W"], (steps, batch, self.n_in))

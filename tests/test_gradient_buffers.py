@@ -1,0 +1,68 @@
+"""train_recurrent writes the LSTM gradients into arrays reused between calls (numpy, CuPy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.recurrent import gradient_buffers
+
+from .conftest import np64
+from .helpers import assert_params_equal, host_params
+
+
+class Recording:
+    """An SGD that remembers the gradient arrays it was given."""
+
+    def __init__(self) -> None:
+        self.inner, self.seen = dualtape.SGD(0.1, momentum=0.5), []
+
+    def step(self, params, grads):
+        self.seen.append([dict(g) for g in grads])
+        self.inner.step(params, grads)
+
+
+def seed_net(dtype="float64"):
+    return dualtape.RecurrentNetwork([dualtape.LSTM(3, 5, seed=1, dtype=dtype),
+                                      dualtape.LSTM(5, 3, seed=2, dtype=dtype)])
+
+
+def test_training_reuses_the_gradient_arrays_where_they_take_writes(backend):
+    net, optimizer = seed_net(), Recording()
+    xs = dualtape.asarray(np.random.default_rng(0).uniform(-1, 1, (4, 2, 3)))
+    for _ in range(2):
+        dualtape.train_recurrent(net, xs, xs, optimizer)
+    first, second = optimizer.seen
+    reused = [first[k][name] is second[k][name] for k in range(2) for name in first[k]]
+    assert all(reused) if backend.name in ("numpy", "cupy") else not any(reused)
+
+
+def test_reused_buffers_give_the_same_training_as_fresh_gradients(backend):
+    rng = np.random.default_rng(1)
+    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (5, 1, 3))) for _ in range(2))
+    trained, by_hand = seed_net(), seed_net()
+    fast, plain = dualtape.SGD(0.1, momentum=0.5), dualtape.SGD(0.1, momentum=0.5)
+    for _ in range(3):
+        loss = dualtape.train_recurrent(trained, xs, targets, fast)[0]
+        tape, _, ys = by_hand.forward_sequence(by_hand.initial_state(1), xs)
+        grads, _, _ = by_hand.backward_sequence(tape, ys - targets)
+        plain.step(by_hand.params, grads)
+        assert loss == pytest.approx(0.5 * float(np.sum((np64(ys) - np64(targets)) ** 2)),
+                                     rel=1e-12)
+    assert_params_equal(host_params(trained), host_params(by_hand))
+
+
+def test_buffers_follow_the_parameters_shape_and_place(backend):
+    net = seed_net()
+    buffers = gradient_buffers(net)
+    assert gradient_buffers(net) is buffers
+    if backend.name not in ("numpy", "cupy"):
+        assert buffers == [None, None]
+        return
+    assert [{k: b.shape for k, b in group.items()} for group in buffers] == [
+        {k: p.shape for k, p in layer.params.items()} for layer in net.layers]
+    net.to("array_api_strict")
+    assert gradient_buffers(net) == [None, None], "no out= writes on array_api_strict"
+    net.to(backend.name)
+    assert all(b.dtype == np.float64 for group in gradient_buffers(net) for b in group.values())
