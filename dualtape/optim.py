@@ -78,6 +78,9 @@ def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
     return None
 
 
+CHUNK = 1 << 15  # elements per pass of a large in-place numpy update: 256 KiB at float64
+
+
 class Optimizer:
     """Shared bookkeeping: per-parameter state keyed ``(group index, name)``, the step count,
     validation before any change, and the in-place/generic split.
@@ -93,6 +96,7 @@ class Optimizer:
         self.steps = 0
         self._owners: dict[int, Any] = {}
         self._scratch: dict[tuple[int, str], Array] = {}
+        self._chunk_scratch: dict[np.dtype, np.ndarray] = {}
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
@@ -112,11 +116,43 @@ class Optimizer:
             raise
         self._bind(params)
         for module, w, g, slot, key, scratch in in_place:
-            self._update_in_place(module, w, g, slot, scratch)
+            self._apply_in_place(module, w, g, slot, scratch)
             self._keep(key, slot)
         for group, name, key, w, slot in generic:
             group[name] = w
             self._keep(key, slot)
+
+    def _apply_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+    ) -> None:
+        """``_update_in_place``, on numpy in passes of ``CHUNK`` elements through one small
+        scratch buffer that stays in the CPU cache: a large parameter then streams from memory
+        once per array instead of also through a parameter-sized scratch (about 3x faster for
+        the seed network's 0.96M parameters). Elementwise, so the result is the same."""
+        arrays = (w, g, *slot.values())
+        if mod is not np or w.size <= CHUNK or not self._chunkable(slot) or not all(
+            a.flags.c_contiguous for a in arrays
+        ):
+            self._update_in_place(mod, w, g, slot, scratch)
+            return
+        flat_w, flat_g = w.reshape(-1), g.reshape(-1)
+        flat_slot = {name: a.reshape(-1) for name, a in slot.items()}
+        small = self._small_scratch(w.dtype)
+        for start in range(0, w.size, CHUNK):
+            end = min(start + CHUNK, w.size)
+            self._update_in_place(np, flat_w[start:end], flat_g[start:end],
+                                  {name: a[start:end] for name, a in flat_slot.items()},
+                                  small[: end - start])
+
+    def _chunkable(self, slot: dict[str, Array]) -> bool:
+        """Whether ``_update_in_place`` only reads and writes ``slot`` (creates no slot)."""
+        return all(name in slot for name in self.slots)
+
+    def _small_scratch(self, dtype: Any) -> np.ndarray:
+        key = np.dtype(dtype)
+        if key not in self._chunk_scratch:
+            self._chunk_scratch[key] = np.empty(CHUNK, dtype=key)
+        return self._chunk_scratch[key]
 
     def _keep(self, key: tuple[int, str], slot: dict[str, Array]) -> None:
         if slot:  # a stateless optimizer keeps no entries, so it is tied to nothing
@@ -292,6 +328,9 @@ class SGD(Optimizer):
     """
 
     slots = ("m",)
+
+    def _chunkable(self, slot: dict[str, Array]) -> bool:
+        return not self.momentum or "m" in slot
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()
