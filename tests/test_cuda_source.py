@@ -7,6 +7,7 @@ NaN-guarded buffers, against the generic array-API code.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +37,19 @@ SOURCE = Path(cupy_cell.__file__).with_name("lstm.cu")
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
 
+def missing(reason: str) -> None:
+    """Skip with ``reason``; fail instead where the tools must be there (CI sets
+    DUALTAPE_REQUIRE_CUDA_SOURCE=1, so these checks cannot quietly stop running)."""
+    if os.environ.get("DUALTAPE_REQUIRE_CUDA_SOURCE") == "1":
+        pytest.fail(f"DUALTAPE_REQUIRE_CUDA_SOURCE=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def nvrtc():
     library, where = find_nvrtc()
     if library is None:
-        pytest.skip(where)
+        missing(where)
     return library
 
 
@@ -48,7 +57,7 @@ def nvrtc():
 def cxx():
     compiler, why = find_cxx()
     if compiler is None:
-        pytest.skip(why)
+        missing(why)
     return compiler
 
 
@@ -66,6 +75,15 @@ def test_nvrtc_compiles_every_instance_without_warnings(nvrtc, arch):
     assert result == 0, log
     assert log == "", f"NVRTC printed:\n{log}"
     assert set(lowered) == set(names)
+
+
+def test_missing_tools_fail_where_they_are_required(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_REQUIRE_CUDA_SOURCE", "1")
+    with pytest.raises(pytest.fail.Exception, match="no NVRTC"):
+        missing("no NVRTC library")
+    monkeypatch.delenv("DUALTAPE_REQUIRE_CUDA_SOURCE")
+    with pytest.raises(pytest.skip.Exception):
+        missing("no NVRTC library")
 
 
 def test_nvrtc_reports_a_broken_source(nvrtc):
