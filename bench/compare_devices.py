@@ -1,4 +1,4 @@
-"""Compare devices: ``dualtape bench`` with this checkout's reference rows, and optionally the
+"""Compare devices: ``dualtape bench`` with its reference rows, and optionally the
 "where the time goes" profile and a re-run without the OpenBLAS tuning variables.
 
 Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
@@ -7,9 +7,8 @@ Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
         --markdown 'bench/results/{date}-cpu.md' --json 'bench/results/{date}-cpu.json' \\
         --plot 'bench/results/{date}-cpu.png'
 
-``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; the
-reference runners come from ``bench/references.py`` and are passed to the same runner code
-(``dualtape.benchmark.run``).
+``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; it runs
+the same code (``dualtape.benchmarks.measure.execute``), reference rows included.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.references import reference_runners  # noqa: E402
-from dualtape import benchmark  # noqa: E402
+from dualtape.benchmarks import measure as benchmark  # noqa: E402
 
 OPENBLAS_TUNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -103,8 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name):
             setattr(args, name, getattr(args, name).replace("{date}", today))
     quoted = " ".join(f"'{a}'" if "{" in a else a for a in argv)
-    results, meta = benchmark.execute(args, references=reference_runners(),
-                                      command=f"python bench/compare_devices.py {quoted}")
+    results, meta = benchmark.execute(args, command=f"python bench/compare_devices.py {quoted}")
     extra = [targets(results, meta)]
     if args.rerun_without_openblas_env:
         extra.append(openblas_rerun(args))

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from dualtape.backend import resolve_backend
-from dualtape.benchmark import QUICK, WORKLOADS, BackendRunner, measure_workload, select_workloads
+from dualtape.benchmarks.measure import (
+    QUICK,
+    WORKLOADS,
+    BackendRunner,
+    measure_workload,
+    select_workloads,
+)
 from dualtape.cli import main
 
 

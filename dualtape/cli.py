@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import __version__, benchmark, text_cli
+from . import __version__
 from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
+from .benchmarks import measure as benchmark
+from .text import cli as text_cli
 
 
 def info(args: argparse.Namespace) -> int:

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import cli, text_cli
+from dualtape import cli
 from dualtape.backend import resolve_backend
-from dualtape.text import (
+from dualtape.text import cli as text_cli
+from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
     TextError,
@@ -30,7 +31,7 @@ from dualtape.text import (
     restore_capitals,
     sample,
 )
-from dualtape.text_train import (
+from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
     TrainConfig,
@@ -463,7 +464,8 @@ def test_a_vocabulary_that_does_not_fit_the_network_is_refused(capsys, checkpoin
 
 def test_import_dualtape_stays_cheap():
     code = ("import sys, dualtape, dualtape.cli; "
-            "bad = [m for m in ('tqdm', 'dualtape.text', 'dualtape.text_train') "
+            "bad = [m for m in ('tqdm', 'dualtape.text.model', 'dualtape.text.trainer', "
+            "'dualtape.benchmarks.report', 'dualtape.benchmarks.references') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

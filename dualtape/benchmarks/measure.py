@@ -1,4 +1,4 @@
-"""The cross-device benchmark behind ``dualtape bench``.
+"""Workloads, runners and timing of ``dualtape bench``.
 
 The workloads are Grenade's criterion suite ``bench-lstm``:
 
@@ -12,8 +12,8 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
 runs dualtape on one backend; the reference runners (a naive per-step numpy LSTM, the same
-maths in torch autograd, ``torch.nn.LSTM``) live in ``bench/references.py`` of a source checkout,
-not in the library, and have the same two methods. Each workload is timed on every runner and
+maths in torch autograd, ``torch.nn.LSTM``) live in ``references.py`` beside this module and
+have the same two methods. Each workload is timed on every runner and
 dtype in turn, round-robin, so drift in the machine's speed hits all of them alike.
 
 Heavy imports (torch, matplotlib, threadpoolctl) happen inside functions, so ``dualtape --help``
@@ -30,17 +30,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from .backend import Backend, BackendUnavailable, available_backends, from_host, resolve_backend
-from .backend import use_backend as _use_backend
-from .benchbound import BoundRunner
-from .layers.lstm import LSTM
-from .optim import SGD
-from .recurrent import RecurrentNetwork, train_recurrent
+from ..backend import Backend, BackendUnavailable, available_backends, from_host, resolve_backend
+from ..backend import use_backend as _use_backend
+from ..layers.lstm import LSTM
+from ..optim import SGD
+from ..recurrent import RecurrentNetwork, train_recurrent
+from .bound import BoundRunner
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -386,20 +385,11 @@ def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
     return backends, notes
 
 
-def source_references() -> list[Runner] | None:
-    """The reference runners of a source checkout (``bench/references.py`` beside the package),
-    or ``None`` when dualtape runs from an installed copy."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "bench" / "references.py").is_file():
-        return None
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        module = importlib.import_module("bench.references")
-    except ImportError as exc:
-        print(f"note: no reference rows: bench/references.py did not import: {exc}")
-        return []
-    return list(module.reference_runners())
+def package_references() -> list[Runner]:
+    """The reference runners shipped in ``dualtape.benchmarks.references``."""
+    from .references import reference_runners
+
+    return list(reference_runners())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -436,7 +426,7 @@ def register(commands: Any) -> None:
         description="Time Grenade's LSTM workloads (groups lstm, update, train) on each "
         "backend, interleaved round-robin; print the median ms per call, min–max and the speedup "
         "against dualtape on numpy. Reference rows (ref:naive, ref:torch-autograd, "
-        "ref:torch.nn.LSTM) come from bench/ of a source checkout.",
+        "ref:torch.nn.LSTM) compare dualtape with other implementations of the same maths.",
     )
     add_arguments(parser)
     parser.set_defaults(run=lambda args: run(args))
@@ -445,11 +435,8 @@ def register(commands: Any) -> None:
 def _reference_runners(wanted: str, given: Sequence[Runner] | None) -> list[Runner]:
     if wanted == "none":
         return []
-    found = list(given) if given is not None else source_references()
-    if found is None:
-        print("note: no reference rows but the structural bound: the others live in bench/ of "
-              "a source checkout (python bench/compare_devices.py)")
-    runners: list[Runner] = [BoundRunner(), *(found or [])]
+    found = list(given) if given is not None else package_references()
+    runners: list[Runner] = [BoundRunner(), *found]
     if wanted != "all":
         names = {s.strip() for s in wanted.split(",")}
         known = {r.label for r in runners}
@@ -472,7 +459,7 @@ def execute(args: argparse.Namespace, references: Sequence[Runner] | None = None
     """Measure, print and write what ``args`` asks for; return the results and the machine
     details. ``references`` replaces the runners found in a source checkout; ``command`` is
     the command line recorded for re-running."""
-    from . import benchreport
+    from . import report as benchreport
 
     if args.plot:
         benchreport.require_matplotlib()

@@ -1,6 +1,6 @@
 """Reports of ``dualtape bench``: machine details, the table, ratios, JSON, markdown and a plot.
 
-Kept apart from ``benchmark.py`` so the timing code stays small; imported only when a
+Kept apart from ``measure.py`` so the timing code stays small; imported only when a
 benchmark runs. matplotlib and threadpoolctl are imported lazily, inside the functions.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .benchbound import LABEL as BOUND_LABEL
-from .benchmark import WORKLOADS, Result
+from .bound import LABEL as BOUND_LABEL
+from .measure import WORKLOADS, Result
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
             "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
@@ -207,7 +207,7 @@ def bound_distance(results: Sequence[Result]) -> str:
     return "\n".join([
         "| workload | dtype | dualtape on numpy, ms | structural bound, ms | numpy / bound |",
         "| --- | --- | ---: | ---: | ---: |", *lines,
-        "\nThe structural bound (dualtape/benchbound.py) times only the matrix products no "
+        "\nThe structural bound (dualtape/benchmarks/bound.py) times only the matrix products no "
         "implementation avoids: two recurrent matrix-vector products with U per step, and the "
         "projection and gradient products once per call."])
 

@@ -1,6 +1,6 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
-Only ``argparse`` is imported here; the model code (``text``, ``text_train``) and tqdm are
+Only ``argparse`` is imported here; the model code (``model``, ``trainer``) and tqdm are
 imported when a command runs, so ``dualtape info`` stays quick. Bad input is reported as one
 line on stderr with exit status 1, never a traceback.
 
@@ -15,7 +15,7 @@ What a resumed run reads: FILE when given; else the built-in corpus when the che
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
-stored configuration passes the same checks (``text_train.CONFIG_RULES``) as the options.
+stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _emit(text: str, end: str = "\n") -> None:
 
 
 def _check(args: argparse.Namespace, rules: dict[str, tuple[str, Callable]]) -> None:
-    from .text import TextError
+    from .model import TextError
 
     for name, (need, ok) in rules.items():
         value = getattr(args, name)
@@ -182,8 +182,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
 
 def _check_config(config: Any) -> None:
     """The run's configuration against the rules a checkpoint's must pass too, named by flag."""
-    from .text import TextError
-    from .text_train import config_problem
+    from .model import TextError
+    from .trainer import config_problem
 
     problem = config_problem(config)
     if problem is not None:
@@ -196,8 +196,8 @@ def _check_save_path(path: str) -> None:
     a file which is not a dualtape file (such as the training text)."""
     import tempfile
 
-    from .io import check_destination, read_header
-    from .text import TextError
+    from ..io import check_destination, read_header
+    from .model import TextError
 
     try:
         target = check_destination(path)
@@ -214,8 +214,8 @@ def _check_save_path(path: str) -> None:
 
 
 def _resolve(name: str) -> Any:
-    from .backend import BackendUnavailable, resolve_backend
-    from .text import TextError
+    from ..backend import BackendUnavailable, resolve_backend
+    from .model import TextError
 
     try:
         return resolve_backend(name)
@@ -224,8 +224,8 @@ def _resolve(name: str) -> Any:
 
 
 def _new_config(args: argparse.Namespace) -> Any:
-    from .text import parse_hidden
-    from .text_train import DEFAULT_RATES, TrainConfig
+    from .model import parse_hidden
+    from .trainer import DEFAULT_RATES, TrainConfig
 
     config = TrainConfig()
     for name in ARCHITECTURE + TUNABLE:
@@ -241,7 +241,7 @@ def _new_config(args: argparse.Namespace) -> Any:
 def _resumed_config(args: argparse.Namespace, stored: Any) -> Any:
     import dataclasses
 
-    from .text import TextError, parse_hidden
+    from .model import TextError, parse_hidden
 
     config = dataclasses.replace(stored)
     for name in ARCHITECTURE:
@@ -269,8 +269,8 @@ def _corpus_path(args: argparse.Namespace, config: Any) -> str | None:
 
 def _prepare(args: argparse.Namespace) -> Any:
     """The trainer the arguments describe (new or resumed), and a header to print."""
-    from .text import TextError
-    from .text_train import TextTrainer, load_checkpoint
+    from .model import TextError
+    from .trainer import TextTrainer, load_checkpoint
 
     _check_run_args(args)
     if args.threads is not None:
@@ -300,7 +300,7 @@ def _prepare(args: argparse.Namespace) -> Any:
 def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> str:
     """The corpus ``config`` names, its fingerprint recorded in ``config``; from a checkpoint,
     only a regular file whose text still has the recorded fingerprint."""
-    from .text import MAX_CORPUS_MB, TextError, fingerprint, read_corpus
+    from .model import MAX_CORPUS_MB, TextError, fingerprint, read_corpus
 
     path = config.corpus
     checked = from_checkpoint and path is not None
@@ -456,13 +456,13 @@ def _stop_on_interrupt() -> Iterator[StopRequest]:
 
 def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample."""
-    from .text import TextError
-    from .text_train import RunLimits, run_training
+    from .model import TextError
+    from .trainer import RunLimits, run_training
 
     run = run_training
     try:
         if args.distributed:
-            from .text_distributed import prepare_distributed
+            from .distributed import prepare_distributed
 
             trainer, text, resumed, run = prepare_distributed(args, _prepare)
         else:
@@ -512,8 +512,8 @@ def sample_text(args: argparse.Namespace) -> int:
     was printed)."""
     import numpy as np
 
-    from .text import TextError, generate
-    from .text_train import load_checkpoint
+    from .model import TextError, generate
+    from .trainer import load_checkpoint
 
     try:
         _check(args, {"chars": ("0 or more", _non_negative),
