@@ -8,7 +8,7 @@ Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
         --plot 'bench/results/{date}-cpu.png'
 
 ``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; it runs
-the same code (``dualtape.benchmarks.measure.execute``), reference rows included.
+the same code (``dualtape.benchmarks.cli.execute``), reference rows included.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dualtape.benchmarks import measure as benchmark  # noqa: E402
+from dualtape.benchmarks import cli as bench_cli  # noqa: E402
+from dualtape.benchmarks.measure import Result  # noqa: E402
 
 OPENBLAS_TUNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     """``dualtape bench``'s options plus ``--profile`` and ``--rerun-without-openblas-env``."""
     parser = argparse.ArgumentParser(prog="python bench/compare_devices.py",
                                      description=__doc__.split("\n\n")[0])
-    benchmark.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     parser.add_argument("--profile", action="store_true",
                         help="append where the time of numpy float64 batch-1 training goes")
     parser.add_argument("--rerun-without-openblas-env", action="store_true",
@@ -68,7 +69,7 @@ def openblas_rerun(args: argparse.Namespace) -> str:
             f"with them unset (`env {unset} ...`, in that child process only):\n\n{table}")
 
 
-def targets(results: Sequence[benchmark.Result], meta: dict[str, Any]) -> str:
+def targets(results: Sequence[Result], meta: dict[str, Any]) -> str:
     """Issue 4's targets, numpy float64 batch 1 train fifty-time-steps: at least 4× faster than
     naive, faster than torch autograd; and the torch.nn.LSTM ratio for context."""
     rows = {r.runner: r for r in results if r.workload.key == "train/fifty-time-steps"
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name):
             setattr(args, name, getattr(args, name).replace("{date}", today))
     quoted = " ".join(f"'{a}'" if "{" in a else a for a in argv)
-    results, meta = benchmark.execute(args, command=f"python bench/compare_devices.py {quoted}")
+    results, meta = bench_cli.execute(args, command=f"python bench/compare_devices.py {quoted}")
     extra = [targets(results, meta)]
     if args.rerun_without_openblas_env:
         extra.append(openblas_rerun(args))

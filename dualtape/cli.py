@@ -11,7 +11,7 @@ import numpy as np
 
 from . import __version__
 from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
-from .benchmarks import measure as benchmark
+from .benchmarks import cli as bench_cli
 from .text import cli as text_cli
 
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dualtape {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="versions and available backends").set_defaults(run=info)
-    benchmark.register(commands)
+    bench_cli.register(commands)
     text_cli.register(commands)
     return parser
 

@@ -107,14 +107,26 @@ class NNLSTMRunner(_TorchRunner):
         return lambda: net.train_step(xs, xs)
 
 
+TORCH_REFERENCES = (TorchAutogradRunner.name, NNLSTMRunner.name)
+NAMES = (NaiveRunner.label, *TORCH_REFERENCES)
+
+
+def torch_installed() -> bool:
+    """Whether ``import torch`` works, which the torch references need."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def reference_runners() -> list[Any]:
     """naive always; the torch references on the CPU when torch is installed, and on CUDA too
     when torch sees a GPU."""
     runners: list[Any] = [NaiveRunner()]
-    try:
-        import torch
-    except ImportError:
+    if not torch_installed():
         return runners
+    import torch
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
