@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import math
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -51,7 +52,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
         help="train a character-level LSTM on a text file",
         description="Train a character-level LSTM language model on FILE (default: a small "
         "corpus shipped with dualtape) and print samples as it learns. The loss is the mean "
-        "cross entropy per character, in nats.",
+        "cross entropy per character, in nats. Without --steps or --time-limit it trains until "
+        "Ctrl-C; keep the model with --save.",
     )
     p.add_argument("file", nargs="?", metavar="FILE",
                    help="text to learn (default: the built-in corpus, or the checkpoint's if "
@@ -89,9 +91,13 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      help="CPU threads for BLAS and OpenMP (numpy, torch; needs threadpoolctl); "
                      "1 is as fast for the default size and steadier on a busy machine "
                      "(default: the libraries' own)")
-    run.add_argument("--steps", type=int, metavar="N", help="stop after N steps in this run")
+    run.add_argument("--steps", type=int, metavar="N",
+                     help="stop after N steps in this run (default: no step limit; without "
+                     "--steps or --time-limit training runs until Ctrl-C, which stops it "
+                     "after the current step and saves when --save is given)")
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
-                     help="stop after this many seconds of training")
+                     help="stop after this many seconds of training (default: no time limit); "
+                     "the progress bar then shows the time used and left")
     run.add_argument("--log-every", type=int, default=10, metavar="N",
                      help="read the loss back from the device every N steps (default 10)")
     run.add_argument("--sample-every", type=int, default=200, metavar="N",
@@ -366,22 +372,40 @@ class PlainReporter:
 
 
 class BarReporter(PlainReporter):
-    """A tqdm progress bar with the loss and speed; messages are written above it."""
+    """A tqdm progress bar with the loss and speed; messages are written above it. It counts
+    steps (of ``steps`` when given) or, with a ``time_limit``, shows the time used of the
+    limit and the time left."""
 
-    def __init__(self, tqdm: Any, total: int | None) -> None:
+    def __init__(self, tqdm: Any, steps: int | None, time_limit: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.tqdm = tqdm
-        self.bar = tqdm(total=total, unit="step", file=sys.stdout, dynamic_ncols=True)
+        self.tqdm, self.time_limit, self.clock = tqdm, time_limit, clock
+        self.started, self.done, self.reading = clock(), 0, ""
+        if time_limit is None:
+            self.bar = tqdm(total=steps, unit=" steps", file=sys.stdout, dynamic_ncols=True)
+        else:
+            self.bar = tqdm(total=time_limit, file=sys.stdout, dynamic_ncols=True,
+                            bar_format="{percentage:3.0f}%|{bar}| {desc}")
 
     def advance(self) -> None:
-        """Move the bar one step."""
-        self.bar.update(1)
+        """Move the bar one step, or to the time used so far."""
+        self.done += 1
+        if self.time_limit is None:
+            self.bar.update(1)
+            return
+        used = min(self.clock() - self.started, self.time_limit)
+        interval = self.tqdm.format_interval
+        self.bar.set_description_str(
+            f"{interval(used)} of {interval(self.time_limit)}, ETA "
+            f"{interval(self.time_limit - used)}, {self.done} steps{self.reading}", refresh=False)
+        self.bar.update(used - self.bar.n)
 
     def progress(self, step: int, loss: float, chars_per_second: float) -> None:
         """Show the reading on the bar."""
         self.loss, self.speed = loss, chars_per_second
-        self.bar.set_postfix_str(f"loss {loss:.3f}, {chars_per_second:,.0f} chars/s",
-                                 refresh=False)
+        self.reading = f", loss {loss:.3f}, {chars_per_second:,.0f} chars/s"
+        if self.time_limit is None:
+            self.bar.set_postfix_str(self.reading[2:], refresh=False)
 
     def text(self, message: str) -> None:
         """Print above the bar."""
@@ -396,14 +420,24 @@ class BarReporter(PlainReporter):
         self.bar.close()
 
 
-def _reporter(total: int | None) -> PlainReporter:
+def _reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
     if not sys.stdout.isatty():
         return PlainReporter()
     try:
         from tqdm import tqdm
     except ImportError:
         return PlainReporter()
-    return BarReporter(tqdm, total)
+    return BarReporter(tqdm, steps, time_limit)
+
+
+def _next_step(trainer: Any) -> str:
+    """Where the model is and the command that uses it, or how to keep it next time."""
+    if trainer.saved is None:
+        return ("the model was not saved: run with --save PATH to keep it, then "
+                "`dualtape sample PATH` writes text from it")
+    path, step = trainer.saved
+    return (f"checkpoint: {path} (step {step}); write text from it with: dualtape sample "
+            f"{shlex.quote(path)}")
 
 
 def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
@@ -478,7 +512,7 @@ def train_text(args: argparse.Namespace) -> int:
         _emit(line)
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
                        args.sample_chars, args.temperature, args.save, args.save_every)
-    reporter = _reporter(args.steps)
+    reporter = _reporter(args.steps, args.time_limit)
     stop = StopRequest()
     try:
         with _blas_threads(args.threads), _stop_on_interrupt() as stop:
@@ -498,12 +532,14 @@ def train_text(args: argparse.Namespace) -> int:
         saved = ("nothing was saved" if trainer.saved is None
                  else "saved {} at step {}".format(*trainer.saved))
         _emit(f"aborted at step {trainer.step_count}; {saved}")
+        _emit(_next_step(trainer))
         return stop.exit_code
     reporter.close()
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     _emit(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} steps "
           f"in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
+    _emit(_next_step(trainer))
     return stop.exit_code if result.reason == "interrupted" else 0
 
 
