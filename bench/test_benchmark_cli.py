@@ -163,3 +163,10 @@ def test_the_header_states_the_ratio_convention(capsys):
     assert status == 0
     assert "- ratios: × faster than numpy = dualtape-on-numpy's median / the row's" in out
     assert out.rstrip().splitlines()[-1].startswith('Read: "× faster than numpy"')
+
+
+def test_reference_rows_come_from_the_package_not_a_source_checkout(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bench", None)  # as in an installed copy: no bench/ folder
+    status, out = bench(capsys, "--backends", "numpy", "--references", "naive",
+                        "--workloads", "lstm/forwards-60")
+    assert status == 0 and "| lstm/forwards-60 | ref:naive | float64 |" in out
