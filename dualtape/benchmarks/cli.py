@@ -47,19 +47,19 @@ def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
         names = [s.strip() for s in text.split(",") if s.strip()]
         if not names:
             raise _refused("--backends needs at least one name, e.g. numpy,cupy")
-    backends, notes = [], []
+    backends, unavailable = [], []
     for item in names:
         name, _, device = item.partition(":")
         try:
             where = int(device) if device.isdigit() else device or None
             backends.append(resolve_backend(name, where))
         except BackendUnavailable as exc:
-            notes.append(f"skipped backend {item}: {exc}")
+            unavailable.append(f"{item}: {exc}")
         except ValueError as exc:
             raise _refused(str(exc)) from None
     if not backends:
-        raise _refused("none of the requested backends can run here: " + "; ".join(notes))
-    return backends, notes
+        raise _refused("none of the requested backends can run here: " + "; ".join(unavailable))
+    return backends, [f"skipped backend {reason}" for reason in unavailable]
 
 
 def reference_runners(wanted: str) -> tuple[list[Runner], list[str]]:
