@@ -94,7 +94,7 @@ def test_an_unknown_backend_is_one_line(capsys):
 
 def test_a_torch_reference_without_torch_says_torch_is_missing(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
-    line = refusal(capsys, "--references", "naive,torch-autograd")
+    line = refusal(capsys, "--backends", "numpy", "--references", "naive,torch-autograd")
     assert "torch-autograd needs torch, which is not installed" in line
     assert "unknown" not in line
 
