@@ -170,3 +170,15 @@ def test_reference_rows_come_from_the_package_not_a_source_checkout(capsys, monk
     status, out = bench(capsys, "--backends", "numpy", "--references", "naive",
                         "--workloads", "lstm/forwards-60")
     assert status == 0 and "| lstm/forwards-60 | ref:naive | float64 |" in out
+
+
+def test_compare_devices_states_its_targets_in_times_faster_than_numpy():
+    from bench.compare_devices import targets
+
+    key = "train/fifty-time-steps"
+    results = [timed("numpy", 10.0, key, reference=False), timed("naive", 50.0, key),
+               timed("torch-autograd", 8.0, key)]
+    text = targets(results, {"threads": {"requested": 1}})
+    assert "| reference | its median | × faster than numpy | target | met |" in text
+    assert "| naive | 50.0 ms | 0.20× | ≤ 0.25× | yes |" in text
+    assert "| torch-autograd | 8.0 ms | 1.25× | < 1× | no |" in text
