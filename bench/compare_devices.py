@@ -1,4 +1,4 @@
-"""Compare devices: ``dualtape bench`` with this checkout's reference rows, and optionally the
+"""Compare devices: ``dualtape bench`` with its reference rows, and optionally the
 "where the time goes" profile and a re-run without the OpenBLAS tuning variables.
 
 Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
@@ -7,9 +7,8 @@ Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
         --markdown 'bench/results/{date}-cpu.md' --json 'bench/results/{date}-cpu.json' \\
         --plot 'bench/results/{date}-cpu.png'
 
-``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; the
-reference runners come from ``bench/references.py`` and are passed to the same runner code
-(``dualtape.benchmark.run``).
+``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; it runs
+the same code (``dualtape.benchmarks.cli.execute``), reference rows included.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.references import reference_runners  # noqa: E402
-from dualtape import benchmark  # noqa: E402
+from dualtape.benchmarks import cli as bench_cli  # noqa: E402
+from dualtape.benchmarks.measure import Result  # noqa: E402
+from dualtape.benchmarks.report import FASTER  # noqa: E402
 
 OPENBLAS_TUNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     """``dualtape bench``'s options plus ``--profile`` and ``--rerun-without-openblas-env``."""
     parser = argparse.ArgumentParser(prog="python bench/compare_devices.py",
                                      description=__doc__.split("\n\n")[0])
-    benchmark.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     parser.add_argument("--profile", action="store_true",
                         help="append where the time of numpy float64 batch-1 training goes")
     parser.add_argument("--rerun-without-openblas-env", action="store_true",
@@ -70,9 +70,10 @@ def openblas_rerun(args: argparse.Namespace) -> str:
             f"with them unset (`env {unset} ...`, in that child process only):\n\n{table}")
 
 
-def targets(results: Sequence[benchmark.Result], meta: dict[str, Any]) -> str:
-    """Issue 4's targets, numpy float64 batch 1 train fifty-time-steps: at least 4× faster than
-    naive, faster than torch autograd; and the torch.nn.LSTM ratio for context."""
+def targets(results: Sequence[Result], meta: dict[str, Any]) -> str:
+    """Issue 4's targets, numpy float64 batch 1 train fifty-time-steps, in × faster than numpy:
+    naive at most 0.25× (dualtape at least 4× faster), torch autograd below 1×; and the
+    torch.nn.LSTM ratio for context."""
     rows = {r.runner: r for r in results if r.workload.key == "train/fifty-time-steps"
             and r.dtype == "float64" and r.samples}
     title = "## Targets (numpy, float64, batch 1, train fifty-time-steps)"
@@ -81,14 +82,18 @@ def targets(results: Sequence[benchmark.Result], meta: dict[str, Any]) -> str:
     threads = meta["threads"]["requested"]
     lines = [title, "", f"dualtape on numpy: {rows['numpy'].median_ms:.1f} ms, "
              f"{f'--threads {threads}' if threads else 'threads as configured'}.", "",
-             "| reference | its median | dualtape is … faster | target | met |",
+             f"| reference | its median | {FASTER} | target | met |",
              "| --- | ---: | ---: | --- | --- |"]
-    goals = {"naive": 4.0, "torch-autograd": 1.0, "torch.nn.LSTM": None}
+    goals: dict[str, tuple[str, Callable[[float], bool]] | None] = {
+        "naive": ("≤ 0.25×", lambda ratio: ratio <= 0.25),
+        "torch-autograd": ("< 1×", lambda ratio: ratio < 1),
+        "torch.nn.LSTM": None,
+    }
     for name, goal in goals.items():
         if name in rows:
-            ratio = rows[name].median_ms / rows["numpy"].median_ms
-            wanted = "–" if goal is None else f"≥ {goal:g}×" if goal > 1 else "> 1×"
-            met = "–" if goal is None else ("yes" if ratio >= goal else "no")
+            ratio = rows["numpy"].median_ms / rows[name].median_ms
+            wanted, met = ("–", "–") if goal is None else (goal[0], "yes" if goal[1](ratio)
+                                                            else "no")
             lines.append(f"| {name} | {rows[name].median_ms:.1f} ms | {ratio:.2f}× | {wanted} "
                          f"| {met} |")
     return "\n".join(lines)
@@ -103,8 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name):
             setattr(args, name, getattr(args, name).replace("{date}", today))
     quoted = " ".join(f"'{a}'" if "{" in a else a for a in argv)
-    results, meta = benchmark.execute(args, references=reference_runners(),
-                                      command=f"python bench/compare_devices.py {quoted}")
+    results, meta = bench_cli.execute(args, command=f"python bench/compare_devices.py {quoted}")
     extra = [targets(results, meta)]
     if args.rerun_without_openblas_env:
         extra.append(openblas_rerun(args))

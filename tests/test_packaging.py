@@ -106,3 +106,13 @@ def test_the_parsers_read_what_they_should():
     conda = conda_requirements()
     assert {"numpy", "array-api-compat", "cupy", "pytest"} <= set(conda)
     assert "-e" not in " ".join(conda) and "python" not in conda
+
+
+def test_the_package_says_it_is_typed():
+    if sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "py.typed" in data["package-data"]["dualtape"]
+    assert (ROOT / "dualtape" / "py.typed").is_file()
