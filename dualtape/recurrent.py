@@ -62,13 +62,26 @@ class RecurrentNetwork(Chain):
         return tape, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
     def backward_sequence(
-        self, tape: RecurrentNetworkTape, dys: Any, dstate_T: Any = None
+        self, tape: RecurrentNetworkTape, dstate_T: Any, dys: Any
     ) -> tuple[list[dict[str, Array]], list[Array], Array]:
-        """``(grads, dstate_0, dxs)`` by backprop through time; ``dstate_T`` None means zeros."""
+        """``(grads, dstate_0, dxs)`` by backprop through time.
+
+        ``dstate_T`` is None (zeros) or a list of state gradients like ``initial_state``'s, one
+        per recurrent layer; ``dys`` ``(T, batch, n_out)`` or ``(T, n_out)``. The order is the
+        recurrent layers' ``backward_sequence(tape, dstate_T, dys)``; an array as ``dstate_T``
+        (the other order) raises ``ValueError``.
+        """
         if not isinstance(tape, RecurrentNetworkTape):
             raise ValueError(
                 f"RecurrentNetwork: expected the tape forward_sequence returned, got a "
                 f"{type(tape).__name__}"
+            )
+        if dstate_T is not None and not isinstance(dstate_T, list | tuple):
+            raise ValueError(
+                "RecurrentNetwork: backward_sequence takes (tape, dstate_T, dys), dstate_T None "
+                f"or a list of {len(self.recurrent_layers)} arrays (one per recurrent layer); got "
+                f"a {type(dstate_T).__name__} of shape {tuple(np.shape(dstate_T))} as dstate_T: "
+                "dys in its place?"
             )
         self._check_tapes(tape.tapes)
         width = self.n_out if self.n_out is not None else tape.tapes[0][0].shape[-1]
