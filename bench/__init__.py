@@ -1,3 +1,3 @@
-"""dualtape's benchmarks: the pytest-benchmark suite, the reference implementations the
-``dualtape bench`` table compares against, and ``compare_devices.py``. Not installed with the
-package; importable as ``bench`` from the repository root."""
+"""dualtape's benchmark scripts: the pytest-benchmark suite, GPU scripts, ``compare_devices.py``
+and the measured tables in ``results/``. Not installed with the package; importable as ``bench``
+from the repository root. The reference implementations live in ``dualtape.benchmarks``."""

@@ -1,4 +1,4 @@
-"""Compare devices: ``dualtape bench`` with this checkout's reference rows, and optionally the
+"""Compare devices: ``dualtape bench`` with its reference rows, and optionally the
 "where the time goes" profile and a re-run without the OpenBLAS tuning variables.
 
 Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
@@ -7,9 +7,8 @@ Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
         --markdown 'bench/results/{date}-cpu.md' --json 'bench/results/{date}-cpu.json' \\
         --plot 'bench/results/{date}-cpu.png'
 
-``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; the
-reference runners come from ``bench/references.py`` and are passed to the same runner code
-(``dualtape.benchmark.run``).
+``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; it runs
+the same code (``dualtape.benchmarks.cli.execute``), reference rows included.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.references import reference_runners  # noqa: E402
-from dualtape import benchmark  # noqa: E402
+from dualtape.benchmarks import cli as bench_cli  # noqa: E402
+from dualtape.benchmarks.measure import Result  # noqa: E402
 
 OPENBLAS_TUNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -37,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     """``dualtape bench``'s options plus ``--profile`` and ``--rerun-without-openblas-env``."""
     parser = argparse.ArgumentParser(prog="python bench/compare_devices.py",
                                      description=__doc__.split("\n\n")[0])
-    benchmark.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     parser.add_argument("--profile", action="store_true",
                         help="append where the time of numpy float64 batch-1 training goes")
     parser.add_argument("--rerun-without-openblas-env", action="store_true",
@@ -70,7 +69,7 @@ def openblas_rerun(args: argparse.Namespace) -> str:
             f"with them unset (`env {unset} ...`, in that child process only):\n\n{table}")
 
 
-def targets(results: Sequence[benchmark.Result], meta: dict[str, Any]) -> str:
+def targets(results: Sequence[Result], meta: dict[str, Any]) -> str:
     """Issue 4's targets, numpy float64 batch 1 train fifty-time-steps: at least 4× faster than
     naive, faster than torch autograd; and the torch.nn.LSTM ratio for context."""
     rows = {r.runner: r for r in results if r.workload.key == "train/fifty-time-steps"
@@ -103,8 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name):
             setattr(args, name, getattr(args, name).replace("{date}", today))
     quoted = " ".join(f"'{a}'" if "{" in a else a for a in argv)
-    results, meta = benchmark.execute(args, references=reference_runners(),
-                                      command=f"python bench/compare_devices.py {quoted}")
+    results, meta = bench_cli.execute(args, command=f"python bench/compare_devices.py {quoted}")
     extra = [targets(results, meta)]
     if args.rerun_without_openblas_env:
         extra.append(openblas_rerun(args))

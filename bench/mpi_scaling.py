@@ -25,8 +25,8 @@ from threadpoolctl import threadpool_limits
 import dualtape
 from dualtape import distributed
 from dualtape.backend import resolve_backend
-from dualtape.text import read_corpus
-from dualtape.text_train import TextTrainer, TrainConfig
+from dualtape.text.model import read_corpus
+from dualtape.text.trainer import TextTrainer, TrainConfig
 
 WARMUP = 3
 

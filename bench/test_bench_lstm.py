@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dualtape.backend import resolve_backend, to_numpy
-from dualtape.benchmark import DTYPES, WORKLOADS, BackendRunner
+from dualtape.benchmarks.measure import DTYPES, WORKLOADS, BackendRunner
 
 TOLERANCE = {"float32": 5e-3, "float64": 1e-8}
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
-from dualtape.backend import resolve_backend
-from dualtape.benchmark import QUICK, WORKLOADS, BackendRunner, measure_workload, select_workloads
+from dualtape.backend import available_backends, resolve_backend
+from dualtape.benchmarks import report
+from dualtape.benchmarks.bound import LABEL as BOUND_LABEL
+from dualtape.benchmarks.measure import (
+    QUICK,
+    WORKLOADS,
+    BackendRunner,
+    Result,
+    measure_workload,
+    select_workloads,
+)
 from dualtape.cli import main
 
 
@@ -55,3 +65,108 @@ def test_a_failing_runner_is_an_error_row_and_the_others_still_run():
     broken, numpy = results
     assert broken.error == "RuntimeError: no device" and not broken.samples
     assert numpy.error is None and len(numpy.samples) >= QUICK.min_rounds
+
+
+def bench(capsys, *options: str) -> tuple[int | str | None, str]:
+    """``dualtape bench --quick --dtypes float64 OPTIONS`` -> (exit status or refusal, stdout)."""
+    try:
+        status = main(["bench", "--quick", "--dtypes", "float64", *options])
+    except SystemExit as exc:
+        status = exc.code
+    return status, capsys.readouterr().out
+
+
+def refusal(capsys, *options: str) -> str:
+    """The one line ``dualtape bench`` refuses ``options`` with, before timing anything."""
+    status, out = bench(capsys, *options)
+    assert isinstance(status, str) and status.startswith("dualtape bench: "), status
+    assert "\n" not in status and "|" not in out
+    return status
+
+
+def test_an_unknown_workload_is_one_line(capsys):
+    assert "unknown workloads ['foo']" in refusal(capsys, "--workloads", "foo")
+
+
+def test_an_unknown_backend_is_one_line(capsys):
+    assert "unknown backend 'foo'" in refusal(capsys, "--backends", "foo")
+
+
+def test_a_torch_reference_without_torch_says_torch_is_missing(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    line = refusal(capsys, "--references", "naive,torch-autograd")
+    assert "torch-autograd needs torch, which is not installed" in line
+    assert "unknown" not in line
+
+
+def test_all_references_without_torch_say_so_once_and_run_the_others(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    status, out = bench(capsys, "--backends", "numpy", "--workloads", "lstm/forwards-60")
+    assert status == 0
+    assert out.count("torch is not installed") == 1 and "pip install torch" in out
+    assert "| lstm/forwards-60 | ref:naive | float64 |" in out
+
+
+def test_backends_none_of_which_can_run_are_refused(capsys):
+    missing = sorted({"cupy", "torch"} - set(available_backends()))
+    if not missing:
+        pytest.skip("cupy and torch both work here")
+    line = refusal(capsys, "--backends", missing[0])
+    assert "none of the requested backends can run here" in line and missing[0] in line
+    status, out = bench(capsys, "--backends", f"numpy,{missing[0]}", "--references", "none",
+                        "--workloads", "update/matrix-60x60")
+    assert status == 0 and f"note: skipped backend {missing[0]}" in out
+
+
+def test_without_comparisons_there_is_no_ratio_column_and_no_threads_none(capsys):
+    status, out = bench(capsys, "--backends", "numpy", "--references", "none",
+                        "--workloads", "update/matrix-60x60")
+    assert status == 0
+    assert "None" not in out and "threads (not limited)" in out
+    assert "| update/matrix-60x60 | numpy | float64 |" in out
+    assert "faster than numpy |" not in out and "1.00×" not in out
+    assert out.rstrip().splitlines()[-1].startswith("Read: the median ms per call")
+
+
+def test_the_requested_thread_limit_is_in_the_header(capsys):
+    pytest.importorskip("threadpoolctl")
+    status, out = bench(capsys, "--backends", "numpy", "--references", "none", "--threads", "1",
+                        "--workloads", "update/matrix-60x60")
+    assert status == 0 and "- threads (--threads 1):" in out
+
+
+def timed(runner: str, ms: float, key: str = "train/one-time-step",
+          reference: bool = True) -> Result:
+    workload = next(w for w in WORKLOADS if w.key == key)
+    return Result(workload, runner, reference, "float64", samples=[ms / 1e3])
+
+
+def test_every_ratio_is_times_faster_than_numpy():
+    results = [timed("numpy", 2.0, reference=False), timed("naive", 4.0),
+               timed(BOUND_LABEL, 1.0), timed("torch", 1.0, reference=False)]
+    rows = {line.split(" | ")[1]: line for line in report.table(results).splitlines()
+            if line.startswith("| train/")}
+    assert rows["ref:naive"].endswith("| 0.50× |") and rows["torch"].endswith("| 2.00× |")
+    assert rows["numpy"].endswith("| 1.00× |")
+    ratios = report.ratios(results)
+    assert "| naive: × faster than numpy |" in ratios and BOUND_LABEL not in ratios
+    assert "| train/one-time-step | float64 | 0.50× |" in ratios
+    bound = report.bound_distance(results)
+    assert "| bound: × faster than numpy |" in bound
+    assert "| train/one-time-step | float64 | 2.00 | 1.00 | 2.00× |" in bound
+    assert report.how_to_read(results).startswith('Read: "× faster than numpy" above 1')
+
+
+def test_the_header_states_the_ratio_convention(capsys):
+    status, out = bench(capsys, "--backends", "numpy", "--references", "naive",
+                        "--workloads", "lstm/forwards-60")
+    assert status == 0
+    assert "- ratios: × faster than numpy = dualtape-on-numpy's median / the row's" in out
+    assert out.rstrip().splitlines()[-1].startswith('Read: "× faster than numpy"')
+
+
+def test_reference_rows_come_from_the_package_not_a_source_checkout(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bench", None)  # as in an installed copy: no bench/ folder
+    status, out = bench(capsys, "--backends", "numpy", "--references", "naive",
+                        "--workloads", "lstm/forwards-60")
+    assert status == 0 and "| lstm/forwards-60 | ref:naive | float64 |" in out

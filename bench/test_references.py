@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import dualtape
-from bench import naive_lstm
-from bench.references import reference_runners
-from dualtape.benchmark import WORKLOADS, lstm_host_params
+from dualtape.benchmarks import naive_lstm
+from dualtape.benchmarks.measure import WORKLOADS, lstm_host_params
+from dualtape.benchmarks.references import reference_runners
 
 SIZES = [(5, 7), (7, 5)]
 STEPS = 6
@@ -68,7 +68,7 @@ def test_naive_matches_dualtape():
 @pytest.mark.parametrize("batch", [1, 3])
 def test_torch_autograd_matches_dualtape(batch):
     torch = pytest.importorskip("torch")
-    from bench import torch_lstm
+    from dualtape.benchmarks import torch_lstm
 
     params, xs, targets = _case(batch)
     loss, grads, updated = _dualtape(params, xs, targets)

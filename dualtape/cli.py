@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import __version__, benchmark, text_cli
+from . import __version__
 from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
+from .benchmarks import cli as bench_cli
+from .text import cli as text_cli
 
 
 def info(args: argparse.Namespace) -> int:
@@ -38,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dualtape {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="versions and available backends").set_defaults(run=info)
-    benchmark.register(commands)
+    bench_cli.register(commands)
     text_cli.register(commands)
     return parser
 

@@ -292,8 +292,8 @@ class Silent:
 
 @pytest.mark.parametrize(("code", "reason"), [(1, "interrupted"), (2, "time")])
 def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
-    from dualtape.text_distributed import _runner
-    from dualtape.text_train import RunLimits, TextTrainer, TrainConfig
+    from dualtape.text.distributed import _runner
+    from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
 
     asks = iter([0, 0, 0, code])  # the other rank asks to stop before the fourth step
     comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
@@ -305,7 +305,7 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
 
 
 def test_the_reported_speed_counts_every_rank():
-    from dualtape.text_distributed import GlobalSpeed
+    from dualtape.text.distributed import GlobalSpeed
 
     reporter = Silent()
     GlobalSpeed(reporter, size=3).progress(step=10, loss=2.0, chars_per_second=1000.0)

@@ -109,6 +109,16 @@ def test_the_parsers_read_what_they_should():
     assert "-e" not in " ".join(conda) and "python" not in conda
 
 
+def test_the_package_says_it_is_typed():
+    if sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "py.typed" in data["package-data"]["dualtape"]
+    assert (ROOT / "dualtape" / "py.typed").is_file()
+
+
 OPTIONAL_BACKENDS = {"torch"}
 """Modules tests may skip without: backends the README calls optional (CuPy skips through the
 backend fixture, not importorskip)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import cli, text_cli
+from dualtape import cli
 from dualtape.backend import resolve_backend
-from dualtape.text import (
+from dualtape.text import cli as text_cli
+from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
     TextError,
@@ -30,7 +32,7 @@ from dualtape.text import (
     restore_capitals,
     sample,
 )
-from dualtape.text_train import (
+from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
     TrainConfig,
@@ -353,6 +355,57 @@ def test_train_save_sample_and_resume_from_the_command_line(capsys, corpus, tmp_
     assert code == 0 and "resumed" in out and "at step 8" in out
 
 
+def test_train_text_ends_with_the_sample_command_for_its_checkpoint(capsys, corpus, tmp_path):
+    ckpt = str(tmp_path / "my model.npz")
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "2",
+                       "--sample-chars", "0", "--save", ckpt)
+    last = out.splitlines()[-1]
+    assert code == 0 and last.startswith(f"checkpoint: {ckpt} (step 2)")
+    command = shlex.split(last.partition("write text from it with: ")[2])
+    assert command[:2] == ["dualtape", "sample"]
+    code, out, _ = run(capsys, *command[1:], "--chars", "5")
+    assert code == 0 and len(out) == 5 + 1
+
+
+def test_train_text_without_save_says_how_to_keep_the_model(capsys, corpus):
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "1",
+                       "--sample-chars", "0")
+    assert code == 0
+    assert out.splitlines()[-1].startswith("the model was not saved: run with --save PATH")
+
+
+def test_train_text_help_states_the_stopping_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train-text", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "stop after N steps in this run (default: no step limit;" in out
+    assert "training (default: no time limit)" in out
+    assert "Without --steps or --time-limit it trains until Ctrl-C" in out
+
+
+def test_the_step_bar_puts_a_space_before_steps(capsys):
+    tqdm = pytest.importorskip("tqdm").tqdm
+    bar = text_cli.BarReporter(tqdm, steps=None)
+    for _ in range(41):
+        bar.advance()
+    bar.progress(41, 2.5, 1000.0)
+    bar.close()
+    out = capsys.readouterr().out
+    assert "41 steps" in out and "41step" not in out and "loss 2.500" in out
+
+
+def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
+    tqdm = pytest.importorskip("tqdm").tqdm
+    times = iter([100.0, 104.0, 106.5])
+    bar = text_cli.BarReporter(tqdm, steps=None, time_limit=10, clock=lambda: next(times))
+    bar.advance()
+    bar.progress(1, 2.5, 1000.0)
+    bar.advance()
+    bar.close()
+    out = capsys.readouterr().out
+    assert " 65%|" in out and "00:06 of 00:10, ETA 00:03, 2 steps, loss 2.500" in out
+
+
 def test_ctrl_c_saves_and_exits_130(capsys, corpus, tmp_path, monkeypatch):
     class AfterThree(text_cli.StopRequest):
         """A Ctrl-C that arrives during the fourth check."""
@@ -463,7 +516,8 @@ def test_a_vocabulary_that_does_not_fit_the_network_is_refused(capsys, checkpoin
 
 def test_import_dualtape_stays_cheap():
     code = ("import sys, dualtape, dualtape.cli; "
-            "bad = [m for m in ('tqdm', 'dualtape.text', 'dualtape.text_train') "
+            "bad = [m for m in ('tqdm', 'dualtape.text.model', 'dualtape.text.trainer', "
+            "'dualtape.benchmarks.report', 'dualtape.benchmarks.references') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualtape import text, text_train
 from dualtape.backend import resolve_backend
-from dualtape.text import TextError, generate, read_corpus
-from dualtape.text_train import (
+from dualtape.text import model as text
+from dualtape.text import trainer as text_train
+from dualtape.text.model import TextError, generate, read_corpus
+from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
     TrainConfig,

@@ -1,8 +1,8 @@
-"""The reference rows of ``dualtape bench``, as runners for ``dualtape.benchmark``.
+"""The reference rows of ``dualtape bench``, as runners for ``measure``.
 
 Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a callable, or
 ``None`` for a workload it does not cover) and ``synchronize()``, like
-``dualtape.benchmark.BackendRunner``. They start from the same parameters and inputs as dualtape
+``measure.BackendRunner``. They start from the same parameters and inputs as dualtape
 (``workload.host_data``), so every row does the same work.
 
 - ``naive``: ``naive_lstm.py``, Grenade's per-step structure in plain numpy; batch 1 only (as
@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dualtape.benchmark import TRAIN_RATE, Workload
-
 from . import naive_lstm
+from .measure import TRAIN_RATE, Workload
 
 
 class NaiveRunner:
@@ -108,14 +107,26 @@ class NNLSTMRunner(_TorchRunner):
         return lambda: net.train_step(xs, xs)
 
 
+TORCH_REFERENCES = (TorchAutogradRunner.name, NNLSTMRunner.name)
+NAMES = (NaiveRunner.label, *TORCH_REFERENCES)
+
+
+def torch_installed() -> bool:
+    """Whether ``import torch`` works, which the torch references need."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def reference_runners() -> list[Any]:
     """naive always; the torch references on the CPU when torch is installed, and on CUDA too
     when torch sees a GPU."""
     runners: list[Any] = [NaiveRunner()]
-    try:
-        import torch
-    except ImportError:
+    if not torch_installed():
         return runners
+    import torch
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:

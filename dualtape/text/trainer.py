@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .backend import (
+from ..backend import (
     FLOAT_DTYPES,
     Backend,
     device_context,
@@ -44,13 +44,13 @@ from .backend import (
     to_numpy,
     use_backend,
 )
-from .io import load_with_extra, save
-from .layers.base import Array
-from .losses import softmax_cross_entropy
-from .network import mean_over_processes
-from .optim import SGD, Adam, Optimizer
-from .recurrent import RecurrentNetwork
-from .text import (
+from ..io import load_with_extra, save
+from ..layers.base import Array
+from ..losses import softmax_cross_entropy
+from ..network import mean_over_processes
+from ..optim import SGD, Adam, Optimizer
+from ..recurrent import RecurrentNetwork
+from .model import (
     TextError,
     Vocabulary,
     build_text_network,

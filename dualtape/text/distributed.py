@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from . import distributed
-from .text import TextError
-from .text_train import Reporter, RunLimits, RunResult, TextTrainer, run_training
+from .. import distributed
+from .model import TextError
+from .trainer import Reporter, RunLimits, RunResult, TextTrainer, run_training
 
 Prepared = tuple[TextTrainer, str, str | None]
 Runner = Callable[[TextTrainer, RunLimits, Reporter, Callable[[], bool]], RunResult]
@@ -89,7 +89,7 @@ def prepare_distributed(args: argparse.Namespace,
 
 
 def _has_gpu() -> bool:
-    from .backend import available_backends
+    from ..backend import available_backends
 
     return "cupy" in available_backends()
 

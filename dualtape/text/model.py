@@ -1,7 +1,7 @@
 """Character-level text models: the vocabulary, training windows, the network and sampling.
 
 The pieces behind ``dualtape train-text`` and ``dualtape sample`` (the training loop and
-checkpoints are in ``text_train``, the command line in ``text_cli``):
+checkpoints are in ``trainer``, the command line in ``cli``):
 
 - ``Vocabulary``: the N most frequent characters of a text plus one unknown symbol, optionally
   with Grenade's capital annotation (an uppercase letter becomes a marker and its lowercase
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .backend import from_host, to_numpy
-from .layers import LSTM, FullyConnected, Softmax
-from .layers.base import Array
-from .recurrent import RecurrentNetwork
+from ..backend import from_host, to_numpy
+from ..layers import LSTM, FullyConnected, Softmax
+from ..layers.base import Array
+from ..recurrent import RecurrentNetwork
 
 UNKNOWN = "\ue000"
 """The unknown symbol in a symbol stream (a private-use character); decoded as U+FFFD."""

@@ -1,6 +1,6 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
-Only ``argparse`` is imported here; the model code (``text``, ``text_train``) and tqdm are
+Only ``argparse`` is imported here; the model code (``model``, ``trainer``) and tqdm are
 imported when a command runs, so ``dualtape info`` stays quick. Bad input is reported as one
 line on stderr with exit status 1, never a traceback.
 
@@ -15,7 +15,7 @@ What a resumed run reads: FILE when given; else the built-in corpus when the che
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
-stored configuration passes the same checks (``text_train.CONFIG_RULES``) as the options.
+stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import math
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -51,7 +52,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
         help="train a character-level LSTM on a text file",
         description="Train a character-level LSTM language model on FILE (default: a small "
         "corpus shipped with dualtape) and print samples as it learns. The loss is the mean "
-        "cross entropy per character, in nats.",
+        "cross entropy per character, in nats. Without --steps or --time-limit it trains until "
+        "Ctrl-C; keep the model with --save.",
     )
     p.add_argument("file", nargs="?", metavar="FILE",
                    help="text to learn (default: the built-in corpus, or the checkpoint's if "
@@ -89,9 +91,13 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      help="CPU threads for BLAS and OpenMP (numpy, torch; needs threadpoolctl); "
                      "1 is as fast for the default size and steadier on a busy machine "
                      "(default: the libraries' own)")
-    run.add_argument("--steps", type=int, metavar="N", help="stop after N steps in this run")
+    run.add_argument("--steps", type=int, metavar="N",
+                     help="stop after N steps in this run (default: no step limit; without "
+                     "--steps or --time-limit training runs until Ctrl-C, which stops it "
+                     "after the current step and saves when --save is given)")
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
-                     help="stop after this many seconds of training")
+                     help="stop after this many seconds of training (default: no time limit); "
+                     "the progress bar then shows the time used and left")
     run.add_argument("--log-every", type=int, default=10, metavar="N",
                      help="read the loss back from the device every N steps (default 10)")
     run.add_argument("--sample-every", type=int, default=200, metavar="N",
@@ -148,7 +154,7 @@ def _emit(text: str, end: str = "\n") -> None:
 
 
 def _check(args: argparse.Namespace, rules: dict[str, tuple[str, Callable]]) -> None:
-    from .text import TextError
+    from .model import TextError
 
     for name, (need, ok) in rules.items():
         value = getattr(args, name)
@@ -182,8 +188,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
 
 def _check_config(config: Any) -> None:
     """The run's configuration against the rules a checkpoint's must pass too, named by flag."""
-    from .text import TextError
-    from .text_train import config_problem
+    from .model import TextError
+    from .trainer import config_problem
 
     problem = config_problem(config)
     if problem is not None:
@@ -196,8 +202,8 @@ def _check_save_path(path: str) -> None:
     a file which is not a dualtape file (such as the training text)."""
     import tempfile
 
-    from .io import check_destination, read_header
-    from .text import TextError
+    from ..io import check_destination, read_header
+    from .model import TextError
 
     try:
         target = check_destination(path)
@@ -214,8 +220,8 @@ def _check_save_path(path: str) -> None:
 
 
 def _resolve(name: str) -> Any:
-    from .backend import BackendUnavailable, resolve_backend
-    from .text import TextError
+    from ..backend import BackendUnavailable, resolve_backend
+    from .model import TextError
 
     try:
         return resolve_backend(name)
@@ -224,8 +230,8 @@ def _resolve(name: str) -> Any:
 
 
 def _new_config(args: argparse.Namespace) -> Any:
-    from .text import parse_hidden
-    from .text_train import DEFAULT_RATES, TrainConfig
+    from .model import parse_hidden
+    from .trainer import DEFAULT_RATES, TrainConfig
 
     config = TrainConfig()
     for name in ARCHITECTURE + TUNABLE:
@@ -241,7 +247,7 @@ def _new_config(args: argparse.Namespace) -> Any:
 def _resumed_config(args: argparse.Namespace, stored: Any) -> Any:
     import dataclasses
 
-    from .text import TextError, parse_hidden
+    from .model import TextError, parse_hidden
 
     config = dataclasses.replace(stored)
     for name in ARCHITECTURE:
@@ -269,8 +275,8 @@ def _corpus_path(args: argparse.Namespace, config: Any) -> str | None:
 
 def _prepare(args: argparse.Namespace) -> Any:
     """The trainer the arguments describe (new or resumed), and a header to print."""
-    from .text import TextError
-    from .text_train import TextTrainer, load_checkpoint
+    from .model import TextError
+    from .trainer import TextTrainer, load_checkpoint
 
     _check_run_args(args)
     if args.threads is not None:
@@ -300,7 +306,7 @@ def _prepare(args: argparse.Namespace) -> Any:
 def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> str:
     """The corpus ``config`` names, its fingerprint recorded in ``config``; from a checkpoint,
     only a regular file whose text still has the recorded fingerprint."""
-    from .text import MAX_CORPUS_MB, TextError, fingerprint, read_corpus
+    from .model import MAX_CORPUS_MB, TextError, fingerprint, read_corpus
 
     path = config.corpus
     checked = from_checkpoint and path is not None
@@ -366,22 +372,40 @@ class PlainReporter:
 
 
 class BarReporter(PlainReporter):
-    """A tqdm progress bar with the loss and speed; messages are written above it."""
+    """A tqdm progress bar with the loss and speed; messages are written above it. It counts
+    steps (of ``steps`` when given) or, with a ``time_limit``, shows the time used of the
+    limit and the time left."""
 
-    def __init__(self, tqdm: Any, total: int | None) -> None:
+    def __init__(self, tqdm: Any, steps: int | None, time_limit: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.tqdm = tqdm
-        self.bar = tqdm(total=total, unit="step", file=sys.stdout, dynamic_ncols=True)
+        self.tqdm, self.time_limit, self.clock = tqdm, time_limit, clock
+        self.started, self.done, self.reading = clock(), 0, ""
+        if time_limit is None:
+            self.bar = tqdm(total=steps, unit=" steps", file=sys.stdout, dynamic_ncols=True)
+        else:
+            self.bar = tqdm(total=time_limit, file=sys.stdout, dynamic_ncols=True,
+                            bar_format="{percentage:3.0f}%|{bar}| {desc}")
 
     def advance(self) -> None:
-        """Move the bar one step."""
-        self.bar.update(1)
+        """Move the bar one step, or to the time used so far."""
+        self.done += 1
+        if self.time_limit is None:
+            self.bar.update(1)
+            return
+        used = min(self.clock() - self.started, self.time_limit)
+        interval = self.tqdm.format_interval
+        self.bar.set_description_str(
+            f"{interval(used)} of {interval(self.time_limit)}, ETA "
+            f"{interval(self.time_limit - used)}, {self.done} steps{self.reading}", refresh=False)
+        self.bar.update(used - self.bar.n)
 
     def progress(self, step: int, loss: float, chars_per_second: float) -> None:
         """Show the reading on the bar."""
         self.loss, self.speed = loss, chars_per_second
-        self.bar.set_postfix_str(f"loss {loss:.3f}, {chars_per_second:,.0f} chars/s",
-                                 refresh=False)
+        self.reading = f", loss {loss:.3f}, {chars_per_second:,.0f} chars/s"
+        if self.time_limit is None:
+            self.bar.set_postfix_str(self.reading[2:], refresh=False)
 
     def text(self, message: str) -> None:
         """Print above the bar."""
@@ -396,14 +420,24 @@ class BarReporter(PlainReporter):
         self.bar.close()
 
 
-def _reporter(total: int | None) -> PlainReporter:
+def _reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
     if not sys.stdout.isatty():
         return PlainReporter()
     try:
         from tqdm import tqdm
     except ImportError:
         return PlainReporter()
-    return BarReporter(tqdm, total)
+    return BarReporter(tqdm, steps, time_limit)
+
+
+def _next_step(trainer: Any) -> str:
+    """Where the model is and the command that uses it, or how to keep it next time."""
+    if trainer.saved is None:
+        return ("the model was not saved: run with --save PATH to keep it, then "
+                "`dualtape sample PATH` writes text from it")
+    path, step = trainer.saved
+    return (f"checkpoint: {path} (step {step}); write text from it with: dualtape sample "
+            f"{shlex.quote(path)}")
 
 
 def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
@@ -456,13 +490,13 @@ def _stop_on_interrupt() -> Iterator[StopRequest]:
 
 def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample."""
-    from .text import TextError
-    from .text_train import RunLimits, run_training
+    from .model import TextError
+    from .trainer import RunLimits, run_training
 
     run = run_training
     try:
         if args.distributed:
-            from .text_distributed import prepare_distributed
+            from .distributed import prepare_distributed
 
             trainer, text, resumed, run = prepare_distributed(args, _prepare)
         else:
@@ -478,7 +512,7 @@ def train_text(args: argparse.Namespace) -> int:
         _emit(line)
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
                        args.sample_chars, args.temperature, args.save, args.save_every)
-    reporter = _reporter(args.steps)
+    reporter = _reporter(args.steps, args.time_limit)
     stop = StopRequest()
     try:
         with _blas_threads(args.threads), _stop_on_interrupt() as stop:
@@ -498,12 +532,14 @@ def train_text(args: argparse.Namespace) -> int:
         saved = ("nothing was saved" if trainer.saved is None
                  else "saved {} at step {}".format(*trainer.saved))
         _emit(f"aborted at step {trainer.step_count}; {saved}")
+        _emit(_next_step(trainer))
         return stop.exit_code
     reporter.close()
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     _emit(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} steps "
           f"in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
+    _emit(_next_step(trainer))
     return stop.exit_code if result.reason == "interrupted" else 0
 
 
@@ -512,8 +548,8 @@ def sample_text(args: argparse.Namespace) -> int:
     was printed)."""
     import numpy as np
 
-    from .text import TextError, generate
-    from .text_train import load_checkpoint
+    from .model import TextError, generate
+    from .trainer import load_checkpoint
 
     try:
         _check(args, {"chars": ("0 or more", _non_negative),

@@ -1,6 +1,9 @@
 """Reports of ``dualtape bench``: machine details, the table, ratios, JSON, markdown and a plot.
 
-Kept apart from ``benchmark.py`` so the timing code stays small; imported only when a
+Every ratio is "× faster than numpy": dualtape-on-numpy's median divided by the row's, same
+workload and dtype (> 1: the row is faster than dualtape on numpy).
+
+Kept apart from ``measure.py`` so the timing code stays small; imported only when a
 benchmark runs. matplotlib and threadpoolctl are imported lazily, inside the functions.
 """
 
@@ -18,13 +21,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .benchbound import LABEL as BOUND_LABEL
-from .benchmark import WORKLOADS, Result
+from .bound import LABEL as BOUND_LABEL
+from .measure import WORKLOADS, Result
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
             "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
 ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "GOTO", "BLIS_", "NVPL_", "DUALTAPE_",
                 "CUDA_VISIBLE")
+FASTER = "× faster than numpy"
+CONVENTION = (f"{FASTER} = dualtape-on-numpy's median / the row's median, same workload and "
+              "dtype (> 1: faster than dualtape on numpy)")
 
 
 def cpu_model() -> str:
@@ -115,16 +121,21 @@ def header_text(meta: dict[str, Any]) -> str:
     gpus = ", ".join(meta["gpus"]) or "none"
     env = ", ".join(f"{k}={v}" for k, v in meta["env"].items()) or "none set"
     libs = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-    return "\n".join([
+    requested = meta["threads"]["requested"]
+    limit = "not limited" if requested is None else f"--threads {requested}"
+    lines = [
         f"- date: {meta['date']}",
         f"- CPU: {meta['cpu']} ({meta['cpus_usable']} of {meta['cpus']} CPUs usable); "
         f"GPU: {gpus}",
         f"- platform: {meta['platform']}",
         f"- versions: {libs}",
-        f"- threads (--threads {meta['threads']['requested']}): {_threads_text(meta['threads'])}",
+        f"- threads ({limit}): {_threads_text(meta['threads'])}",
         f"- BLAS/OpenMP environment: {env}",
         f"- rows: {', '.join(meta['runners'])}",
-    ])
+    ]
+    if "numpy" in meta["runners"]:
+        lines.append(f"- ratios: {CONVENTION}")
+    return "\n".join(lines)
 
 
 def _ms(value: float) -> str:
@@ -151,30 +162,40 @@ def _ordered(results: Sequence[Result]) -> list[Result]:
                                           r.dtype, r.reference, runners.index(r.runner)))
 
 
+def _compared(results: Sequence[Result]) -> bool:
+    """Whether any row but dualtape on numpy itself has a numpy row to be compared with."""
+    return any(r.samples and (base := _numpy(results, r)) is not None and base is not r
+               for r in results)
+
+
 def table(results: Sequence[Result]) -> str:
-    """The results as a markdown table: median and min–max ms per call, speedup vs numpy."""
-    lines = ["| workload | backend | dtype | median ms | min–max ms | vs numpy |",
-             "| --- | --- | --- | ---: | ---: | ---: |"]
+    """The results as a markdown table: median and min–max ms per call, and × faster than
+    numpy unless nothing but dualtape on numpy could be compared (the column would be 1.00×)."""
+    ratio = _compared(results)
+    head = ["workload", "backend", "dtype", "median ms", "min–max ms", *([FASTER] * ratio)]
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- | --- |" + " ---: |" * (len(head) - 3)]
     for r in _ordered(results):
-        if r.error:
-            lines.append(f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | failed: "
-                         f"{r.error[:60]} | | |")
-            continue
+        cells = [r.workload.key, _row_label(r), r.dtype]
         base = _numpy(results, r)
-        speedup = f"{base.median_ms / r.median_ms:.2f}×" if base else "–"
-        lines.append(f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | {_ms(r.median_ms)} | "
-                     f"{_ms(r.min_ms)}–{_ms(r.max_ms)} | {speedup} |")
-    lines.append("\nvs numpy: dualtape-on-numpy's median divided by the row's (> 1: the row is "
-                 "faster). ref: rows are references, not dualtape.")
+        if r.error:
+            cells += [f"failed: {r.error[:60]}", "", *([""] * ratio)]
+        else:
+            cells += [_ms(r.median_ms), f"{_ms(r.min_ms)}–{_ms(r.max_ms)}"]
+            cells += [f"{base.median_ms / r.median_ms:.2f}×" if base else "–"] * ratio
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r.reference for r in results):
+        lines.append("\nref: rows are other implementations of the same maths, not dualtape.")
     return "\n".join(lines)
 
 
 def ratios(results: Sequence[Result]) -> str:
-    """How many times longer each reference takes than dualtape on numpy, per workload."""
-    refs = list(dict.fromkeys(r.runner for r in results if r.reference))
+    """Each reference (but the structural bound, which has its own table) in × faster than
+    numpy, one row per workload and dtype."""
+    refs = list(dict.fromkeys(r.runner for r in results
+                              if r.reference and r.runner != BOUND_LABEL))
     if not refs:
         return ""
-    lines = ["| workload | dtype | " + " | ".join(f"{name} / numpy" for name in refs) + " |",
+    lines = ["| workload | dtype | " + " | ".join(f"{name}: {FASTER}" for name in refs) + " |",
              "| --- | --- |" + " ---: |" * len(refs)]
     for key in dict.fromkeys(r.workload.key for r in _ordered(results)):
         for dtype in dict.fromkeys(r.dtype for r in results):
@@ -185,11 +206,11 @@ def ratios(results: Sequence[Result]) -> str:
             for name in refs:
                 ref = next((r for r in mine if r.runner == name and r.reference and r.samples),
                            None)
-                cells.append(f"{ref.median_ms / base.median_ms:.2f}×" if ref and base else "–")
+                cells.append(f"{base.median_ms / ref.median_ms:.2f}×" if ref and base else "–")
             if base and any(c != "–" for c in cells):
                 lines.append(f"| {key} | {dtype} | " + " | ".join(cells) + " |")
-    lines.append("\nEach cell: the reference's median time divided by dualtape-on-numpy's "
-                 "(> 1: dualtape is faster).")
+    lines.append("\nEach cell: dualtape-on-numpy's median divided by the reference's (< 1: "
+                 "dualtape is faster than the reference).")
     return "\n".join(lines)
 
 
@@ -205,11 +226,21 @@ def bound_distance(results: Sequence[Result]) -> str:
     if not lines:
         return ""
     return "\n".join([
-        "| workload | dtype | dualtape on numpy, ms | structural bound, ms | numpy / bound |",
+        f"| workload | dtype | dualtape on numpy, ms | structural bound, ms | bound: {FASTER} |",
         "| --- | --- | ---: | ---: | ---: |", *lines,
-        "\nThe structural bound (dualtape/benchbound.py) times only the matrix products no "
+        "\nThe structural bound (dualtape/benchmarks/bound.py) times only the matrix products no "
         "implementation avoids: two recurrent matrix-vector products with U per step, and the "
-        "projection and gradient products once per call."])
+        "projection and gradient products once per call. Its ratio is the most any "
+        "implementation could gain over dualtape on numpy (1.00×: nothing left to gain)."])
+
+
+def how_to_read(results: Sequence[Result]) -> str:
+    """One closing line: what to look at in the tables above."""
+    if not _compared(results):
+        return ("Read: the median ms per call (lower is faster); rows of other backends or "
+                "references beside numpy also say how many times faster than numpy they are.")
+    return (f"Read: \"{FASTER}\" above 1 means faster than dualtape on numpy, below 1 slower; "
+            "ref: rows are other implementations, and the structural bound is the floor for all.")
 
 
 def write_json(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
@@ -226,9 +257,10 @@ def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any]) -
         f"Re-run with (from the repository root):\n\n```\n{meta['command']}\n```",
         header_text(meta) + f"\n- wall time of the run: {meta.get('seconds', '?')} s",
         "## Times\n\n" + table(results),
-        "## Ratios to dualtape on numpy\n\n" + ratios(results),
+        f"## References, {FASTER}\n\n" + (ratios(results) or "No reference rows in this run."),
         "## Distance from the structural bound\n\n" + (bound_distance(results)
                                                           or "Not measured in this run."),
+        how_to_read(results),
     ])
     with open(path, "w") as f:
         f.write(text + "\n")
@@ -241,7 +273,7 @@ def require_matplotlib() -> None:
 
 
 def plot(path: str, results: Sequence[Result]) -> None:
-    """Speedup vs numpy (same dtype) against batch size (train, fifty time steps) and hidden
+    """× faster than numpy (same dtype) against batch size (train, fifty time steps) and hidden
     size (one LSTM step forwards, and backwards): one colour per row, one line style per dtype."""
     require_matplotlib()
     import matplotlib
@@ -272,7 +304,7 @@ def plot(path: str, results: Sequence[Result]) -> None:
                       linestyle="--" if dtype == "float32" else "-", label=f"{label} {dtype}")
         axis.axhline(1.0, color="grey", linewidth=0.8, label="numpy (dualtape)")
         axis.set(xscale="log", yscale="log", xlabel=xlabel, title=title,
-                 ylabel="speedup vs dualtape on numpy (same dtype)")
+                 ylabel="× faster than dualtape on numpy (same dtype)")
         ticks = sorted({x for points in lines.values() for x, _ in points})
         if ticks:
             axis.set_xticks(ticks)

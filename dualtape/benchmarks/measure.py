@@ -1,4 +1,4 @@
-"""The cross-device benchmark behind ``dualtape bench``.
+"""Workloads, runners and timing of ``dualtape bench``.
 
 The workloads are Grenade's criterion suite ``bench-lstm``:
 
@@ -12,8 +12,8 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
 runs dualtape on one backend; the reference runners (a naive per-step numpy LSTM, the same
-maths in torch autograd, ``torch.nn.LSTM``) live in ``bench/references.py`` of a source checkout,
-not in the library, and have the same two methods. Each workload is timed on every runner and
+maths in torch autograd, ``torch.nn.LSTM``) live in ``references.py`` beside this module and
+have the same two methods. Each workload is timed on every runner and
 dtype in turn, round-robin, so drift in the machine's speed hits all of them alike.
 
 Heavy imports (torch, matplotlib, threadpoolctl) happen inside functions, so ``dualtape --help``
@@ -22,7 +22,6 @@ stays fast.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import math
@@ -30,17 +29,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from .backend import Backend, BackendUnavailable, available_backends, from_host, resolve_backend
-from .backend import use_backend as _use_backend
-from .benchbound import BoundRunner
-from .layers.lstm import LSTM
-from .optim import SGD
-from .recurrent import RecurrentNetwork, train_recurrent
+from ..backend import Backend, from_host, resolve_backend
+from ..backend import use_backend as _use_backend
+from ..layers.lstm import LSTM
+from ..optim import SGD
+from ..recurrent import RecurrentNetwork, train_recurrent
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -362,147 +359,3 @@ def limited_threads(n: int | None) -> Iterator[None]:
         finally:
             if torch is not None:
                 torch.set_num_threads(previous)
-
-
-# --- command line --------------------------------------------------------------------------
-
-
-def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
-    """``numpy,cupy,torch:cuda`` -> backends, plus notes on those unavailable here.
-
-    Default: every available backend except array_api_strict (a correctness backend)."""
-    if text is None:
-        names = [b for b in available_backends() if b not in SPEED_BACKENDS_EXCLUDED]
-    else:
-        names = [s.strip() for s in text.split(",") if s.strip()]
-    backends, notes = [], []
-    for item in names:
-        name, _, device = item.partition(":")
-        try:
-            where = int(device) if device.isdigit() else device or None
-            backends.append(resolve_backend(name, where))
-        except BackendUnavailable as exc:
-            notes.append(f"skipped backend {item}: {exc}")
-    return backends, notes
-
-
-def source_references() -> list[Runner] | None:
-    """The reference runners of a source checkout (``bench/references.py`` beside the package),
-    or ``None`` when dualtape runs from an installed copy."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "bench" / "references.py").is_file():
-        return None
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        module = importlib.import_module("bench.references")
-    except ImportError as exc:
-        print(f"note: no reference rows: bench/references.py did not import: {exc}")
-        return []
-    return list(module.reference_runners())
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``dualtape bench`` (also used by ``bench/compare_devices.py``)."""
-    parser.add_argument(
-        "--backends", metavar="LIST",
-        help="comma-separated backends, NAME or NAME:DEVICE (e.g. numpy,cupy,torch:cuda); "
-             "default: every available one except array_api_strict, which is a correctness "
-             "backend (it checks the array-API contract), not a speed one",
-    )
-    parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
-                        help="comma-separated dtypes (default: float32,float64)")
-    parser.add_argument("--workloads", metavar="LIST",
-                        help="groups (lstm, update, train), names or group/name; default: all")
-    parser.add_argument("--references", default="all", metavar="LIST",
-                        help="reference rows: all (default), none, or a list of naive, "
-                             "torch-autograd, torch.nn.LSTM; they need a source checkout")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer, shorter samples and no run above batch 32 (under a minute)")
-    parser.add_argument("--threads", type=int, metavar="N",
-                        help="limit BLAS/OpenMP and torch threads to N (threadpoolctl); "
-                             "the project's targets are measured with --threads 1")
-    parser.add_argument("--json", metavar="FILE", help="write all samples and machine details")
-    parser.add_argument("--markdown", metavar="FILE", help="write the table as a results page")
-    parser.add_argument("--plot", metavar="FILE.png",
-                        help="draw speedup vs numpy against batch size and hidden size "
-                             "(needs matplotlib, in the bench extra)")
-
-
-def register(commands: Any) -> None:
-    """Add the ``bench`` subcommand to ``dualtape``'s subparsers."""
-    parser = commands.add_parser(
-        "bench", help="time the LSTM workloads on every backend, with reference rows",
-        description="Time Grenade's LSTM workloads (groups lstm, update, train) on each "
-        "backend, interleaved round-robin; print the median ms per call, min–max and the speedup "
-        "against dualtape on numpy. Reference rows (ref:naive, ref:torch-autograd, "
-        "ref:torch.nn.LSTM) come from bench/ of a source checkout.",
-    )
-    add_arguments(parser)
-    parser.set_defaults(run=lambda args: run(args))
-
-
-def _reference_runners(wanted: str, given: Sequence[Runner] | None) -> list[Runner]:
-    if wanted == "none":
-        return []
-    found = list(given) if given is not None else source_references()
-    if found is None:
-        print("note: no reference rows but the structural bound: the others live in bench/ of "
-              "a source checkout (python bench/compare_devices.py)")
-    runners: list[Runner] = [BoundRunner(), *(found or [])]
-    if wanted != "all":
-        names = {s.strip() for s in wanted.split(",")}
-        known = {r.label for r in runners}
-        if names - known:
-            raise SystemExit(f"dualtape bench: unknown references {sorted(names - known)}; "
-                             f"here: {', '.join(sorted(known))}")
-        runners = [r for r in runners if r.label in names]
-    return runners
-
-
-def run(args: argparse.Namespace, references: Sequence[Runner] | None = None,
-        command: str | None = None) -> int:
-    """Run ``dualtape bench`` with parsed ``args``; 1 when a row failed, else 0."""
-    results, _ = execute(args, references, command)
-    return 1 if any(r.error for r in results) else 0
-
-
-def execute(args: argparse.Namespace, references: Sequence[Runner] | None = None,
-            command: str | None = None) -> tuple[list[Result], dict[str, Any]]:
-    """Measure, print and write what ``args`` asks for; return the results and the machine
-    details. ``references`` replaces the runners found in a source checkout; ``command`` is
-    the command line recorded for re-running."""
-    from . import benchreport
-
-    if args.plot:
-        benchreport.require_matplotlib()
-    backends, notes = parse_backends(args.backends)
-    for note in notes:
-        print(f"note: {note}")
-    runners: list[Runner] = [BackendRunner(b) for b in backends]
-    runners += _reference_runners(args.references, references)
-    dtypes = [d.strip() for d in args.dtypes.split(",")]
-    if set(dtypes) - set(DTYPES):
-        raise SystemExit(f"dualtape bench: --dtypes takes {', '.join(DTYPES)}, got {args.dtypes}")
-    workloads = select_workloads(args.workloads.split(",") if args.workloads else None, args.quick)
-    timing = QUICK if args.quick else FULL
-    results: list[Result] = []
-    with limited_threads(args.threads):
-        meta = benchreport.system_info(args.threads, [r.label for r in runners])
-        print(benchreport.header_text(meta), flush=True)
-        started = time.perf_counter()
-        for workload in workloads:
-            print(f"... {workload.key}", file=sys.stderr, flush=True)
-            results += measure_workload(workload, runners, dtypes, timing)
-    meta["seconds"] = round(time.perf_counter() - started, 1)
-    meta["command"] = command or "dualtape bench " + " ".join(sys.argv[2:])
-    print(benchreport.table(results))
-    print(benchreport.ratios(results))
-    print(benchreport.bound_distance(results))
-    if args.json:
-        benchreport.write_json(args.json, results, meta)
-    if args.markdown:
-        benchreport.write_markdown(args.markdown, results, meta)
-    if args.plot:
-        benchreport.plot(args.plot, results)
-    return results, meta

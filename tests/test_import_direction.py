@@ -1,0 +1,94 @@
+"""The arrows point one way: applications -> core, and nothing in ``dualtape/`` imports ``bench/``.
+
+Imports are read from the source with ``ast``, so an import inside a function (the lazy kind
+the package uses for heavy modules) counts as much as one at the top of a file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dualtape"
+APPLICATIONS = ("dualtape.text", "dualtape.benchmarks", "dualtape.cli")
+
+
+def module_name(path: Path, root: Path) -> str:
+    """``dualtape.layers.lstm`` for ``root/layers/lstm.py``, ``dualtape.layers`` for its
+    ``__init__.py``."""
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports, relative imports resolved."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def is_within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def wrong_way_imports(root: Path) -> list[str]:
+    """``"importer -> imported"`` for each core module importing an application and each
+    package module importing the top-level ``bench`` folder."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        for imported in sorted(imported_modules(path, root)):
+            if is_within(imported, ("bench",)) or (
+                not is_within(importer, APPLICATIONS) and is_within(imported, APPLICATIONS)
+            ):
+                problems.append(f"{importer} -> {imported}")
+    return problems
+
+
+def test_the_core_imports_no_application_and_nothing_imports_bench():
+    assert wrong_way_imports(PACKAGE) == []
+
+
+def test_the_check_sees_the_core_modules_and_their_imports():
+    names = {module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")}
+    assert {"dualtape.backend", "dualtape.layers.lstm", "dualtape.text.trainer",
+            "dualtape.benchmarks.measure"} <= names
+    assert "dualtape.backend" in imported_modules(PACKAGE / "layers" / "lstm.py", PACKAGE)
+    assert "dualtape.text.model" in imported_modules(PACKAGE / "text" / "trainer.py", PACKAGE)
+
+
+def _planted(tmp_path: Path, relative: str, source: str) -> Path:
+    root = tmp_path / "dualtape"
+    for sub in ("layers", "text"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / sub / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("from .layers import x\n")
+    (root / relative).write_text(source)
+    return root
+
+
+def test_a_planted_lazy_import_of_an_application_is_caught(tmp_path):
+    root = _planted(tmp_path, "layers/lstm.py", "def f():\n    from ..text import model\n")
+    assert wrong_way_imports(root) == ["dualtape.layers.lstm -> dualtape.text",
+                                       "dualtape.layers.lstm -> dualtape.text.model"]
+
+
+def test_a_planted_import_of_the_bench_folder_is_caught(tmp_path):
+    root = _planted(tmp_path, "text/cli.py", "import bench.references\n")
+    assert wrong_way_imports(root) == ["dualtape.text.cli -> bench.references"]
+
+
+def test_applications_may_import_the_core(tmp_path):
+    root = _planted(tmp_path, "text/model.py", "from ..layers import LSTM\nfrom . import cli\n")
+    assert wrong_way_imports(root) == []
