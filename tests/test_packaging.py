@@ -153,3 +153,15 @@ def test_plain_pytest_reports_why_tests_skip(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )
     assert "SKIPPED [1]" in run.stdout and "the reason a user should read" in run.stdout, run.stdout
+
+
+def test_a_missing_backend_is_reported_once_not_once_per_test():
+    # The backend fixture's skips are folded into one summary line per reason (conftest.py).
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_losses.py"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    reasons = [line.split(": ", 1)[1] for line in run.stdout.splitlines()
+               if line.startswith("SKIPPED [")]
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert len(reasons) == len(set(reasons)), "\n".join(reasons)
