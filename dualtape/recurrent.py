@@ -64,13 +64,26 @@ class RecurrentNetwork(Chain):
         return tape, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
     def backward_sequence(
-        self, tape: RecurrentNetworkTape, dys: Any, dstate_T: Any = None
+        self, tape: RecurrentNetworkTape, dstate_T: Any, dys: Any
     ) -> tuple[list[dict[str, Array]], list[Array], Array]:
-        """``(grads, dstate_0, dxs)`` by backprop through time; ``dstate_T`` None means zeros."""
+        """``(grads, dstate_0, dxs)`` by backprop through time.
+
+        ``dstate_T`` is None (zeros) or a list of state gradients like ``initial_state``'s, one
+        per recurrent layer; ``dys`` ``(T, batch, n_out)`` or ``(T, n_out)``. The order is the
+        recurrent layers' ``backward_sequence(tape, dstate_T, dys)``; an array as ``dstate_T``
+        (the other order) raises ``ValueError``.
+        """
         if not isinstance(tape, RecurrentNetworkTape):
             raise ValueError(
                 f"RecurrentNetwork: expected the tape forward_sequence returned, got a "
                 f"{type(tape).__name__}"
+            )
+        if dstate_T is not None and not isinstance(dstate_T, list | tuple):
+            raise ValueError(
+                "RecurrentNetwork: backward_sequence takes (tape, dstate_T, dys), dstate_T None "
+                f"or a list of {len(self.recurrent_layers)} arrays (one per recurrent layer); got "
+                f"a {type(dstate_T).__name__} of shape {tuple(np.shape(dstate_T))} as dstate_T: "
+                "dys in its place?"
             )
         self._check_tapes(tape.tapes)
         width = self.n_out if self.n_out is not None else tape.tapes[0][0].shape[-1]
@@ -191,17 +204,28 @@ def train_recurrent(
 ) -> tuple[float, list[Array]]:
     """One training call over a sequence: forward, loss, backprop through time, one update.
 
-    The loss is summed over the time steps that have a target (``mask`` ``(T,)`` or
-    ``(T, batch)``, nonzero = has a target; default: all) and averaged over the batch, so at
-    batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
+    Shapes (``T`` steps, ``B`` sequences, ``n_in``/``n_out`` the network's sizes):
+
+    - ``xs``: ``(T, B, n_in)``, or ``(T, n_in)`` for one sequence; floating point.
+    - ``targets``: the outputs' shape, ``(T, B, n_out)`` or ``(T, n_out)``; for the two cross
+      entropies also integer class labels ``(T, B)`` or ``(T,)``, on the network's backend.
+    - ``mask``: None (every step has a target), or ``(T,)`` or ``(T, B)``, boolean or real 0/1;
+      1 = the step has a target (the others' targets are ignored, any value).
+    - ``state``: None (zeros), or a list with one state per recurrent layer, each ``(B, o)`` or
+      ``(o,)``, as ``rnet.initial_state(B)`` gives.
+    - ``loss``: ``"squared_error"`` (½·Σ(y − t)²), ``"softmax_cross_entropy"`` (on logits: a
+      network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``).
+
+    The loss is summed over the time steps that have a target and averaged over the batch, so
+    at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
     are summed into one update; with momentum and L2 at 0 that equals Grenade's per-step fold.
     With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
-    as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``;
-    a NaN or infinite input, or a non-finite loss, raises ``FloatingPointError`` before any
-    update (naming the state or the parameters when they hold NaN or inf); an empty batch
-    raises ``ValueError``. On numpy and CuPy the LSTM gradients handed to ``optimizer.step`` are
-    written into arrays reused by the next call (``gradient_buffers``): an optimizer must not
-    keep them.
+    as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``,
+    the loss a float, ``state_T`` in the form of ``xs``; a NaN or infinite input, or a
+    non-finite loss, raises ``FloatingPointError`` before any update (naming the state or the
+    parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
+    CuPy the LSTM gradients handed to ``optimizer.step`` are written into arrays reused by the
+    next call (``gradient_buffers``): an optimizer must not keep them.
     """
     if not isinstance(rnet, RecurrentNetwork):
         raise TypeError(

@@ -27,9 +27,27 @@ def backend(request: pytest.FixtureRequest):
     try:
         chosen = resolve_backend(name, device)
     except BackendUnavailable as exc:
+        UNAVAILABLE_REASONS.add(f"Skipped: {exc}")
         pytest.skip(str(exc))
     with use_backend(name, device):
         yield chosen
+
+
+UNAVAILABLE_REASONS: set[str] = set()
+"""The skip reasons the ``backend`` fixture gave, as pytest's reports word them."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Report a skip for a missing backend at the fixture, not at each test, so the summary
+    (``-rs``) says "SKIPPED [400] tests/conftest.py: backend 'torch' needs PyTorch ..." once
+    per backend rather than once per test function."""
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple):
+        _, _, reason = report.longrepr
+        if reason in UNAVAILABLE_REASONS:
+            report.longrepr = (__file__, None, reason)
+    return report
 
 
 def np64(a: Any) -> np.ndarray:

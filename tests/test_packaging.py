@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -116,3 +117,51 @@ def test_the_package_says_it_is_typed():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "py.typed" in data["package-data"]["dualtape"]
     assert (ROOT / "dualtape" / "py.typed").is_file()
+
+
+OPTIONAL_BACKENDS = {"torch"}
+"""Modules tests may skip without: backends the README calls optional (CuPy skips through the
+backend fixture, not importorskip)."""
+
+
+def test_every_module_a_test_imports_or_skips_is_in_the_test_extra():
+    # `pip install -e ".[test]"` must run every test that does not need a GPU or torch.
+    if sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = {split(r)[0] for r in project["optional-dependencies"]["test"]}
+    skipped_for = {
+        normalise(name)
+        for folder in ("tests", "bench")
+        for path in (ROOT / folder).glob("*.py")
+        for name in re.findall(r"importorskip\(\s*[\"']([\w.]+)[\"']", path.read_text())
+    }
+    assert "threadpoolctl" in skipped_for, "the scan above found nothing it should"
+    assert skipped_for - OPTIONAL_BACKENDS <= extra, sorted(skipped_for - extra)
+
+
+def test_plain_pytest_reports_why_tests_skip(tmp_path):
+    # The README promises that skipped tests say why: pytest's own summary, from addopts.
+    (tmp_path / "test_skips.py").write_text(
+        "import pytest\n\ndef test_it():\n    pytest.skip('the reason a user should read')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p",
+         "no:cacheprovider", str(tmp_path / "test_skips.py")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert "SKIPPED [1]" in run.stdout and "the reason a user should read" in run.stdout, run.stdout
+
+
+def test_a_missing_backend_is_reported_once_not_once_per_test():
+    # The backend fixture's skips are folded into one summary line per reason (conftest.py).
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_losses.py"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    reasons = [line.split(": ", 1)[1] for line in run.stdout.splitlines()
+               if line.startswith("SKIPPED [")]
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert len(reasons) == len(set(reasons)), "\n".join(reasons)

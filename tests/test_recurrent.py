@@ -65,7 +65,7 @@ def test_bptt_through_a_whole_network_matches_finite_differences(backend):
 
     _, tape, dys = loss(xs_host, states_host)
     grads, dstates, dxs = rnet.backward_sequence(
-        tape, dys, [dualtape.asarray(w) for w in final_weights]
+        tape, [dualtape.asarray(w) for w in final_weights], dys
     )
     assert [set(g) for g in grads] == [set(p) for p in rnet.params]
 
@@ -132,7 +132,7 @@ def test_train_recurrent_at_batch_1_sums_the_loss_and_uses_output_minus_target(b
     before = host_params(rnet)
     tape, expected_state, ys = rnet.forward_sequence(rnet.initial_state(), xs)
     output_minus_target = np64(ys) - targets
-    grads, _, _ = rnet.backward_sequence(tape, dualtape.asarray(output_minus_target))
+    grads, _, _ = rnet.backward_sequence(tape, None, dualtape.asarray(output_minus_target))
 
     loss, state_last = train_recurrent(rnet, xs, dualtape.asarray(targets), SGD(rate=1.0))
 
@@ -172,7 +172,7 @@ def test_train_recurrent_loss_and_update_follow_the_mask(backend, mask_kind):
     before = host_params(rnet)
     tape, _, ys = rnet.forward_sequence(rnet.initial_state(batch), xs)
     diff = np.where(weights[..., None] > 0, np64(ys) - targets, 0.0)
-    grads, _, _ = rnet.backward_sequence(tape, dualtape.asarray(diff / batch))
+    grads, _, _ = rnet.backward_sequence(tape, None, dualtape.asarray(diff / batch))
 
     loss, _ = train_recurrent(rnet, xs, dualtape.asarray(targets), SGD(rate=1.0), mask=mask)
 
@@ -193,7 +193,7 @@ def test_train_recurrent_with_learn_initial_state_updates_the_state_list_in_plac
     originals = [np64(s).copy() for s in state]
     tape, _, ys = rnet.forward_sequence(state, xs)
     _, dys = squared_error(namespace_of(ys), ys, targets)
-    _, dstates, _ = rnet.backward_sequence(tape, dys)
+    _, dstates, _ = rnet.backward_sequence(tape, None, dys)
     same_list = state
     before = host_params(rnet)
 
@@ -215,7 +215,7 @@ def test_learned_initial_state_keeps_the_form_it_came_in(backend, xs_shape, stat
     state = [dualtape.asarray(np.full(state_shape, 0.5))]
     xs, targets = dualtape.asarray(np.ones(xs_shape)), dualtape.asarray(np.zeros(xs_shape))
     tape, _, ys = rnet.forward_sequence(state, xs)
-    _, dstate, _ = rnet.backward_sequence(tape, ys - targets)  # batch 1: dy = y - t
+    _, dstate, _ = rnet.backward_sequence(tape, None, ys - targets)  # batch 1: dy = y - t
     train_recurrent(rnet, xs, targets, SGD(rate=0.1), state=state, learn_initial_state=True)
     assert tuple(state[0].shape) == state_shape
     expected = 0.5 - 0.1 * np64(dstate[0]).reshape(state_shape)
@@ -355,12 +355,12 @@ def test_single_example_form_equals_batch_of_one(backend):
     dys = rng.normal(size=(5, 2))
     tape1, states1, ys1 = rnet.forward_sequence(rnet.initial_state(), dualtape.asarray(xs))
     assert tuple(ys1.shape) == (5, 2) and [tuple(s.shape) for s in states1] == [(5,), (4,)]
-    grads1, d1, dxs1 = rnet.backward_sequence(tape1, dualtape.asarray(dys))
+    grads1, d1, dxs1 = rnet.backward_sequence(tape1, None, dualtape.asarray(dys))
     assert tuple(dxs1.shape) == (5, 3) and [tuple(d.shape) for d in d1] == [(5,), (4,)]
 
     tape, states, ys = rnet.forward_sequence(rnet.initial_state(1), dualtape.asarray(xs[:, None]))
     assert tuple(ys.shape) == (5, 1, 2)
-    grads, d, dxs = rnet.backward_sequence(tape, dualtape.asarray(dys[:, None]))
+    grads, d, dxs = rnet.backward_sequence(tape, None, dualtape.asarray(dys[:, None]))
     np.testing.assert_array_equal(np64(ys1), np64(ys)[:, 0])
     np.testing.assert_array_equal(np64(dxs1), np64(dxs)[:, 0])
     for a, b in zip(d1 + states1, d + states, strict=True):
@@ -396,7 +396,7 @@ def test_network_shapes_for_any_sizes(backend, hidden, n_in, n_out, steps, batch
     tape, states, ys = rnet.forward_sequence(rnet.initial_state(batch), xs)
     assert tuple(ys.shape) == (steps, *lead, n_out)
     assert [tuple(s.shape) for s in states] == [(*lead, h) for h in hidden]
-    grads, dstates, dxs = rnet.backward_sequence(tape, ys, states)
+    grads, dstates, dxs = rnet.backward_sequence(tape, states, ys)
     assert tuple(dxs.shape) == (steps, *lead, n_in)
     assert [tuple(d.shape) for d in dstates] == [(*lead, h) for h in hidden]
     for g, p in zip(grads, rnet.params, strict=True):
@@ -490,7 +490,7 @@ def test_state_list_of_wrong_length_is_rejected(rnet):
         rnet.forward_sequence(rnet.initial_state(2)[0], xs)
     tape, _, _ = rnet.forward_sequence(rnet.initial_state(2), xs)
     with pytest.raises(ValueError, match=r"list of 2 arrays .* got a list of 3"):
-        rnet.backward_sequence(tape, dualtape.asarray(np.zeros((5, 2, 2))), [None] * 3)
+        rnet.backward_sequence(tape, [None] * 3, dualtape.asarray(np.zeros((5, 2, 2))))
 
 
 @pytest.mark.parametrize("shape", [(4,), (5, 3), (5, 2, 1), (2, 5)])
@@ -629,9 +629,52 @@ def test_backward_sequence_refuses_a_tape_of_another_network(backend):
     tape, _, _ = other.forward_sequence(other.initial_state(2), xs)
     dys = dualtape.asarray(np.ones((3, 2, 2)))
     with pytest.raises(ValueError, match="tape 1 is a LogitTape, not one of layer 1"):
-        rnet.backward_sequence(tape, dys)
+        rnet.backward_sequence(tape, None, dys)
     with pytest.raises(ValueError, match="expected the tape forward_sequence returned"):
-        rnet.backward_sequence(tape.tapes, dys)
+        rnet.backward_sequence(tape.tapes, None, dys)
+
+
+def test_a_layer_and_a_network_take_the_same_backward_sequence_call(backend):
+    # backward_sequence(tape, dstate_T, dys), positionally or by keyword, on both.
+    layer = LSTM(2, 3, seed=4, dtype=F64)
+    rnet = RecurrentNetwork([layer])
+    xs, dys, dstate_T = (dualtape.asarray(np.linspace(-1, 1, np.prod(s)).reshape(s))
+                         for s in ((4, 2, 2), (4, 2, 3), (2, 3)))
+    layer_tape, _, _ = layer.forward_sequence(layer.initial_state(2), xs)
+    net_tape, _, _ = rnet.forward_sequence(rnet.initial_state(2), xs)
+    from_layer = layer.backward_sequence(layer_tape, dstate_T, dys)
+    from_net = rnet.backward_sequence(net_tape, [dstate_T], dys)
+    by_keyword = rnet.backward_sequence(net_tape, dys=dys, dstate_T=[dstate_T])
+    assert from_layer[0].keys() == from_net[0][0].keys() == by_keyword[0][0].keys()
+    for name in from_layer[0]:
+        assert np.array_equal(np64(from_layer[0][name]), np64(from_net[0][0][name]))
+        assert np.array_equal(np64(by_keyword[0][0][name]), np64(from_net[0][0][name]))
+    assert np.array_equal(np64(from_layer[1]), np64(from_net[1][0]))
+    assert np.array_equal(np64(from_layer[2]), np64(from_net[2]))
+    keyword = layer.backward_sequence(layer_tape, dys=dys, dstate_T=None)
+    assert np.array_equal(np64(keyword[2]), np64(rnet.backward_sequence(net_tape, None, dys)[2]))
+
+
+def test_backward_sequence_arguments_in_the_old_order_raise(backend):
+    layer = LSTM(2, 3, seed=4, dtype=F64)
+    rnet = RecurrentNetwork([layer, FullyConnected(3, 2, seed=5, dtype=F64)])
+    xs = dualtape.asarray(np.ones((4, 2, 2)))
+    tape, state_T, ys = rnet.forward_sequence(rnet.initial_state(2), xs)
+    with pytest.raises(ValueError, match=r"takes \(tape, dstate_T, dys\).* dys in its place"):
+        rnet.backward_sequence(tape, ys, state_T)  # the old (tape, dys, dstate_T)
+    with pytest.raises(ValueError, match=r"got a \w+ of shape \(4, 2, 2\) as dstate_T"):
+        rnet.backward_sequence(tape, ys, None)
+    with pytest.raises(TypeError, match="dys"):
+        rnet.backward_sequence(tape, ys)  # the old two-argument form
+    layer_tape, c_T, hs = layer.forward_sequence(layer.initial_state(2), xs)
+    with pytest.raises(ValueError, match=r"dstate_T of shape \(4, 2, 3\) and dys of shape "
+                                         r"\(2, 3\): the two look swapped"):
+        layer.backward_sequence(layer_tape, hs, c_T)
+    one_tape, one_c, one_hs = layer.forward_sequence(layer.initial_state(), xs[:, 0, :])
+    with pytest.raises(ValueError, match="look swapped"):  # single example: (T, o) and (o,)
+        layer.backward_sequence(one_tape, one_hs, one_c)
+    with pytest.raises(TypeError, match="dstate_last"):  # the old keyword is gone, not ignored
+        layer.backward_sequence(layer_tape, dstate_last=c_T, dys=hs)
 
 
 def test_a_read_only_state_from_forward_sequence_can_be_learned(backend):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import signal
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import cli
+from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
 from dualtape.text.model import (
@@ -39,6 +40,8 @@ from dualtape.text.trainer import (
     load_checkpoint,
     run_training,
 )
+
+from .helpers import assert_params_equal, host_params
 
 TEXT = "The cat sat on the mat. The dog sat on the log. " * 12
 TINY = TrainConfig(hidden=[12], seq_len=8, batch=4, optimizer="adam", rate=0.05, seed=3)
@@ -137,10 +140,26 @@ def test_network_shape_and_rescaled_lstm_weights():
     with dualtape.use_backend("numpy"):
         net = build_text_network(20, [16, 8], seed=1)
     assert [repr(layer) for layer in net.layers] == [
-        "LSTM(20, 16)", "LSTM(16, 8)", "FullyConnected(8, 20)", "Softmax()"]
+        "LSTM(20, 16, init='scaled_recurrent')", "LSTM(16, 8, init='scaled')",
+        "FullyConnected(8, 20)", "Softmax()"]
     assert np.abs(net.layers[0].params["W"]).max() > 0.5  # one-hot input: Grenade's scale
     assert np.abs(net.layers[1].params["W"]).max() <= 1 / 4  # divided by sqrt(16)
     assert np.abs(net.layers[1].params["U"]).max() <= 1 / np.sqrt(8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_init_option_gives_the_weights_train_text_scaled_by_hand(backend, dtype):
+    # Before LSTM(init=...), build_text_network scaled Grenade's weights on the device.
+    net = build_text_network(20, [16, 8, 4], seed=5, dtype=dtype)
+    by_hand = build_text_network(20, [16, 8, 4], seed=5, dtype=dtype)
+    seeds = np.random.default_rng(5).integers(0, 2**63 - 1, size=4)
+    sizes = zip(by_hand.layers[:3], (20, 16, 8), (16, 8, 4), strict=True)
+    for k, (layer, n_in, n_out) in enumerate(sizes):
+        layer.params.update(LSTM(n_in, n_out, seed=int(seeds[k]), dtype=dtype).params)
+        layer.params["U"] = layer.params["U"] * (1.0 / math.sqrt(n_out))
+        if k:
+            layer.params["W"] = layer.params["W"] * (1.0 / math.sqrt(n_in))
+    assert_params_equal(host_params(net), host_params(by_hand))
 
 
 def _losses(trainer: TextTrainer, steps: int) -> list[float]:

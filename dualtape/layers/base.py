@@ -383,16 +383,23 @@ class RecurrentLayer(Layer):
         return tape, read_only(restore(state_last, single)), read_only(restore(ys, single))
 
     def backward_sequence(
-        self, tape: Any, dstate_last: Any, dys: Any
+        self, tape: Any, dstate_T: Any, dys: Any
     ) -> tuple[dict[str, Array], Array, Array]:
-        """Backprop through time: ``(grads, dstate_0, dxs)``; ``dstate_last`` may be None."""
+        """Backprop through time: ``(grads, dstate_0, dxs)``.
+
+        ``dstate_T`` ``(batch, state_size)`` or ``(state_size,)`` is the gradient of the last
+        state (None: zeros), ``dys`` ``(T, batch, n_out)`` or ``(T, n_out)`` that of the outputs;
+        the order of ``backward(tape, dstate_next, dy)`` and ``RecurrentNetwork``'s. Arguments
+        in the other order raise ``ValueError`` (a state gradient has no time axis).
+        """
         self._check_tape(tape, repr(self))
+        check_sequence_gradients_order(repr(self), dstate_T, dys)
         steps, batch = tape[0].shape[:2]
         xp, dys, single = prepare_like(
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
         )
-        dstate_last = self._state_gradient(xp, dstate_last, batch, "dstate_T")
-        grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_last, dys)
+        dstate_T = self._state_gradient(xp, dstate_T, batch, "dstate_T")
+        grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_T, dys)
         return grads, restore(dstate, single), restore(dxs, single)
 
     def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:
@@ -412,3 +419,16 @@ def check_not_empty(xs: Array, owner: str) -> None:
     """Raise ``ValueError`` for a sequence of no time steps."""
     if xs.shape[0] == 0:
         raise ValueError(f"{owner}: the input sequence is empty (T = 0); give at least one step")
+
+
+def check_sequence_gradients_order(owner: str, dstate_T: Any, dys: Any) -> None:
+    """Raise ``ValueError`` when ``backward_sequence(tape, dstate_T, dys)`` was given its
+    gradients the other way round: a state gradient is ``(batch, s)`` or ``(s,)``, never 3-D,
+    and ``dys`` always has a time axis, so it is never 1-D. (Only at T = batch = 1 with both
+    given 2-D can the two not be told apart.)"""
+    if (dstate_T is not None and np.ndim(dstate_T) == 3) or np.ndim(dys) == 1:
+        raise ValueError(
+            f"{owner}: backward_sequence takes (tape, dstate_T, dys), got dstate_T of shape "
+            f"{None if dstate_T is None else tuple(np.shape(dstate_T))} and dys of shape "
+            f"{tuple(np.shape(dys))}: the two look swapped"
+        )

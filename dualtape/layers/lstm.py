@@ -12,6 +12,7 @@ and the cells, never a pre-activation, so backward evaluates no σ, tanh or exp.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -128,30 +129,82 @@ def fused_disagreement(path: SequencePath, like: Array) -> str | None:
 
 
 class LSTM(RecurrentLayer):
-    """Grenade's LSTM from ``n_in`` inputs to ``n_out`` outputs (and cells).
+    """Grenade's LSTM from ``n_in`` inputs to ``n_out`` outputs (and as many cells).
 
-    Initialisation as Grenade: ``W``, ``U`` and ``b`` uniform in [-1, 1], forget bias 1; drawn on
-    the host from ``seed`` in ``dtype``.
+    The state is the cell ``c`` alone; per step, for input ``x``::
+
+        f = σ(W_f x + U_f c + b_f)    i = σ(W_i x + U_i c + b_i)    o = σ(W_o x + U_o c + b_o)
+        ĉ = tanh(W_c x + b_c)         c' = f*c + i*ĉ                h = o*c'   (no tanh on c')
+
+    Parameters (``params``): ``W`` ``(4·n_out, n_in)`` with row blocks f, i, o, ĉ; ``U``
+    ``(3·n_out, n_out)`` with row blocks f, i, o; ``b`` ``(4·n_out,)`` in the order of ``W``.
+
+    Step API: ``forward(state, x) -> (tape, state_next, y)``, ``backward(tape, dstate_next, dy)
+    -> (grads, dstate, dx)``; sequences ``(T, batch, n_in)``: ``forward_sequence(state, xs) ->
+    (tape, state_T, ys)``, ``backward_sequence(tape, dstate_T, dys) -> (grads, dstate_0, dxs)``.
+    States are ``(batch, n_out)``, from ``initial_state(batch)``. The tape (``LSTMStepTape``,
+    ``LSTMSequenceTape``) holds the inputs, the cells ``c_0 … c_T`` and the gate activations
+    ``[f, i, o, ĉ]``, never a pre-activation: backward evaluates no σ, tanh or exp.
+
+    Initialisation, drawn on the host from ``seed`` (an integer gives the same bits on every
+    backend; ``None`` draws fresh entropy from the OS, different every time), then cast to
+    ``dtype`` (``"float32"`` or ``"float64"``). ``init`` chooses the scale:
+
+    - ``"grenade"`` (default): ``W``, ``U`` and ``b`` uniform in [-1, 1], forget bias 1, as
+      Grenade. A gate then sums ``n_in + n_out`` terms of standard deviation ~0.58·|x|, so
+      layers wider than a few cells start with saturated gates and learn slowly, if at all.
+    - ``"scaled"``: the same draws with ``W`` times 1/√n_in and ``U`` times 1/√n_out (1/√fan-in
+      of each product); the biases, forget bias 1 included, as Grenade's.
+    - ``"scaled_recurrent"``: only ``U`` scaled, for one-hot input, where one column of ``W``
+      is active per step and Grenade's scale is right (train-text's first layer).
+
+    The factors multiply in ``dtype`` after the cast, so a scaled layer is exactly its Grenade
+    twin of the same seed times the factor. ``config()`` records ``init`` (saved with the
+    network) when it is not ``"grenade"``.
     """
 
     kind = "LSTM"
+    INITS = ("grenade", "scaled", "scaled_recurrent")
 
-    def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
+    def __init__(
+        self,
+        n_in: int,
+        n_out: int,
+        *,
+        seed: int | None = None,
+        dtype: str = "float32",
+        init: str = "grenade",
+    ):
         super().__init__()
         dtype = self._checked_dtype(dtype)
+        if init not in self.INITS:
+            raise ValueError(
+                f"LSTM: init must be one of {', '.join(map(repr, self.INITS))}, got {init!r}")
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
-        self.n_in, self.n_out, self.state_size = n_in, n_out, n_out
+        self.n_in, self.n_out, self.state_size, self.init = n_in, n_out, n_out, init
         rng = host_rng(seed)
         host = {
             "W": rng.uniform(-1.0, 1.0, size=shapes["W"]),
             "U": rng.uniform(-1.0, 1.0, size=shapes["U"]),
             "b": np.concatenate([np.ones(n_out), rng.uniform(-1.0, 1.0, size=3 * n_out)]),
         }
+        host = {k: v.astype(dtype) for k, v in host.items()}
+        if init != "grenade":
+            host["U"] *= host["U"].dtype.type(1.0 / math.sqrt(n_out))
+        if init == "scaled":
+            host["W"] *= host["W"].dtype.type(1.0 / math.sqrt(n_in))
         backend = get_backend()
-        self.params = {k: from_host(v.astype(dtype), backend) for k, v in host.items()}
+        self.params = {k: from_host(v, backend) for k, v in host.items()}
 
     def config(self) -> dict[str, Any]:
-        return {"n_in": self.n_in, "n_out": self.n_out}
+        config: dict[str, Any] = {"n_in": self.n_in, "n_out": self.n_out}
+        if self.init != "grenade":
+            config["init"] = self.init
+        return config
+
+    def __repr__(self) -> str:
+        init = "" if self.init == "grenade" else f", init={self.init!r}"
+        return f"LSTM({self.n_in}, {self.n_out}{init})"
 
     @classmethod
     def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
