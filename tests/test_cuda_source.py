@@ -106,8 +106,9 @@ def assert_host_build_matches_generic(cell: HostCell, p: dict, dtype: str) -> No
     mod = PaddedNumpy()
     U, c0, projected = (mod.copy_of(p[k]) for k in ("U", "c0", "projected"))
     cells, gates, hs = loops.forward_sequence(mod, cell, U, c0, projected)
-    das, dc0 = loops.backward_sequence(mod, cell, U, cells, gates, mod.copy_of(p["dhs"]),
-                                       mod.copy_of(p["dc_last"]))
+    blocks, dc0 = loops.backward_sequence(mod, cell, U, cells, gates, mod.copy_of(p["dhs"]),
+                                          mod.copy_of(p["dc_last"]))
+    das = np.concatenate(blocks, axis=-1)
     g_cells, g_gates, g_hs = generic_forward_sequence(np, p["U"], p["c0"], p["projected"])
     g_das, g_dc0 = generic_backward_sequence(np, p["U"], g_cells, g_gates, p["dhs"],
                                              p["dc_last"])

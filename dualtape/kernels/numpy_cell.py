@@ -26,7 +26,7 @@ class NumpyCell:
                       gates: Array) -> Callable[[int], None]:
         steps, batch, n = cells.shape[0] - 1, cells.shape[1], cells.shape[2]
         weights, last = U_fi.T, steps - 1
-        minus_a = list(np.negative(projected[..., : 2 * n]))
+        minus_a = list(np.negative(projected[..., : 2 * n], out=projected[..., : 2 * n]))
         fi, c_and_g = list(gates[..., : 2 * n]), list(gates[..., 2 * n :])
         waiting = gates[..., 2 * n : 3 * n]
         c = [*waiting, cells[-1]]  # c_t for t < T waits in gates[t]; c_T goes to cells[T]

@@ -27,7 +27,8 @@ class Cell(Protocol):
     product ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i = σ(projected[t, :, :2o] + r)`` into
     ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``, with ĉ already in ``gates[t, :, 3o:]``.
     Steps run in order t = 0 … T-1; ``cells`` (T+1, B, o) holds ``c_0`` before the first and
-    every cell after the last (a cell may keep them elsewhere in between); ``r`` is scratch.
+    every cell after the last (a cell may keep them elsewhere in between); ``r`` is scratch,
+    and so are ``projected``'s f and i blocks (nothing reads them after the loop).
     ``backward_steps(U_fi, gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, run for
     t = T-1 … 0: the cell gradient ``d = carry + rec + q[t]`` into ``dc[t]``, the factors
     ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) multiplied by ``d`` in place, ``carry = d*f``,
@@ -58,7 +59,9 @@ def forward_sequence(
     mod: Any, cell: Cell, U: Array, c0: Array, projected: Array
 ) -> tuple[Array, Array, Array]:
     """``(cells, gates, hs)`` of shapes (T+1, B, o), (T, B, 4o), (T, B, o) from the input
-    projections ``x Wᵀ + b`` of all steps (T, B, 4o); ``mod`` is numpy or cupy."""
+    projections ``x Wᵀ + b`` of all steps (T, B, 4o, C-contiguous, used up: a cell may
+    overwrite its f and i blocks); ``mod`` is numpy or cupy. Large arrays are allocated only
+    for the tape and ``hs``: at batch 256 fresh pages cost more than the arithmetic."""
     steps, batch, four_n = projected.shape
     n = four_n // 4
     cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
@@ -70,18 +73,20 @@ def forward_sequence(
     with cell.scope():
         for t in range(steps):
             step(t)
-    o = gates[..., 2 * n : 3 * n]
-    o_pre = mod.matmul(cells[:-1].reshape(steps * batch, n), U[2 * n : 3 * n].T)
-    o_pre = o_pre.reshape(steps, batch, n)
-    o_pre += projected[..., 2 * n : 3 * n]
-    sigmoid_into(mod, o_pre, o)
-    return cells, gates, mod.multiply(o, cells[1:])
+    rows = steps * batch
+    o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
+    mod.matmul(cells[:-1].reshape(rows, n), U[2 * n : 3 * n].T, out=o)
+    o += projected.reshape(rows, four_n)[:, 2 * n : 3 * n]
+    sigmoid_into(mod, o, o)
+    return cells, gates, mod.multiply(o.reshape(steps, batch, n), cells[1:])
 
 
 def backward_sequence(
     mod: Any, cell: Cell, U: Array, cells: Array, gates: Array, dhs: Array, dc_last: Array
-) -> tuple[Array, Array]:
-    """``(das, dc_0)``: pre-activation gradients (T, B, 4o) and the first cell's gradient."""
+) -> tuple[tuple[Array, Array, Array], Array]:
+    """``((d_fi, d_o, d_ĉ), dc_0)``: the pre-activation gradients as three blocks, (T, B, 2o),
+    (T, B, o) and (T, B, o) (the columns f, i | o | ĉ of the generic code's (T, B, 4o)), and the
+    first cell's gradient. Besides the blocks only two (T, B, o) arrays are allocated."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
     i, o, g = (gates[..., k * n : (k + 1) * n] for k in (1, 2, 3))
@@ -90,10 +95,12 @@ def backward_sequence(
     q, dc = (mod.empty((steps, batch, n), dtype=dtype) for _ in range(2))
     mod.multiply(dhs, o, out=q)
     da_o = q * cells[1:]
-    da_o *= one - o
+    da_o *= mod.subtract(one, o, out=dc)  # dc is scratch until the loop
     flat = (steps * batch, n)
-    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n]).reshape(steps, batch, n)
+    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n], out=dc.reshape(flat))
+    carried = carried.reshape(steps, batch, n)
     q[:-1] += carried[1:]
+    carried_0 = mod.array(carried[0], copy=True)
     dfi = mod.subtract(one, fi)
     dfi *= fi
     dfi[..., :n] *= cells[:-1]
@@ -104,9 +111,10 @@ def backward_sequence(
     with cell.scope():
         for t in reversed(range(steps)):
             step(t)
-    da_g = g * g
+    da_g = mod.multiply(g, g, out=q)  # q is free again
     mod.subtract(one, da_g, out=da_g)
     da_g *= i
     da_g *= dc
-    das = mod.concatenate([dfi, da_o, da_g], axis=-1)
-    return das, carry + rec + carried[0]
+    carry += rec
+    carry += carried_0
+    return (dfi, da_o, da_g), carry

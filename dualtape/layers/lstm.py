@@ -115,10 +115,11 @@ def fused_disagreement(path: SequencePath, like: Array) -> str | None:
     host = {"U": (15, 5), "c": (2, 5), "projected": (3, 2, 20), "dhs": (3, 2, 5), "dc": (2, 5)}
     a = {k: from_host(rng.uniform(-1, 1, s).astype(dtype), backend_of(like))
          for k, s in host.items()}
-    fused = kernels.forward_sequence(*path, a["U"], a["c"], a["projected"])
     generic = generic_forward_sequence(xp, a["U"], a["c"], a["projected"])
-    fused += kernels.backward_sequence(*path, a["U"], *fused[:2], a["dhs"], a["dc"])
+    fused = kernels.forward_sequence(*path, a["U"], a["c"], a["projected"])  # uses it up
     generic += generic_backward_sequence(xp, a["U"], *generic[:2], a["dhs"], a["dc"])
+    blocks, dc_0 = kernels.backward_sequence(*path, a["U"], *fused[:2], a["dhs"], a["dc"])
+    fused += (xp.concatenate(blocks, axis=-1), dc_0)
     tolerance = 1e-4 if dtype == "float32" else 1e-10
     names = ("cells", "gates", "hs", "das", "dc_0")
     for name, x, y in zip(names, fused, generic, strict=True):
@@ -254,32 +255,46 @@ class LSTM(RecurrentLayer):
         if fast is None:
             das, dc = generic_backward_sequence(
                 xp, self.params["U"], tape.cells, tape.gates, dhs, dc)
+            blocks, grads_out = (das,), None
         else:
             with device_context(backend_of(dc)):
-                das, dc = kernels.backward_sequence(
+                blocks, dc = kernels.backward_sequence(
                     *fast, self.params["U"], tape.cells, tape.gates, dhs, dc)
-        out = None if fast is None else grads_out
-        grads, dxs = self._sequence_grads(xp, tape, das, need_dxs, out)
+        grads, dxs = self._sequence_grads(xp, tape, blocks, need_dxs, grads_out)
         return grads, dc, dxs
 
     def _sequence_grads(
-        self, xp: Any, tape: LSTMSequenceTape, das: Array, need_dxs: bool,
+        self, xp: Any, tape: LSTMSequenceTape, blocks: tuple[Array, ...], need_dxs: bool,
         out: dict[str, Array] | None = None,
     ) -> tuple[dict[str, Array], Array | None]:
-        """Weight and input gradients of a whole sequence, each as one matrix product (written
-        into ``out`` when given, numpy/CuPy); the input gradient is None unless ``need_dxs``."""
+        """Weight and input gradients of a whole sequence from the pre-activation gradients,
+        given as column blocks of the (T, B, 4o) whole (one block on the generic path; f, i |
+        o | ĉ on the fast path, which never joins them): one matrix product per block and
+        parameter, written into ``out`` when given (numpy/CuPy). The input gradient is None
+        unless ``need_dxs``."""
         p, n = self.params, self.n_out
-        steps, batch, _ = tape.xs.shape
-        flat = xp.reshape(das, (steps * batch, 4 * n))
-        xs = xp.reshape(tape.xs, (steps * batch, self.n_in))
-        cells = xp.reshape(tape.cells[:-1, ...], (steps * batch, n))
-        if out is None:
-            grads = {"W": batch_outer(flat, xs), "U": batch_outer(flat[:, : 3 * n], cells),
-                     "b": xp.sum(flat, axis=0)}
+        rows = tape.xs.shape[0] * tape.xs.shape[1]
+        xs = xp.reshape(tape.xs, (rows, self.n_in))
+        cells = xp.reshape(tape.cells[:-1, ...], (rows, n))
+        parts: dict[str, list[Array]] = {"W": [], "U": [], "b": []}
+        dxs, start = None, 0
+        for block in blocks:
+            end = start + block.shape[-1]
+            flat = xp.reshape(block, (rows, end - start))
+            u_end = min(end, 3 * n)
+            parts["W"].append(batch_outer(flat, xs, None if out is None else out["W"][start:end]))
+            if u_end > start:
+                parts["U"].append(batch_outer(flat[:, : u_end - start], cells,
+                                              None if out is None else out["U"][start:u_end]))
+            parts["b"].append(xp.sum(flat, axis=0) if out is None else
+                              flat.sum(axis=0, out=out["b"][start:end]))
+            start = end
+        if need_dxs:
+            whole = blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-1)
+            dxs = xp.reshape(xp.reshape(whole, (rows, 4 * n)) @ p["W"],
+                             (*tape.xs.shape[:2], self.n_in))
+        if out is not None:
+            grads = dict(out)
         else:
-            grads = {"W": batch_outer(flat, xs, out["W"]),
-                     "U": batch_outer(flat[:, : 3 * n], cells, out["U"]),
-                     "b": flat.sum(axis=0, out=out["b"])}
-        if not need_dxs:
-            return grads, None
-        return grads, xp.reshape(flat @ p["W"], (steps, batch, self.n_in))
+            grads = {k: v[0] if len(v) == 1 else xp.concat(v, axis=0) for k, v in parts.items()}
+        return grads, dxs
