@@ -35,7 +35,7 @@ class LSTMStepTape(NamedTuple):
 
 
 class LSTMSequenceTape(NamedTuple):
-    """A sequence's tape: inputs ``xs`` (T, B, i), referenced, not copied; ``cells`` (T+1, B, o),
+    """A sequence's tape: inputs ``xs`` (T, B, i) (the public calls keep a copy); ``cells`` (T+1, B, o),
     ``c_0 … c_T``; ``gates`` (T, B, 4o). Per step it adds ``5·o`` numbers per example: at
     float64, batch 1 and o = 512 that is 20 KiB a step."""
 
