@@ -35,9 +35,9 @@ class LSTMStepTape(NamedTuple):
 
 
 class LSTMSequenceTape(NamedTuple):
-    """A sequence's tape: inputs ``xs`` (T, B, i) (the public calls keep a copy); ``cells`` (T+1, B, o),
-    ``c_0 … c_T``; ``gates`` (T, B, 4o). Per step it adds ``5·o`` numbers per example: at
-    float64, batch 1 and o = 512 that is 20 KiB a step."""
+    """A sequence's tape: inputs ``xs`` (T, B, i) (the public calls keep a copy); ``cells``
+    (T+1, B, o), ``c_0 … c_T``; ``gates`` (T, B, 4o). Per step it adds ``5·o`` numbers per
+    example: at float64, batch 1 and o = 512 that is 20 KiB a step."""
 
     xs: Array
     cells: Array
