@@ -179,25 +179,23 @@ def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monk
     assert_host_build_matches_generic(cupy_cell.CupyCell(), p, dtype)
 
 
-def test_a_planted_gate_offset_bug_fails_the_comparison(cxx, tmp_path):
-    right = "a[row + n + j] + r[rec + n + j]"
+PLANTED_BUGS = {
+    "a wrong gate offset": ("a[row + n + j] + r[rec + n + j]",
+                            "a[row + 2 * n + j] + r[rec + n + j]", 3, "cells|gates"),
+    "an out-of-bounds read": ("const T d = carry[cell] + rec[cell] + q[cell];",
+                              "const T d = carry[cell] + rec[cell + n] + q[cell];", 1,
+                              "nan location mismatch"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_BUGS))
+def test_a_planted_bug_fails_the_comparison(cxx, tmp_path, bug):
+    right, wrong, batch, failure = PLANTED_BUGS[bug]
     source = SOURCE.read_text()
     assert right in source
     planted = tmp_path / "lstm.cu"
-    planted.write_text(source.replace(right, "a[row + 2 * n + j] + r[rec + n + j]"))
+    planted.write_text(source.replace(right, wrong))
     library = build_host_library(cxx, planted, tmp_path)
-    p = random_problem("float64", steps=3, batch=3, n=5)
-    with pytest.raises(AssertionError, match="cells|gates"):
-        assert_host_build_matches_generic(HostCell(library, "float64"), p, "float64")
-
-
-def test_a_planted_out_of_bounds_read_fails_the_comparison(cxx, tmp_path):
-    right = "const T d = carry[cell] + rec[cell] + q[cell];"
-    source = SOURCE.read_text()
-    assert right in source
-    planted = tmp_path / "lstm.cu"
-    planted.write_text(source.replace(right, "const T d = carry[cell] + rec[cell + n] + q[cell];"))
-    library = build_host_library(cxx, planted, tmp_path)
-    p = random_problem("float64", steps=3, batch=1, n=5)
-    with pytest.raises(AssertionError, match="nan location mismatch"):
+    p = random_problem("float64", steps=3, batch=batch, n=5)
+    with pytest.raises(AssertionError, match=failure):
         assert_host_build_matches_generic(HostCell(library, "float64"), p, "float64")
