@@ -49,7 +49,7 @@ from ..layers.base import Array
 from ..losses import softmax_cross_entropy
 from ..network import mean_over_processes
 from ..optim import SGD, Adam, Optimizer
-from ..recurrent import RecurrentNetwork
+from ..recurrent import RecurrentNetwork, gradient_buffers
 from .model import (
     TextError,
     Vocabulary,
@@ -285,7 +285,8 @@ class TextTrainer:
             tape, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
             value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
             scale = 1.0 / cfg.seq_len
-            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False)
+            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False,
+                                                  grads_out=gradient_buffers(core))
             if cfg.clip > 0:
                 grads = clip_gradients(xp, grads, cfg.clip)
             self.optimizer.step(core.params, grads)
