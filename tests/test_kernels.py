@@ -127,3 +127,13 @@ def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
         assert not cupy_cell.verified(path, like, failing)
     assert calls == [3], "the self-check runs once per device and dtype"
     assert cupy_cell.verified(*fake_cupy_path(4), no_check)
+
+
+def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
+    monkeypatch.setattr(cupy_cell, "_VERDICTS", {})
+
+    def raising(path, like):
+        raise RuntimeError("no kernel image for this device")
+
+    with pytest.warns(RuntimeWarning, match="raised RuntimeError: no kernel image"):
+        assert not cupy_cell.verified(*fake_cupy_path(0), raising)

@@ -110,12 +110,16 @@ class CupyCell:
 
 def verified(path: Any, like: Array, self_check: Any) -> bool:
     """Whether ``self_check(path, like)`` found the kernels in agreement with the generic code
-    on ``like``'s device and dtype; run once for each, with one warning on a mismatch."""
+    on ``like``'s device and dtype; run once for each, with one warning on a mismatch or an
+    exception (then the caller uses the generic code)."""
     device, dtype = like.device.id, like.dtype.name
     key = (device, dtype)
     if key not in _VERDICTS:
-        with path.module.cuda.Device(device):
-            problem = self_check(path, like)
+        try:
+            with path.module.cuda.Device(device):
+                problem = self_check(path, like)
+        except Exception as exc:  # a kernel that cannot even run is a failed check too
+            problem = f"the check raised {type(exc).__name__}: {exc}"
         if problem:
             warnings.warn(f"dualtape: the fused CUDA LSTM kernels disagree with the generic code "
                           f"on CUDA device {device} ({dtype}): {problem}; using the generic code",
