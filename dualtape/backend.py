@@ -194,6 +194,16 @@ def backend_name_of(a: Any) -> str:
     return name
 
 
+def out_module(a: Any) -> Any:
+    """numpy or cupy, the module whose functions write into ``a`` with ``out=``; None for
+    arrays of the other backends (the generic array-API code has no ``out=``)."""
+    if type(a) is np.ndarray:
+        return np
+    if array_api_compat.is_cupy_array(a):
+        return importlib.import_module("cupy")
+    return None
+
+
 def backend_of(a: Any) -> Backend:
     """The backend and device an existing array lives on."""
     name = backend_name_of(a)

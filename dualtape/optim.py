@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import array_api_compat
 import numpy as np
 
-from .backend import backend_of, check_same_place, dtype_name, from_host, move, to_numpy
+from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .layers.base import Array
 
 
@@ -66,16 +66,12 @@ def _same_place(a: Array, b: Array) -> bool:
 def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
     """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
     of that module and ``w`` and the slots take ``out=`` writes; None for the generic code."""
-    if type(g) is np.ndarray and type(w) is np.ndarray and w.flags.writeable:
-        for a in slot.values():
-            if type(a) is not np.ndarray or not a.flags.writeable:
-                return None
-        return np
-    if all(array_api_compat.is_cupy_array(a) for a in (g, w, *slot.values())):
-        import cupy
-
-        return cupy
-    return None
+    mod = out_module(w)
+    if mod is None or not all(type(a) is type(w) for a in (g, *slot.values())):
+        return None
+    if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):
+        return None
+    return mod
 
 
 CHUNK = 1 << 15  # elements per pass of a large in-place numpy update: 256 KiB at float64

@@ -10,9 +10,9 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-import array_api_compat
 import numpy as np
 
+from .backend import backend_of, device_context, out_module
 from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
 from .losses import loss_function, mask_weights
 from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
@@ -179,17 +179,13 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
 
 def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     return [layer.params if layer.recurrent and all(
-        array_api_compat.is_numpy_array(p) or array_api_compat.is_cupy_array(p)
-        for p in layer.params.values()) else None for layer in rnet.layers]
+        out_module(p) is not None for p in layer.params.values()) else None
+        for layer in rnet.layers]
 
 
 def _empty_like(p: Array) -> Array:
-    if isinstance(p, np.ndarray):
-        return np.empty_like(p)
-    import cupy
-
-    with p.device:
-        return cupy.empty_like(p)
+    with device_context(backend_of(p)):
+        return out_module(p).empty_like(p)
 
 
 def train_recurrent(

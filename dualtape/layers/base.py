@@ -16,7 +16,6 @@ for layers with a fixed ``n_in`` its first field is the input.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -29,6 +28,7 @@ from ..backend import (
     get_backend,
     host_rng,
     namespace_of,
+    out_module,
     zeros_like_place,
 )
 
@@ -153,7 +153,7 @@ def batch_outer(a: Array, b: Array, out: Array | None = None) -> Array:
     ``out`` when given (numpy and CuPy arrays only)."""
     if out is None:
         return a.T * b if a.shape[0] == 1 else a.T @ b
-    mod = np if isinstance(out, np.ndarray) else importlib.import_module("cupy")
+    mod = out_module(out)
     return (mod.multiply if a.shape[0] == 1 else mod.matmul)(a.T, b, out=out)
 
 
