@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape.backend import out_module
+from dualtape.layers.base import EINSUM_MIN, batch_outer
 from dualtape.recurrent import gradient_buffers
 
 from .conftest import np64
@@ -23,9 +25,9 @@ class Recording:
         self.inner.step(params, grads)
 
 
-def seed_net(dtype="float64"):
-    return dualtape.RecurrentNetwork([dualtape.LSTM(3, 5, seed=1, dtype=dtype),
-                                      dualtape.LSTM(5, 3, seed=2, dtype=dtype)])
+def seed_net(dtype="float64", hidden=5):
+    return dualtape.RecurrentNetwork([dualtape.LSTM(3, hidden, seed=1, dtype=dtype),
+                                      dualtape.LSTM(hidden, 3, seed=2, dtype=dtype)])
 
 
 def test_training_reuses_the_gradient_arrays_where_they_take_writes(backend):
@@ -38,14 +40,19 @@ def test_training_reuses_the_gradient_arrays_where_they_take_writes(backend):
     assert all(reused) if backend.name in ("numpy", "cupy") else not any(reused)
 
 
-def test_reused_buffers_give_the_same_training_as_fresh_gradients(backend):
+@pytest.mark.parametrize(("steps", "hidden"), [(5, 5), (1, 5), (1, 64)],
+                         ids=["products", "outer", "einsum-outer"])
+def test_reused_buffers_give_the_same_training_as_fresh_gradients(backend, steps, hidden):
+    """One step at batch 1 writes outer products, of U (3·64 × 64) through einsum; the
+    initial cells are not zero, so U's gradient is not zero either."""
     rng = np.random.default_rng(1)
-    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (5, 1, 3))) for _ in range(2))
-    trained, by_hand = seed_net(), seed_net()
+    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (steps, 1, 3))) for _ in range(2))
+    trained, by_hand = seed_net(hidden=hidden), seed_net(hidden=hidden)
+    state = [dualtape.asarray(rng.uniform(-1, 1, (1, n))) for n in (hidden, 3)]
     fast, plain = dualtape.SGD(0.1, momentum=0.5), dualtape.SGD(0.1, momentum=0.5)
     for _ in range(3):
-        loss = dualtape.train_recurrent(trained, xs, targets, fast)[0]
-        tape, _, ys = by_hand.forward_sequence(by_hand.initial_state(1), xs)
+        loss = dualtape.train_recurrent(trained, xs, targets, fast, state=state)[0]
+        tape, _, ys = by_hand.forward_sequence(state, xs)
         grads, _, _ = by_hand.backward_sequence(tape, None, ys - targets)
         plain.step(by_hand.params, grads)
         assert loss == pytest.approx(0.5 * float(np.sum((np64(ys) - np64(targets)) ** 2)),
@@ -66,3 +73,18 @@ def test_buffers_follow_the_parameters_shape_and_place(backend):
     assert gradient_buffers(net) == [None, None], "no out= writes on array_api_strict"
     net.to(backend.name)
     assert all(b.dtype == np.float64 for group in gradient_buffers(net) for b in group.values())
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 9), (1, 96, 128), (4, 96, 128)],
+                         ids=["one-row", "one-row-einsum", "rows"])
+def test_batch_outer_into_a_buffer_is_the_product_bit_for_bit(backend, shape):
+    rows, m, n = shape
+    rng = np.random.default_rng(3)
+    a, b = (rng.uniform(-1, 1, (rows, k)) for k in (m, n))
+    out = dualtape.asarray(np.full((m, n), np.nan))
+    if out_module(out) is None:
+        pytest.skip(f"{backend.name} arrays take no out= writes")
+    assert (m * n >= EINSUM_MIN) == (shape[1] == 96)
+    result = batch_outer(dualtape.asarray(a), dualtape.asarray(b), out)
+    assert result is out
+    np.testing.assert_array_equal(np64(out), a.T @ b if rows > 1 else a.T * b)

@@ -147,14 +147,23 @@ def prepare_like(
     return xp, a, single
 
 
+EINSUM_MIN = 1 << 13  # elements of a one-row outer product from which numpy's einsum wins
+
+
 def batch_outer(a: Array, b: Array, out: Array | None = None) -> Array:
     """``aᵀ b``, the sum over rows of outer products: a matrix product, or at one row a
     broadcast product (BLAS is about twice as slow with an inner size of 1); written into
-    ``out`` when given (numpy and CuPy arrays only)."""
+    ``out`` when given (numpy and CuPy arrays only). A one-row numpy product of at least
+    ``EINSUM_MIN`` elements goes through ``einsum``, whose outer-product loop is about 1.6x
+    faster than broadcasting's row-by-row loop there (the same products, bit for bit)."""
     if out is None:
         return a.T * b if a.shape[0] == 1 else a.T @ b
     mod = out_module(out)
-    return (mod.multiply if a.shape[0] == 1 else mod.matmul)(a.T, b, out=out)
+    if a.shape[0] != 1:
+        return mod.matmul(a.T, b, out=out)
+    if mod is np and out.size >= EINSUM_MIN:
+        return np.einsum("i,j->ij", a[0], b[0], out=out)
+    return mod.multiply(a.T, b, out=out)
 
 
 def check_size(owner: str, name: str, n: Any) -> int:
