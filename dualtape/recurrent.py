@@ -128,14 +128,16 @@ class RecurrentNetwork(Chain):
     def _backward_sequence(
         self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None,
         need_dxs: bool = True, grads_out: list[dict[str, Array] | None] | None = None,
-    ) -> tuple[list[dict[str, Array]], list[Array], Array | None]:
+        need_dstates: bool = True,
+    ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
         """Backprop through time; the input gradient is None when not ``need_dxs`` and the
-        first layer is recurrent (training skips that product). ``grads_out`` (from
-        ``gradient_buffers``) receives the recurrent layers' gradients where it has arrays."""
+        first layer is recurrent, the initial states' gradients None unless ``need_dstates``
+        (training skips those products). ``grads_out`` (from ``gradient_buffers``) receives
+        the recurrent layers' gradients where it has arrays."""
         steps, batch = tape.steps, tape.batch
         grads: list[dict[str, Array]] = [{} for _ in self.layers]
         pending = list(dstates) if dstates is not None else [None] * len(self.recurrent_layers)
-        dstate_0: list[Array] = []
+        dstate_0: list[Array | None] = []
         dh = dys
         for k in reversed(range(len(self.layers))):
             layer = self.layers[k]
@@ -145,7 +147,7 @@ class RecurrentNetwork(Chain):
                     dstate = layer._state_gradient(xp, None, batch, "dstate_T")
                 grads[k], d0, dh = layer._backward_sequence(
                     xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
-                    None if grads_out is None else grads_out[k])
+                    None if grads_out is None else grads_out[k], need_dstates)
                 dstate_0.insert(0, d0)
             else:
                 grads[k], dx = layer._backward(
@@ -252,7 +254,8 @@ def train_recurrent(
         )
         raise
     grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None, need_dxs=False,
-                                                grads_out=gradient_buffers(rnet))
+                                                grads_out=gradient_buffers(rnet),
+                                                need_dstates=learn_initial_state)
     if learn_initial_state:
         learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
         gradients = {str(k): d for k, d in enumerate(dstates)}

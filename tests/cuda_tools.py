@@ -141,7 +141,8 @@ class HostCell:
 
         def step(t: int, alive=(gates, rec, q, carry, dfi, dc)) -> None:
             self._backward(*head, g[t], rec_p, q_t[t], carry_p, factors[t], d[t])
-            np.dot(dfi[t], U_fi, rec)
+            if t:
+                np.dot(dfi[t], U_fi, rec)
 
         return step
 

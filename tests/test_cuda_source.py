@@ -163,8 +163,7 @@ def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n)
                         d)(0)
     np.testing.assert_allclose(dfi[0], da[:, : 2 * n], rtol=tolerance, atol=tolerance)
     np.testing.assert_allclose(carry, dc_direct, rtol=tolerance, atol=tolerance)
-    np.testing.assert_allclose(rec + carry, dc_direct + da[:, : 2 * n] @ U[: 2 * n],
-                               rtol=tolerance, atol=tolerance)
+    assert not rec.any(), "step 0 leaves the first cell's recurrent product to the loop"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

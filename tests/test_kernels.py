@@ -137,3 +137,24 @@ def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
 
     with pytest.warns(RuntimeWarning, match="raised RuntimeError: no kernel image"):
         assert not cupy_cell.verified(*fake_cupy_path(0), raising)
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_without_the_first_cells_gradient_the_loop_back_skips_its_products(monkeypatch, steps):
+    """Training never reads dc_0: at T = 1 the loop back then makes no product with U at all,
+    and the gradients it does give are those of the full loop."""
+    rng = np.random.default_rng(5)
+    U, c0 = rng.normal(size=(9, 3)), rng.normal(size=(2, 3))
+    projected, dhs = rng.normal(size=(steps, 2, 12)), rng.normal(size=(steps, 2, 3))
+    cells, gates, _ = loops.forward_sequence(np, NumpyCell(), U, c0, projected)
+    dc_last = rng.normal(size=(2, 3))
+    full, dc0 = loops.backward_sequence(np, NumpyCell(), U, cells, gates, dhs, dc_last)
+    counting = CountingNamespace(np, ("dot", "matmul"))
+    monkeypatch.setattr(numpy_cell, "np", counting)
+    blocks, none = loops.backward_sequence(counting, NumpyCell(), U, cells, gates, dhs, dc_last,
+                                           need_dc0=False)
+    assert none is None and dc0 is not None
+    # one product with U_o for steps 1 … T-1 together, one with U_fi per step but the first
+    assert counting.calls == {"matmul": int(steps > 1), "dot": steps - 1}
+    for a, b in zip(full, blocks, strict=True):
+        np.testing.assert_array_equal(a, b)

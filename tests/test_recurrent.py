@@ -686,3 +686,22 @@ def test_a_read_only_state_from_forward_sequence_can_be_learned(backend):
     train_recurrent(rnet, xs, targets, SGD(0.1, momentum=0.5), state=state,
                     learn_initial_state=True)
     assert not np.array_equal(np64(state[0]), before)
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_backprop_without_state_gradients_gives_none_and_the_same_weight_gradients(
+    backend, steps
+):
+    """What train_recurrent asks for when it learns no initial state: the products that only
+    lead to dstate_0 are skipped, on the generic and the fast paths alike."""
+    rng = np.random.default_rng(8)
+    rnet = grenade_stack()
+    xs = dualtape.asarray(rng.normal(size=(steps, 2, 3)))
+    state = [dualtape.asarray(rng.normal(size=(2, 5))), dualtape.asarray(rng.normal(size=(2, 4)))]
+    tape, _, ys = rnet.forward_sequence(state, xs)
+    xp = namespace_of(ys)
+    full, dstates, _ = rnet._backward_sequence(xp, tape, ys, None)
+    grads, none, _ = rnet._backward_sequence(xp, tape, ys, None, need_dstates=False)
+    assert none == [None, None] and all(d is not None for d in dstates)
+    assert_params_equal([{k: np64(v) for k, v in g.items()} for g in grads],
+                        [{k: np64(v) for k, v in g.items()} for g in full])

@@ -103,7 +103,8 @@ class CupyCell:
 
         def step(t: int) -> None:
             kernel(shape[:1], shape[1:], (*head, g[t], rec, q_t[t], carry, factors[t], d[t]))
-            dot(factors[t], U_fi, rec)
+            if t:
+                dot(factors[t], U_fi, rec)
 
         return step
 

@@ -64,6 +64,7 @@ class NumpyCell:
             add(d_t, q_t[t], d_t)
             multiply(factor_pairs[t], d_pairs[t], factor_pairs[t])
             multiply(d_t, f[t], carry)
-            dot(factors[t], U_fi, rec)
+            if t:
+                dot(factors[t], U_fi, rec)
 
         return step

@@ -32,7 +32,8 @@ class Cell(Protocol):
     ``backward_steps(U_fi, gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, run for
     t = T-1 … 0: the cell gradient ``d = carry + rec + q[t]`` into ``dc[t]``, the factors
     ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) multiplied by ``d`` in place, ``carry = d*f``,
-    then the recurrent product ``rec = dfi[t] U_fi`` (B, o) for the step before.
+    then, for t > 0, the recurrent product ``rec = dfi[t] U_fi`` (B, o) for the step before
+    (the loop does that of t = 0 itself, when the first cell's gradient is wanted).
     Every buffer is C-contiguous; binding is where per-step views are made, once per call.
     ``scope()`` is the context the loops run in (numpy: overflow to inf is expected).
     """
@@ -82,11 +83,14 @@ def forward_sequence(
 
 
 def backward_sequence(
-    mod: Any, cell: Cell, U: Array, cells: Array, gates: Array, dhs: Array, dc_last: Array
-) -> tuple[tuple[Array, Array, Array], Array]:
+    mod: Any, cell: Cell, U: Array, cells: Array, gates: Array, dhs: Array, dc_last: Array,
+    need_dc0: bool = True,
+) -> tuple[tuple[Array, Array, Array], Array | None]:
     """``((d_fi, d_o, d_ĉ), dc_0)``: the pre-activation gradients as three blocks, (T, B, 2o),
     (T, B, o) and (T, B, o) (the columns f, i | o | ĉ of the generic code's (T, B, 4o)), and the
-    first cell's gradient. Besides the blocks only two (T, B, o) arrays are allocated."""
+    first cell's gradient, None unless ``need_dc0`` (then its two products with ``U`` are
+    skipped: at T = 1 that halves the reads of ``U``). Besides the blocks only two (T, B, o)
+    arrays are allocated."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
     i, o, g = (gates[..., k * n : (k + 1) * n] for k in (1, 2, 3))
@@ -96,11 +100,13 @@ def backward_sequence(
     mod.multiply(dhs, o, out=q)
     da_o = q * cells[1:]
     da_o *= mod.subtract(one, o, out=dc)  # dc is scratch until the loop
-    flat = (steps * batch, n)
-    carried = mod.matmul(da_o.reshape(flat), U[2 * n : 3 * n], out=dc.reshape(flat))
-    carried = carried.reshape(steps, batch, n)
-    q[:-1] += carried[1:]
-    carried_0 = mod.array(carried[0], copy=True)
+    first = 0 if need_dc0 else 1  # the first step whose U_o product is wanted
+    if steps > first:
+        flat = ((steps - first) * batch, n)
+        carried = mod.matmul(da_o[first:].reshape(flat), U[2 * n : 3 * n],
+                             out=dc[first:].reshape(flat)).reshape(steps - first, batch, n)
+        q[:-1] += carried[1 - first :]
+        carried_0 = mod.array(carried[0], copy=True) if need_dc0 else None
     dfi = mod.subtract(one, fi)
     dfi *= fi
     dfi[..., :n] *= cells[:-1]
@@ -115,6 +121,9 @@ def backward_sequence(
     mod.subtract(one, da_g, out=da_g)
     da_g *= i
     da_g *= dc
+    if not need_dc0:
+        return (dfi, da_o, da_g), None
+    mod.matmul(dfi[0], U[: 2 * n], out=rec)
     carry += rec
     carry += carried_0
     return (dfi, da_o, da_g), carry

@@ -91,16 +91,17 @@ def generic_forward_sequence(
 
 
 def generic_backward_sequence(
-    xp: Any, U: Array, cells: Array, gates: Array, dhs: Array, dc: Array
-) -> tuple[Array, Array]:
-    """The reference loop back: ``(das, dc_0)``, one ``lstm_cell_backward`` per step."""
+    xp: Any, U: Array, cells: Array, gates: Array, dhs: Array, dc: Array, need_dc0: bool = True
+) -> tuple[Array, Array | None]:
+    """The reference loop back: ``(das, dc_0)``, one ``lstm_cell_backward`` per step;
+    ``dc_0`` is None, and its recurrent product skipped, unless ``need_dc0``."""
     n = cells.shape[-1]
     das = [None] * gates.shape[0]
     for t in reversed(range(len(das))):
         da, dc_direct = lstm_cell_backward(
             xp, gates[t, ...], cells[t, ...], cells[t + 1, ...], dhs[t, ...], dc
         )
-        dc = dc_direct + da[:, : 3 * n] @ U
+        dc = dc_direct + da[:, : 3 * n] @ U if t or need_dc0 else None
         das[t] = da
     return xp.stack(das), dc
 
@@ -247,19 +248,20 @@ class LSTM(RecurrentLayer):
 
     def _backward_sequence(
         self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array, need_dxs: bool = True,
-        grads_out: dict[str, Array] | None = None,
-    ) -> tuple[dict[str, Array], Array, Array | None]:
+        grads_out: dict[str, Array] | None = None, need_dstate: bool = True,
+    ) -> tuple[dict[str, Array], Array | None, Array | None]:
         """Backprop through time; ``grads_out`` (arrays shaped like the parameters) receives
-        the gradients on the fast path instead of new arrays."""
+        the gradients on the fast path instead of new arrays. The input gradient is None
+        unless ``need_dxs``, the first cell's unless ``need_dstate`` (each saves a product)."""
         fast = sequence_path(xp, dc, fused_disagreement)
         if fast is None:
             das, dc = generic_backward_sequence(
-                xp, self.params["U"], tape.cells, tape.gates, dhs, dc)
+                xp, self.params["U"], tape.cells, tape.gates, dhs, dc, need_dstate)
             blocks, grads_out = (das,), None
         else:
             with device_context(backend_of(dc)):
                 blocks, dc = kernels.backward_sequence(
-                    *fast, self.params["U"], tape.cells, tape.gates, dhs, dc)
+                    *fast, self.params["U"], tape.cells, tape.gates, dhs, dc, need_dstate)
         grads, dxs = self._sequence_grads(xp, tape, blocks, need_dxs, grads_out)
         return grads, dc, dxs
 

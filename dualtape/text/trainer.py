@@ -286,7 +286,8 @@ class TextTrainer:
             value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
             scale = 1.0 / cfg.seq_len
             grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False,
-                                                  grads_out=gradient_buffers(core))
+                                                  grads_out=gradient_buffers(core),
+                                                  need_dstates=False)
             if cfg.clip > 0:
                 grads = clip_gradients(xp, grads, cfg.clip)
             self.optimizer.step(core.params, grads)
