@@ -12,6 +12,7 @@ import numpy as np
 from . import __version__
 from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
 from .benchmarks import cli as bench_cli
+from .kernels import blas
 from .text import cli as text_cli
 
 
@@ -29,6 +30,11 @@ def info(args: argparse.Namespace) -> int:
         mark = "available" if name in usable else "unavailable"
         print(f"  {name:<17} {mark}, default device {chosen.device}")
     print(f"auto selects: {resolve_backend('auto').name}")
+    if blas.available():
+        print("SGD on numpy: one BLAS pass per parameter (SciPy)")
+    else:
+        print("SGD on numpy: two numpy passes per parameter; one with SciPy: "
+              "pip install 'dualtape[blas]'")
     return 0
 
 

@@ -3,9 +3,12 @@
 ``step(params, grads)`` takes a list of parameter dicts (``net.params``) and a matching list of
 gradient dicts and updates every parameter. On numpy and CuPy the update is **in place**
 (ufuncs with ``out=``, one scratch buffer per parameter kept between steps, no other
-temporaries); on the other backends, on read-only arrays and with ``DUALTAPE_FUSED=0`` the
-generic array-API code puts a new array into the dict. Both give bit-identical results; read
-parameters from the dicts after a step, and copy an array you want to keep as it was.
+temporaries; plain SGD on numpy is one BLAS ``axpy`` pass when SciPy is installed,
+``kernels.blas``); on the other backends, on read-only arrays and with ``DUALTAPE_FUSED=0`` the
+generic array-API code puts a new array into the dict. Both give bit-identical results, except
+BLAS's axpy, which rounds ``w − rate·g`` once where numpy rounds twice (they agree to one
+rounding); read parameters from the dicts after a step, and copy an array you want to keep as
+it was.
 
 A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
 it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
@@ -25,6 +28,7 @@ import array_api_compat
 import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
+from .kernels import blas
 from .layers.base import Array
 
 
@@ -327,6 +331,14 @@ class SGD(Optimizer):
 
     def _chunkable(self, slot: dict[str, Array]) -> bool:
         return not self.momentum or "m" in slot
+
+    def _apply_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+    ) -> None:
+        """Plain SGD on numpy is one BLAS axpy pass when SciPy is there (``kernels.blas``)."""
+        if mod is np and not (self.momentum or self.regulariser) and blas.axpy(-self.rate, g, w):
+            return
+        super()._apply_in_place(mod, w, g, slot, scratch)
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()

@@ -1,4 +1,5 @@
-"""Large in-place numpy updates run in cache-sized passes: the same result as the generic code."""
+"""Large in-place numpy updates run in cache-sized passes: the same result as the generic code.
+(Plain SGD's BLAS pass is switched off here; ``test_blas.py`` tests it.)"""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name):
         update(self, mod, w, g, slot, scratch)
 
     monkeypatch.setattr(type(OPTIMIZERS[name]()), "_update_in_place", counted)
+    monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: False)
     fast = run(OPTIMIZERS[name], backend)
     if backend.name == "numpy":
         big = 3 * (optim.CHUNK + 7)

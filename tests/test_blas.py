@@ -1,0 +1,90 @@
+"""Plain SGD on numpy through SciPy's BLAS axpy: one pass, agreeing with numpy to one rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import optim
+from dualtape.kernels import blas
+
+from .conftest import np64
+
+needs_scipy = pytest.mark.skipif(not blas.available(), reason="SciPy is not installed")
+
+
+def train(backend_arrays, steps=3, **sgd):
+    """``steps`` SGD steps on a (64, 300) float64 parameter; its final value, on the host."""
+    rng = np.random.default_rng(1)
+    w = backend_arrays(rng.normal(size=(64, 300)))
+    params, optimizer = [{"w": w}], dualtape.SGD(0.1, **sgd)
+    for _ in range(steps):
+        optimizer.step(params, [{"w": backend_arrays(rng.normal(size=(64, 300)))}])
+    return np64(params[0]["w"])
+
+
+@needs_scipy
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_axpy_adds_a_times_x_in_place_to_one_rounding(dtype):
+    rng = np.random.default_rng(0)
+    x, y = (rng.normal(size=(30, 17)).astype(dtype) for _ in range(2))
+    expected = y.astype(np.float64) - 0.1 * x.astype(np.float64)
+    assert blas.axpy(-0.1, x, y)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(y, expected, rtol=0, atol=2 * eps * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("case", ["strided", "read-only", "integer", "mixed-dtypes", "shapes"])
+def test_axpy_declines_what_blas_cannot_update_in_place(case):
+    x, y = np.ones((4, 6)), np.zeros((4, 6))
+    if case == "strided":
+        y = np.zeros((4, 12))[:, ::2]
+    elif case == "read-only":
+        y.flags.writeable = False
+    elif case == "integer":
+        x, y = x.astype(np.int64), y.astype(np.int64)
+    elif case == "mixed-dtypes":
+        x = x.astype(np.float32)
+    else:
+        x = np.ones((6, 4))
+    assert not blas.axpy(-0.1, x, y)
+    assert not y.any(), "a declined axpy leaves y as it was"
+
+
+def test_plain_sgd_takes_the_blas_pass_and_agrees_with_the_generic_code(backend, monkeypatch):
+    calls = []
+    real = blas.axpy
+    monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: calls.append(a) or real(a, x, y))
+    fast = train(dualtape.asarray)
+    if backend.name == "numpy" and blas.available():
+        assert calls == [-0.1] * 3
+    monkeypatch.setenv("DUALTAPE_FUSED", "0")
+    generic = train(dualtape.asarray)
+    np.testing.assert_allclose(fast, generic, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("sgd", [{"momentum": 0.9}, {"regulariser": 0.01}])
+def test_sgd_with_momentum_or_l2_keeps_the_numpy_passes(monkeypatch, sgd):
+    monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: pytest.fail("axpy was used"))
+    with dualtape.use_backend("numpy"):
+        train(np.asarray, **sgd)
+
+
+def test_without_scipy_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
+    monkeypatch.setattr(blas, "_routines", lambda: {})
+    assert not blas.available()
+    with dualtape.use_backend("numpy"):
+        fast = train(np.asarray)
+        monkeypatch.setenv("DUALTAPE_FUSED", "0")
+        np.testing.assert_array_equal(fast, train(np.asarray))
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_info_says_whether_sgd_uses_blas(monkeypatch, capsys, present):
+    from dualtape import cli
+
+    monkeypatch.setattr(blas, "available", lambda: present)
+    assert cli.main(["info"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("SGD on numpy: one BLAS pass" if present else "SGD on numpy: two")
