@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 import dualtape
 from dualtape import distributed
 from dualtape.backend import resolve_backend
+from dualtape.benchmarks.measure import limited_threads
 from dualtape.text.model import read_corpus
 from dualtape.text.trainer import TextTrainer, TrainConfig
 
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     size = distributed.world_size()
-    with threadpool_limits(limits=args.threads):
+    with limited_threads(args.threads):
         rows = [text_model(args.steps), seed_network(max(args.steps // 4, 5))]
     bare = [bare_allreduce(row[1]) for row in rows]
     if distributed.rank() == 0:

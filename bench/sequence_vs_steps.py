@@ -14,9 +14,9 @@ import argparse
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 import dualtape
+from dualtape.benchmarks.measure import limited_threads
 from dualtape.losses import squared_error
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     }
     opt = dualtape.SGD(0.1)
     times: dict[str, list[float]] = {name: [] for name in runs}
-    with threadpool_limits(args.threads):
+    with limited_threads(args.threads):
         for repeat in range(args.repeats + 3):
             for name, run in runs.items():
                 start = time.perf_counter()
