@@ -3,12 +3,12 @@
 ``step(params, grads)`` takes a list of parameter dicts (``net.params``) and a matching list of
 gradient dicts and updates every parameter. On numpy and CuPy the update is **in place**
 (ufuncs with ``out=``, one scratch buffer per parameter kept between steps, no other
-temporaries; plain SGD on numpy is one BLAS ``axpy`` pass when SciPy is installed,
-``kernels.blas``); on the other backends, on read-only arrays and with ``DUALTAPE_FUSED=0`` the
-generic array-API code puts a new array into the dict. Both give bit-identical results, except
-BLAS's axpy, which rounds ``w − rate·g`` once where numpy rounds twice (they agree to one
-rounding); read parameters from the dicts after a step, and copy an array you want to keep as
-it was.
+temporaries; plain SGD of a large numpy parameter is one BLAS ``axpy`` pass when SciPy is
+installed, ``kernels.blas``); on the other backends, on read-only arrays and with
+``DUALTAPE_FUSED=0`` the generic array-API code puts a new array into the dict. Both give
+bit-identical results, except BLAS's axpy, which rounds ``w − rate·g`` once where numpy rounds
+twice (they agree to one rounding); read parameters from the dicts after a step, and copy an
+array you want to keep as it was.
 
 A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
 it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
@@ -335,8 +335,11 @@ class SGD(Optimizer):
     def _apply_in_place(
         self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
     ) -> None:
-        """Plain SGD on numpy is one BLAS axpy pass when SciPy is there (``kernels.blas``)."""
-        if mod is np and not (self.momentum or self.regulariser) and blas.axpy(-self.rate, g, w):
+        """Plain SGD of a parameter of over ``CHUNK`` elements on numpy is one BLAS axpy pass
+        when SciPy is there (``kernels.blas``); below that the call costs more than it saves."""
+        if mod is np and w.size > CHUNK and not (self.momentum or self.regulariser) and (
+            blas.axpy(-self.rate, g, w)
+        ):
             return
         super()._apply_in_place(mod, w, g, slot, scratch)
 

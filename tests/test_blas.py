@@ -14,13 +14,16 @@ from .conftest import np64
 needs_scipy = pytest.mark.skipif(not blas.available(), reason="SciPy is not installed")
 
 
-def train(backend_arrays, steps=3, **sgd):
-    """``steps`` SGD steps on a (64, 300) float64 parameter; its final value, on the host."""
+LARGE = (64, 600)  # over optim.CHUNK elements: BLAS's call costs less than the pass it saves
+
+
+def train(backend_arrays, steps=3, shape=LARGE, **sgd):
+    """``steps`` SGD steps on a float64 parameter; its final value, on the host."""
     rng = np.random.default_rng(1)
-    w = backend_arrays(rng.normal(size=(64, 300)))
+    w = backend_arrays(rng.normal(size=shape))
     params, optimizer = [{"w": w}], dualtape.SGD(0.1, **sgd)
     for _ in range(steps):
-        optimizer.step(params, [{"w": backend_arrays(rng.normal(size=(64, 300)))}])
+        optimizer.step(params, [{"w": backend_arrays(rng.normal(size=shape))}])
     return np64(params[0]["w"])
 
 
@@ -52,7 +55,10 @@ def test_axpy_declines_what_blas_cannot_update_in_place(case):
     assert not y.any(), "a declined axpy leaves y as it was"
 
 
-def test_plain_sgd_takes_the_blas_pass_and_agrees_with_the_generic_code(backend, monkeypatch):
+def test_plain_sgd_of_a_large_parameter_takes_the_blas_pass_and_agrees_with_the_generic_code(
+    backend, monkeypatch
+):
+    assert LARGE[0] * LARGE[1] > optim.CHUNK
     calls = []
     real = blas.axpy
     monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: calls.append(a) or real(a, x, y))
@@ -64,11 +70,12 @@ def test_plain_sgd_takes_the_blas_pass_and_agrees_with_the_generic_code(backend,
     np.testing.assert_allclose(fast, generic, rtol=0, atol=1e-14)
 
 
-@pytest.mark.parametrize("sgd", [{"momentum": 0.9}, {"regulariser": 0.01}])
-def test_sgd_with_momentum_or_l2_keeps_the_numpy_passes(monkeypatch, sgd):
+@pytest.mark.parametrize("case", [{"momentum": 0.9}, {"regulariser": 0.01},
+                                  {"shape": (8, optim.CHUNK // 8)}])
+def test_momentum_l2_or_a_small_parameter_keep_the_numpy_passes(monkeypatch, case):
     monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: pytest.fail("axpy was used"))
     with dualtape.use_backend("numpy"):
-        train(np.asarray, **sgd)
+        train(np.asarray, **case)
 
 
 def test_without_scipy_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
