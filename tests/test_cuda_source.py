@@ -102,17 +102,21 @@ def random_problem(dtype: str, steps: int, batch: int, n: int, seed: int = 0) ->
     return p
 
 
-def assert_host_build_matches_generic(cell: HostCell, p: dict, dtype: str) -> None:
+def assert_host_build_matches_generic(cell: HostCell, p: dict, dtype: str,
+                                      need_dc0: bool = True) -> None:
     mod = PaddedNumpy()
     U, c0, projected = (mod.copy_of(p[k]) for k in ("U", "c0", "projected"))
     cells, gates, hs = loops.forward_sequence(mod, cell, U, c0, projected)
     blocks, dc0 = loops.backward_sequence(mod, cell, U, cells, gates, mod.copy_of(p["dhs"]),
-                                          mod.copy_of(p["dc_last"]))
+                                          mod.copy_of(p["dc_last"]), need_dc0)
     das = np.concatenate(blocks, axis=-1)
     g_cells, g_gates, g_hs = generic_forward_sequence(np, p["U"], p["c0"], p["projected"])
     g_das, g_dc0 = generic_backward_sequence(np, p["U"], g_cells, g_gates, p["dhs"],
                                              p["dc_last"])
     assert mod.guards_intact(), "a kernel wrote outside its buffer"
+    if not need_dc0:
+        assert dc0 is None
+        dc0 = g_dc0 = np.zeros(())
     tolerance = TOLERANCE[dtype]
     for name, fused, generic in (("cells", cells, g_cells), ("gates", gates, g_gates),
                                  ("hs", hs, g_hs), ("das", das, g_das), ("dc_0", dc0, g_dc0)):
@@ -174,8 +178,9 @@ def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monk
                         lambda kernel, dtype, device: HostKernel(host_library, kernel, dtype))
     monkeypatch.setattr(cupy_cell, "_dot", lambda: np.dot)
     monkeypatch.setattr(cupy_cell, "_device_id", lambda a: 0)
-    p = random_problem(dtype, steps=3, batch=3, n=5, seed=4)
-    assert_host_build_matches_generic(cupy_cell.CupyCell(), p, dtype)
+    for steps, need_dc0 in ((3, True), (3, False), (1, False)):  # training asks for no dc_0
+        p = random_problem(dtype, steps=steps, batch=3, n=5, seed=4)
+        assert_host_build_matches_generic(cupy_cell.CupyCell(), p, dtype, need_dc0)
 
 
 PLANTED_BUGS = {
