@@ -38,10 +38,14 @@ def test_axpy_adds_a_times_x_in_place_to_one_rounding(dtype):
     np.testing.assert_allclose(y, expected, rtol=0, atol=2 * eps * np.abs(expected).max())
 
 
-@pytest.mark.parametrize("case", ["strided", "read-only", "integer", "mixed-dtypes", "shapes"])
+@pytest.mark.parametrize(
+    "case", ["strided", "read-only", "integer", "mixed-dtypes", "shapes", "overlapping"])
 def test_axpy_declines_what_blas_cannot_update_in_place(case):
     x, y = np.ones((4, 6)), np.zeros((4, 6))
-    if case == "strided":
+    if case == "overlapping":
+        both = np.zeros(25)
+        x, y = both[1:].reshape(4, 6), both[:-1].reshape(4, 6)
+    elif case == "strided":
         y = np.zeros((4, 12))[:, ::2]
     elif case == "read-only":
         y.flags.writeable = False

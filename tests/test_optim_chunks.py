@@ -47,3 +47,22 @@ def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name):
         assert sum(passes) == 3 * big
     monkeypatch.setenv("DUALTAPE_FUSED", "0")
     np.testing.assert_array_equal(fast, run(OPTIMIZERS[name], backend))
+
+
+@pytest.mark.parametrize("shift", [1, -1], ids=["gradient-ahead", "gradient-behind"])
+@pytest.mark.parametrize("sgd", [{}, {"momentum": 0.9}], ids=["plain", "momentum"])
+def test_sgd_with_a_gradient_overlapping_its_parameter_matches_numpy(shift, sgd):
+    """A gradient that is a shifted view of its own parameter gets numpy's semantics (the
+    whole gradient read before the parameter changes), not the element order of BLAS or of
+    cache-sized passes."""
+    with dualtape.use_backend("numpy"):
+        results = []
+        for fused in ("1", "0"):
+            both = np.arange(2 * optim.CHUNK + 1, dtype=np.float64)
+            w, g = (both[:-1], both[1:]) if shift == 1 else (both[1:], both[:-1])
+            params = [{"w": w}]
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("DUALTAPE_FUSED", fused)
+                dualtape.SGD(0.5, **sgd).step(params, [{"w": g}])
+            results.append(params[0]["w"].copy())
+        np.testing.assert_array_equal(*results)

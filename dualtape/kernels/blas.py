@@ -36,12 +36,13 @@ def available() -> bool:
 def axpy(a: float, x: np.ndarray, y: np.ndarray) -> bool:
     """``y += a·x`` in place by BLAS and True, when SciPy is installed and ``x``, ``y`` are
     C-contiguous, aligned numpy arrays of one shape and of dtype float32 or float64, ``y``
-    writeable; otherwise False, and ``y`` is untouched."""
+    writeable and not overlapping ``x`` (numpy buffers an overlap, BLAS would not); otherwise
+    False, and ``y`` is untouched."""
     routine = _routines().get(y.dtype)
     if routine is None or not all(type(v) is np.ndarray for v in (x, y)) or (
         x.dtype != y.dtype or x.shape != y.shape or not y.flags.writeable
         or not (x.flags.c_contiguous and y.flags.c_contiguous)
-        or not (x.flags.aligned and y.flags.aligned)
+        or not (x.flags.aligned and y.flags.aligned) or np.may_share_memory(x, y)
     ):
         return False
     flat = y.reshape(-1)
