@@ -48,10 +48,6 @@ def median_ms(run, budget):
         samples.append((time.perf_counter() - start) / number * 1e3)
     return float(np.median(samples))
 
-try:  # SGD loads SciPy's BLAS at its first step where it can; threadpoolctl limits only
-    import scipy.linalg.blas  # noqa: F401  the libraries already loaded, so load it first
-except ImportError:
-    pass
 out = {}
 with threadpool_limits(1), dt.use_backend("numpy"):
     for label, sizes, steps, batch, dtype in json.loads(sys.argv[1]):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -183,22 +182,3 @@ def test_compare_devices_states_its_targets_in_times_faster_than_numpy():
     assert "| reference | its median | × faster than numpy | target | met |" in text
     assert "| naive | 50.0 ms | 0.20× | ≤ 0.25× | yes |" in text
     assert "| torch-autograd | 8.0 ms | 1.25× | < 1× | no |" in text
-
-
-def test_the_thread_limit_covers_the_blas_sgd_loads_later():
-    """SGD imports SciPy's BLAS at its first step, after the limit began: limited_threads loads
-    it first, or threadpoolctl would leave it on every core (in a fresh process, where no other
-    test has loaded SciPy yet)."""
-    pytest.importorskip("threadpoolctl")
-    pytest.importorskip("scipy")
-    code = (
-        "import numpy as np, dualtape as dt, threadpoolctl\n"
-        "from dualtape.benchmarks.measure import limited_threads\n"
-        "with limited_threads(1):\n"
-        "    net = dt.RecurrentNetwork([dt.LSTM(4, 8, seed=1, dtype='float64')])\n"
-        "    dt.train_recurrent(net, np.ones((2, 1, 4)), np.ones((2, 1, 8)), dt.SGD(0.1))\n"
-        "    print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[1]"

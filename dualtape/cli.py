@@ -31,10 +31,9 @@ def info(args: argparse.Namespace) -> int:
         print(f"  {name:<17} {mark}, default device {chosen.device}")
     print(f"auto selects: {resolve_backend('auto').name}")
     if blas.available():
-        print("SGD on numpy: one BLAS pass per large parameter (SciPy)")
+        print("SGD on numpy: one BLAS pass per large parameter (numpy's OpenBLAS)")
     else:
-        print("SGD on numpy: two numpy passes per parameter; one per large parameter with "
-              "SciPy: pip install 'dualtape[blas]'")
+        print("SGD on numpy: two numpy passes per parameter (numpy bundles no OpenBLAS here)")
     return 0
 
 

@@ -3,8 +3,8 @@
 ``step(params, grads)`` takes a list of parameter dicts (``net.params``) and a matching list of
 gradient dicts and updates every parameter. On numpy and CuPy the update is **in place**
 (ufuncs with ``out=``, one scratch buffer per parameter kept between steps, no other
-temporaries; plain SGD of a large numpy parameter is one BLAS ``axpy`` pass when SciPy is
-installed, ``kernels.blas``); on the other backends, on read-only arrays and with
+temporaries; plain SGD of a large numpy parameter is one BLAS ``axpy`` pass where numpy
+bundles OpenBLAS, ``kernels.blas``); on the other backends, on read-only arrays and with
 ``DUALTAPE_FUSED=0`` the generic array-API code puts a new array into the dict. Both give
 bit-identical results, except BLAS's axpy, which rounds ``w − rate·g`` once where numpy rounds
 twice (they agree to one rounding); read parameters from the dicts after a step, and copy an
@@ -338,7 +338,8 @@ class SGD(Optimizer):
         self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
     ) -> None:
         """Plain SGD of a parameter of over ``CHUNK`` elements on numpy is one BLAS axpy pass
-        when SciPy is there (``kernels.blas``); below that the call costs more than it saves."""
+        where numpy bundles OpenBLAS (``kernels.blas``); below that size the numpy passes are
+        as fast."""
         if mod is np and w.size > CHUNK and not (self.momentum or self.regulariser) and (
             blas.axpy(-self.rate, g, w)
         ):

@@ -1,6 +1,10 @@
-"""Plain SGD on numpy through SciPy's BLAS axpy: one pass, agreeing with numpy to one rounding."""
+"""Plain SGD on numpy through the axpy of numpy's bundled OpenBLAS: one pass, agreeing with
+numpy to one rounding, on numpy's own BLAS threads."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +15,8 @@ from dualtape.kernels import blas
 
 from .conftest import np64
 
-needs_scipy = pytest.mark.skipif(not blas.available(), reason="SciPy is not installed")
+needs_blas = pytest.mark.skipif(
+    not blas.available(), reason="this numpy bundles no OpenBLAS (not a PyPI wheel)")
 
 
 LARGE = (64, 600)  # over optim.CHUNK elements: BLAS's call costs less than the pass it saves
@@ -27,7 +32,7 @@ def train(backend_arrays, steps=3, shape=LARGE, **sgd):
     return np64(params[0]["w"])
 
 
-@needs_scipy
+@needs_blas
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_axpy_adds_a_times_x_in_place_to_one_rounding(dtype):
     rng = np.random.default_rng(0)
@@ -82,7 +87,7 @@ def test_momentum_l2_or_a_small_parameter_keep_the_numpy_passes(monkeypatch, cas
         train(np.asarray, **case)
 
 
-def test_without_scipy_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
+def test_without_the_library_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
     monkeypatch.setattr(blas, "_routines", lambda: {})
     assert not blas.available()
     with dualtape.use_backend("numpy"):
@@ -99,3 +104,50 @@ def test_info_says_whether_sgd_uses_blas(monkeypatch, capsys, present):
     assert cli.main(["info"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith("SGD on numpy: one BLAS pass" if present else "SGD on numpy: two")
+
+
+@needs_blas
+def test_the_blas_pass_brings_no_thread_pool_of_its_own():
+    """The routines come from the OpenBLAS numpy loaded: a fresh process has as many BLAS
+    pools after a BLAS update as before it (a second pool fought numpy's for the cores)."""
+    pytest.importorskip("threadpoolctl")
+    code = (
+        "import numpy as np, dualtape as dt, threadpoolctl\n"
+        "before = len(threadpoolctl.threadpool_info())\n"
+        "w, g = np.zeros(1 << 16), np.ones(1 << 16)\n"
+        "dt.SGD(0.5).step([{'w': w}], [{'w': g}])\n"
+        "assert w[0] == -0.5 and dt.kernels.blas.available()\n"
+        "print(before, len(threadpoolctl.threadpool_info()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == out[1], out
+
+
+def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch):
+    """The first-use check: a library whose axpy adds twice a·x is refused."""
+    blas._routines.cache_clear()
+    real_load = blas._load
+
+    def doubled(path):
+        routines = real_load(path)
+        return {dtype: lambda n, a, x, ix, y, iy, f=f: f(n, 2 * a, x, ix, y, iy)
+                for dtype, f in routines.items()}
+
+    monkeypatch.setattr(blas, "_load", doubled)
+    try:
+        assert not blas.available()
+    finally:
+        blas._routines.cache_clear()
+    monkeypatch.undo()
+    assert blas.available() == bool(blas._library_paths())
+
+
+def test_no_library_beside_numpy_means_no_blas_pass(monkeypatch):
+    blas._routines.cache_clear()
+    monkeypatch.setattr(blas, "_library_paths", lambda: [])
+    try:
+        assert not blas.available()
+        assert not blas.axpy(-0.1, np.ones(4), np.zeros(4))
+    finally:
+        blas._routines.cache_clear()

@@ -35,7 +35,6 @@ import numpy as np
 
 from ..backend import Backend, from_host, resolve_backend
 from ..backend import use_backend as _use_backend
-from ..kernels import blas
 from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
@@ -341,9 +340,7 @@ def measure_workload(
 
 @contextlib.contextmanager
 def limited_threads(n: int | None) -> Iterator[None]:
-    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n``. SciPy's
-    BLAS, which SGD loads at its first step, is loaded first: threadpoolctl limits only the
-    libraries already loaded."""
+    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n``."""
     if n is None:
         yield
         return
@@ -352,7 +349,6 @@ def limited_threads(n: int | None) -> Iterator[None]:
     except ImportError:
         raise SystemExit("dualtape bench: --threads needs threadpoolctl: "
                          "pip install 'dualtape[bench]'") from None
-    blas.available()
     torch = sys.modules.get("torch")
     previous = torch.get_num_threads() if torch is not None else None
     with threadpool_limits(limits=n):

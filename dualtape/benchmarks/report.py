@@ -25,7 +25,7 @@ from .bound import LABEL as BOUND_LABEL
 from .measure import WORKLOADS, Result
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
-            "cupy-cuda12x", "cupy-cuda13x", "scipy", "threadpoolctl", "matplotlib")
+            "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
 ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "GOTO", "BLIS_", "NVPL_", "DUALTAPE_",
                 "CUDA_VISIBLE")
 FASTER = "× faster than numpy"
