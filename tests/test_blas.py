@@ -124,6 +124,7 @@ def test_the_blas_pass_brings_no_thread_pool_of_its_own():
     assert out[0] == out[1], out
 
 
+@needs_blas
 def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch):
     """The first-use check: a library whose axpy adds twice a·x is refused."""
     blas._routines.cache_clear()
