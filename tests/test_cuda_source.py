@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,20 +46,22 @@ def missing(reason: str) -> None:
     pytest.skip(reason)
 
 
+def required(found: tuple) -> Any:
+    """The tool of a ``(tool, why)`` lookup, or ``missing(why)`` when it is None."""
+    tool, why = found
+    if tool is None:
+        missing(why)
+    return tool
+
+
 @pytest.fixture(scope="module")
 def nvrtc():
-    library, where = find_nvrtc()
-    if library is None:
-        missing(where)
-    return library
+    return required(find_nvrtc())
 
 
 @pytest.fixture(scope="module")
 def cxx():
-    compiler, why = find_cxx()
-    if compiler is None:
-        missing(why)
-    return compiler
+    return required(find_cxx())
 
 
 @pytest.fixture(scope="module")

@@ -94,6 +94,15 @@ def zeros_npy(nbytes: int, declared: int | None = None) -> bytes:
     return b"\x93NUMPY\x01\x00" + b"v\x00" + text.ljust(117).encode() + b"\n" + bytes(nbytes)
 
 
+def replace_first_weight(path, data: bytes, header: dict | None = None) -> None:
+    """Rewrite the archive with the raw ``data`` as its ``layer0/W.npy`` member (and ``header``
+    as its JSON header, if given)."""
+    arrays = read_archive(path)
+    del arrays["layer0/W"]
+    rewrite(path, arrays, header)
+    add_member(path, "layer0/W.npy", data)
+
+
 def assert_refused_without_inflating(path, message: str) -> None:
     """``load`` raises ``message`` having allocated under 8 MiB (the bad member is 64 MiB)."""
     tracemalloc.start()
@@ -112,31 +121,22 @@ def test_an_unknown_member_is_refused_unread(path):
 
 
 def test_a_member_larger_than_its_header_entry_is_refused_before_inflating(path):
-    arrays = read_archive(path)
-    del arrays["layer0/W"]
-    rewrite(path, arrays)
-    add_member(path, "layer0/W.npy", zeros_npy(64 * 2**20))
+    replace_first_weight(path, zeros_npy(64 * 2**20))
     assert_refused_without_inflating(path, "'layer0/W.npy' would inflate to 67,108,992 bytes")
 
 
 def test_an_npy_header_declaring_more_than_the_json_header_is_refused(path):
     # The zip entry is small; only the array's own header lies about its size.
-    arrays = read_archive(path)
-    del arrays["layer0/W"]
-    rewrite(path, arrays)
-    add_member(path, "layer0/W.npy", zeros_npy(120, declared=999_999_999))
+    replace_first_weight(path, zeros_npy(120, declared=999_999_999))
     with pytest.raises(ValueError, match="declares 7,999,999,992 bytes, more than the header"):
         dualtape.load(path)
 
 
 def test_an_npy_header_declaring_more_than_its_zip_entry_holds_is_refused(path):
     # The JSON header allows a huge array, but the member holds 120 bytes: never allocate more.
-    arrays = read_archive(path)
-    header = header_of(arrays)
+    header = header_of(read_archive(path))
     header["layers"][0]["params"]["W"] = [10**6, 10**6]
-    del arrays["layer0/W"]
-    rewrite(path, arrays, header)
-    add_member(path, "layer0/W.npy", zeros_npy(120, declared=10**12))
+    replace_first_weight(path, zeros_npy(120, declared=10**12), header)
     with pytest.raises(ValueError, match="or the archive holds"):
         dualtape.load(path)
 
