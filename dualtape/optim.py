@@ -110,7 +110,12 @@ class Optimizer:
                 if module is None:
                     generic.append((group, name, key, *self._update(w, g, slot)))
                 else:
-                    in_place.append((module, w, g, slot, key, self._scratch_for(key, module, w)))
+                    scratch = None
+                    if self._in_passes(module, w, g, slot):
+                        self._scratch.pop(key, None)  # one kept from a whole-array step
+                    else:
+                        scratch = self._scratch_for(key, module, w)
+                    in_place.append((module, w, g, slot, key, scratch))
         except BaseException:
             self.steps -= 1
             raise
@@ -122,19 +127,24 @@ class Optimizer:
             group[name] = w
             self._keep(key, slot)
 
-    def _apply_in_place(
-        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
-    ) -> None:
-        """``_update_in_place``, on numpy in passes of ``CHUNK`` elements through one small
+    def _in_passes(self, mod: Any, w: Array, g: Array, slot: dict[str, Array]) -> bool:
+        """Whether the update runs on numpy in passes of ``CHUNK`` elements through one small
         scratch buffer that stays in the CPU cache: a large parameter then streams from memory
         once per array instead of also through a parameter-sized scratch (about 3x faster for
         the seed network's 0.96M parameters). Elementwise, so the result is the same, unless
         an array overlaps ``w`` (a pass would then read what an earlier one wrote): those take
         the whole-array path, where numpy buffers the overlap."""
         arrays = (w, g, *slot.values())
-        if mod is not np or w.size <= CHUNK or not self._chunkable(slot) or not all(
+        return mod is np and w.size > CHUNK and self._chunkable(slot) and all(
             a.flags.c_contiguous for a in arrays
-        ) or any(np.may_share_memory(w, a) for a in arrays[1:]):
+        ) and not any(np.may_share_memory(w, a) for a in arrays[1:])
+
+    def _apply_in_place(
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array | None
+    ) -> None:
+        """``_update_in_place`` on the whole arrays with ``scratch``, or in passes when it is
+        None (``_in_passes``: no parameter-sized scratch is then allocated)."""
+        if scratch is not None:
             self._update_in_place(mod, w, g, slot, scratch)
             return
         flat_w, flat_g = w.reshape(-1), g.reshape(-1)
@@ -335,12 +345,12 @@ class SGD(Optimizer):
         return not self.momentum or "m" in slot
 
     def _apply_in_place(
-        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
+        self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array | None
     ) -> None:
-        """Plain SGD of a parameter of over ``CHUNK`` elements on numpy is one BLAS axpy pass
-        where numpy bundles OpenBLAS (``kernels.blas``); below that size the numpy passes are
-        as fast."""
-        if mod is np and w.size > CHUNK and not (self.momentum or self.regulariser) and (
+        """Plain SGD of a parameter updated in passes (numpy, over ``CHUNK`` elements) is one
+        BLAS axpy pass where numpy bundles OpenBLAS (``kernels.blas``); below that size the
+        numpy passes are as fast."""
+        if scratch is None and not (self.momentum or self.regulariser) and (
             blas.axpy(-self.rate, g, w)
         ):
             return

@@ -66,3 +66,16 @@ def test_sgd_with_a_gradient_overlapping_its_parameter_matches_numpy(shift, sgd)
                 dualtape.SGD(0.5, **sgd).step(params, [{"w": g}])
             results.append(params[0]["w"].copy())
         np.testing.assert_array_equal(*results)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_updates_in_passes_keep_no_parameter_sized_scratch(name):
+    """Only the whole-array path needs a scratch as large as the parameter: a large numpy
+    parameter updated in passes (or by BLAS) keeps none once its slots exist; a small one keeps
+    its own."""
+    rng = np.random.default_rng(6)
+    params = [{"big": rng.normal(size=optim.CHUNK + 1), "small": rng.normal(size=8)}]
+    optimizer = OPTIMIZERS[name]()
+    for _ in range(2):  # the first step of a stateful optimizer creates its slots whole
+        optimizer.step(params, [{k: rng.normal(size=v.shape) for k, v in params[0].items()}])
+    assert set(optimizer._scratch) == {(0, "small")}
