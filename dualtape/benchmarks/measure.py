@@ -172,7 +172,11 @@ class BackendRunner:
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any]:
         """Build the layers and inputs of ``workload`` on this backend."""
-        data = workload.host_data(dtype)
+        return self.prepare_data(workload, workload.host_data(dtype))
+
+    def prepare_data(self, workload: Workload, data: dict[str, Any]) -> Callable[[], Any]:
+        """Build ``workload`` on this backend from host ``data`` shaped as ``host_data``
+        gives it, in the dtype of its arrays (tests give their own data)."""
         with _use_backend(self.backend.name, self.backend.device):
             return _PREPARE[workload.op](self.backend, data)
 
