@@ -1,0 +1,115 @@
+"""Plant realistic bugs one at a time and count how many the tests catch (mutation testing).
+
+Each area's module beside this file (``io.py``, ``optim.py``, ...) lists ``MUTANTS``: a
+replacement of one exact snippet of one source file, the bug it stands for, and the test files
+that should catch it. For each mutant this copies the tracked tree once into a temporary
+folder, writes the mutated file there, runs ``python -m pytest -x`` on its test files with
+that copy first on ``PYTHONPATH`` (subprocesses the tests start import it too), and restores
+the file. A mutant whose snippet no longer occurs exactly once is reported as stale, not
+counted. Not part of the test suite (a few minutes); run it after changing tests:
+
+    python tests/mutation/run_mutants.py            # every area
+    python tests/mutation/run_mutants.py io optim   # some areas
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """``old`` (exactly once in ``path``) becomes ``new``: the bug ``why``, which one of
+    ``tests`` should catch."""
+
+    path: str
+    old: str
+    new: str
+    why: str
+    tests: tuple[str, ...]
+
+
+def areas() -> list[str]:
+    """The area modules beside this file."""
+    return sorted(p.stem for p in HERE.glob("*.py") if p.stem != "run_mutants")
+
+
+def load(area: str) -> list[Mutant]:
+    """The ``MUTANTS`` of one area module."""
+    spec = importlib.util.spec_from_file_location(f"mutants_{area}", HERE / f"{area}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.MUTANTS
+
+
+def copy_tree(into: Path) -> None:
+    """The tracked and untracked-but-not-ignored files of the checkout, copied into ``into``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+        check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
+
+
+def run(mutant: Mutant, tree: Path, timeout: float) -> str:
+    """``killed``, ``survived``, ``stale`` or ``timeout`` for one mutant planted in ``tree``."""
+    target = tree / mutant.path
+    original = target.read_text()
+    if original.count(mutant.old) != 1:
+        return "stale"
+    target.write_text(original.replace(mutant.old, mutant.new))
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+            cwd=tree, env=env, capture_output=True, timeout=timeout)
+        return "survived" if done.returncode == 0 else "killed"
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    finally:
+        target.write_text(original)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the mutants of the chosen areas; exit 1 when any survived or went stale."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("areas", nargs="*", help=f"default: all of {', '.join(areas())}")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
+    args = parser.parse_args(argv)
+    chosen = args.areas or areas()
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="dualtape-mutants-") as folder:
+        tree = Path(folder)
+        copy_tree(tree)
+        for area in chosen:
+            for mutant in load(area):
+                began = time.perf_counter()
+                outcome = run(mutant, tree, args.timeout)
+                counts[outcome] = counts.get(outcome, 0) + 1
+                seconds = time.perf_counter() - began
+                print(f"{outcome:>8}  {area:<10} {mutant.why}  ({seconds:.0f} s)", flush=True)
+    total = counts.get("killed", 0) + counts.get("survived", 0) + counts.get("timeout", 0)
+    killed = counts.get("killed", 0) + counts.get("timeout", 0)
+    print(f"killed {killed} of {total} ({100 * killed / max(total, 1):.0f}%); "
+          f"stale {counts.get('stale', 0)}")
+    return 0 if killed == total and not counts.get("stale") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
