@@ -2,45 +2,46 @@
 
 The header (array ``__header__``, UTF-8 JSON) records the format version, the network class,
 the dtype, each layer's kind, constructor sizes and parameter shapes, and the dtype and shape of
-every ``extra`` array. Parameters are stored as ``layer{k}/{name}``; optional ``extra`` values
-(JSON-able, or numpy arrays of booleans, numbers or strings stored as ``extra/{name}``) ride
-along for checkpoints; ``save(..., optimizer=opt)`` stores ``opt.state_dict()`` as the extra
-arrays ``optimizer/{key}`` (the names ``train-text`` checkpoints use) and
-``load(..., optimizer=opt)`` restores them into ``opt``.
+every ``extra`` array. Parameters are stored as ``layer{k}/{name}``; ``extra`` values (JSON-able,
+or numpy arrays of booleans, numbers or strings stored as ``extra/{name}``) ride along for
+checkpoints; ``save(..., optimizer=opt)`` stores ``opt.state_dict()`` as the extra arrays
+``optimizer/{key}`` (the names train-text checkpoints use), ``load(..., optimizer=opt)``
+restores them into ``opt`` for the loaded network.
 
-What ``save`` refuses, before the destination is touched: a network ``load`` could not rebuild
-(a class other than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of
-``LAYER_KINDS``, parameters missing, extra, or of another shape or dtype than the layer's sizes
-give), an ``extra`` value that is not JSON-able (``TypeError`` naming its key path), optimizer
-state that fits no parameter of the network, and a destination that is a folder, read-only, or
-not a regular file (FIFO, device, socket).
+``save`` refuses, before the destination is touched, what ``load`` would refuse: a class other
+than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``,
+parameters missing, extra, or of another shape or dtype than its sizes give, layers whose sizes
+no longer chain (``TypeError``/``ValueError`` naming layer and parameter); ``extra`` values
+that are not JSON-able (``TypeError`` naming the key path); optimizer state that fits no
+parameter; a destination that is a folder, read-only, or not a regular file.
 
-Loading opens the path (following a symlink the user gave) without blocking and reads only a
-regular file, from the descriptor it checked. Before inflating anything it checks the zip
-directory (stored or deflated members only, none encrypted or named twice, each member's size
-no more than its compressed size can produce: stored 1:1, deflate at most 1032:1, and the
-compressed sizes within the file's size), then the header (format name, version 1 up to
-``FORMAT_VERSION``, a known network, dtype and layer kinds, parameter shapes that are the
-layers' own, every member declared, and all declared arrays within what the members can hold),
-then each member's ``.npy`` header against its declaration, then its data through a reader that
-never yields more than allowed. Any damage raises a one-line ``ValueError`` naming the path; a
-missing or unreadable path raises the ``OSError`` of opening it.
+``load`` reads only a regular file, opened without blocking and checked on the opened
+descriptor. Before inflating a member it checks the zip directory (stored or deflated members,
+none encrypted or named twice, none claiming more than its compressed bytes can produce: stored
+1:1, deflate at most ``DEFLATE_RATIO``:1, the compressed sizes within the file), the header
+(format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer kinds, parameter
+shapes the layers' own, every member declared, the declared total within what the members can
+hold) and the member's ``.npy`` header against its declaration; data is read through a reader
+that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
+missing or unopenable path raises the ``OSError`` of opening it.
 
-Saving is crash-safe: the archive is written to a new file
-``.NAME.dualtape-partial.HOST.PID.XXXXXXXX`` in the destination's folder (HOST the host name
-and, on Linux, the PID namespace; NAME shortened to fit 255 bytes), fsynced, then renamed over
-the destination (``os.replace``) and the folder fsynced, so a crash or ``kill -9`` leaves the
-old file or the new one. With ``replace=True`` (the default) a symlink given as ``path`` is
-followed (its target is replaced) and the destination's permission bits are kept; a new file
-gets ``0666 & ~umask``. With ``replace=False`` the destination must not exist: the temporary
-file is hard-linked into place (``os.link``), which neither replaces an existing file nor
-follows a link planted at ``path`` meanwhile (``FileExistsError``); file systems without hard
-links cannot save this way. Before writing, ``save`` deletes temporary files of the same
-destination only when they are provably its own leftovers: named as above with this host and a
-PID that no longer runs, regular files (checked with ``lstat``, opened with ``O_NOFOLLOW``)
-owned by this user, empty or starting like a zip archive. Anything else (another host's, over
-NFS; a live or reused PID; older dualtape versions' ``.NAME.PID.XXXXXXXX`` files) is left
-alone; on platforms without ``os.getuid`` nothing is deleted. Errors name the user's path.
+Saving writes ``.NAME.dualtape-partial.HOST.PID.XXXXXXXX`` in the destination's folder (HOST:
+the host name and, on Linux, the PID namespace; NAME shortened to fit 255 bytes), fsyncs it,
+renames it over the destination and fsyncs the folder: a crash or ``kill -9`` leaves the old
+file or the new one. A new file gets ``0666 & ~umask``, a replaced one keeps its mode. Before
+writing, ``save`` deletes such temporary files of the same destination only when they are
+provably a dead writer's: this host and PID namespace, a PID that no longer runs, a regular
+file (``lstat``; opened with ``O_NOFOLLOW | O_NONBLOCK``) of this user, empty or starting like
+a zip archive. Anything else (another host's over NFS, a live or reused PID, older versions'
+``.NAME.PID.XXXXXXXX``, a link, a FIFO) stays; without ``os.getuid`` nothing is deleted.
+
+What is followed where: ``load`` and friends follow a symlink given as ``path``.
+``save(..., replace=True)`` (the default) follows a symlink given as ``path`` and replaces its
+target. ``save(..., replace=False)`` follows links in the folders of ``path`` but not at
+``path`` itself, which must not exist: the file is hard-linked into place (``os.link``), so an
+existing file, or a link planted meanwhile, is never replaced nor followed
+(``FileExistsError``); file systems without hard links cannot save this way. Errors name the
+user's path.
 """
 
 from __future__ import annotations
@@ -592,11 +593,15 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, spec: _Declare
         if spec is not None and (dtype != spec.dtype or shape != spec.shape):
             raise ValueError(f"{path}: {spec.what} should be {_dtype_text(spec.dtype)} "
                              f"{spec.shape}, found {_dtype_text(dtype)} {shape}")
+        if dtype.kind not in ARRAY_KINDS:
+            kind = "Python objects" if dtype.hasobject else f"{dtype} values"
+            raise ValueError(f"{path}: member {member!r} holds {kind}; dualtape reads arrays "
+                             "of booleans, numbers and strings only; refused unread")
         size = math.prod(shape) * dtype.itemsize
-        if dtype.kind not in ARRAY_KINDS or reader.count + size != info.file_size:
-            kind = "Python objects" if dtype.hasobject else f"{size:,} bytes of {dtype.str}"
-            raise ValueError(f"{path}: member {member!r} declares {kind}, but it holds "
-                             f"{info.file_size - reader.count:,} bytes of data; refused unread")
+        if reader.count + size != info.file_size:
+            raise ValueError(f"{path}: member {member!r} declares {size:,} bytes of {dtype.str}, "
+                             f"but it holds {info.file_size - reader.count:,} bytes of data; "
+                             "refused unread")
         with _unreadable(path, what):
             return _npy_data(reader, shape, fortran, dtype)
 
@@ -707,8 +712,7 @@ def _is_shape(shape: Any) -> bool:
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
 
 
-def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
-           ) -> Network | RecurrentNetwork:
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | RecurrentNetwork:
     """The network the (checked) header describes, on numpy, with the stored parameters."""
     layers = []
     with use_backend("numpy"):
@@ -741,7 +745,7 @@ def load_with_extra(
                         f"dualtape.Adam (with load_state_dict), got {optimizer!r}")
     header, arrays = _read(path)
     try:
-        net = _build(header, arrays, path)
+        net = _build(header, arrays)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from exc
     except (TypeError, KeyError, AttributeError) as exc:  # sizes that do not fit the layer

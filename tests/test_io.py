@@ -336,8 +336,8 @@ class WiderTanh(dualtape.Tanh):
     """A user's subclass of a dualtape layer, which load would rebuild as a plain Tanh."""
 
 
-class MyNetwork(dualtape.Network):
-    """A user's subclass, which load would rebuild as a plain Network."""
+class Network(dualtape.Network):
+    """A user's subclass (of the same name), which load would rebuild as a plain Network."""
 
 
 def replace_param(k: int, name: str, make):
@@ -400,8 +400,8 @@ def test_save_refuses_what_load_would_refuse_and_keeps_the_old_file(saved, edit,
 
 
 def test_save_refuses_a_network_subclass(backend, tmp_path):
-    with pytest.raises(TypeError, match="expected a Network or RecurrentNetwork, got MyNetwork"):
-        dualtape.save(MyNetwork(deep_net().layers), tmp_path / "net.npz")
+    with pytest.raises(TypeError, match="expected a Network or RecurrentNetwork, got Network"):
+        dualtape.save(Network(deep_net().layers), tmp_path / "net.npz")
     assert list(tmp_path.iterdir()) == []
 
 
