@@ -2,38 +2,63 @@
 
 The header (array ``__header__``, UTF-8 JSON) records the format version, the network class,
 the dtype, each layer's kind, constructor sizes and parameter shapes, and the dtype and shape of
-every ``extra`` array. Parameters are stored as ``layer{k}/{name}``; optional ``extra`` values
-(JSON-able, or numpy arrays of booleans, numbers or strings stored as ``extra/{name}``) ride
-along for checkpoints.
+every ``extra`` array. Parameters are stored as ``layer{k}/{name}``; ``extra`` values (JSON-able,
+or numpy arrays of booleans, numbers or strings stored as ``extra/{name}``) ride along for
+checkpoints; ``save(..., optimizer=opt)`` stores ``opt.state_dict()`` as the extra arrays
+``optimizer/{key}`` (the names train-text checkpoints use), ``load(..., optimizer=opt)``
+restores them into ``opt`` for the loaded network.
 
-Loading reads the header first and refuses a member the header does not declare, or one whose
-zip or npy header says it is larger than declared, before inflating it; then it checks
-everything before building, so a truncated, corrupted, hostile or mismatched file raises
-``ValueError`` naming the path and never yields a half-built network. Files written before the
-header declared its extra arrays load too: their ``extra/`` members must then be stored
-uncompressed, so they cannot inflate beyond the file's own size.
+``save`` refuses, before the destination is touched, what ``load`` would refuse: a class other
+than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``,
+parameters missing, extra, or of another shape or dtype than its sizes give, layers whose sizes
+no longer chain (``TypeError``/``ValueError`` naming layer and parameter); ``extra`` values
+that are not JSON-able (``TypeError`` naming the key path); optimizer state that fits no
+parameter; a destination that is a folder, read-only, or not a regular file.
 
-Saving is crash-safe: the archive is written to a temporary file ``.NAME.PID.XXXXXXXX`` next to
-the destination, fsynced, then renamed over it. A symlink is followed (its target is replaced),
-the destination's permission bits are kept (a new file gets ``0666 & ~umask``), a read-only
-destination is refused, and temporary files of the same destination left by a process that no
-longer runs (``kill -9``; for older versions' names without a PID: untouched for an hour) are
-removed. Errors name the user's path.
+``load`` reads only a regular file, opened without blocking and checked on the opened
+descriptor. Before inflating a member it checks the zip directory (stored or deflated members,
+none encrypted or named twice, none claiming more than its compressed bytes can produce: stored
+1:1, deflate at most ``DEFLATE_RATIO``:1, the compressed sizes within the file), the header
+(format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer kinds, parameter
+shapes the layers' own, every member declared, the declared total within what the members can
+hold) and the member's ``.npy`` header against its declaration; data is read through a reader
+that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
+missing or unopenable path raises the ``OSError`` of opening it.
+
+Saving writes ``.NAME.dualtape-partial.HOST.PID.XXXXXXXX`` in the destination's folder (HOST:
+the host name and, on Linux, the PID namespace; NAME shortened to fit 255 bytes), fsyncs it,
+renames it over the destination and fsyncs the folder: a crash or ``kill -9`` leaves the old
+file or the new one. A new file gets ``0666 & ~umask``, a replaced one keeps its mode. Before
+writing, ``save`` deletes such temporary files of the same destination only when they are
+provably a dead writer's: this host and PID namespace, a PID that no longer runs, a regular
+file (``lstat``; opened with ``O_NOFOLLOW | O_NONBLOCK``) of this user, empty or starting like
+a zip archive. Anything else (another host's over NFS, a live or reused PID, older versions'
+``.NAME.PID.XXXXXXXX``, a link, a FIFO) stays; without ``os.getuid`` nothing is deleted.
+
+What is followed where: ``load`` and friends follow a symlink given as ``path``.
+``save(..., replace=True)`` (the default) follows a symlink given as ``path`` and replaces its
+target. ``save(..., replace=False)`` follows links in the folders of ``path`` but not at
+``path`` itself, which must not exist: the file is hard-linked into place (``os.link``), so an
+existing file, or a link planted meanwhile, is never replaced nor followed
+(``FileExistsError``); file systems without hard links cannot save this way. Errors name the
+user's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import glob
 import json
 import math
 import os
 import re
+import socket
 import stat
 import tempfile
-import time
 import zipfile
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +66,7 @@ import numpy as np
 
 from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_backend
 from .layers import LAYER_KINDS
-from .network import Chain, Network
+from .network import Network
 from .recurrent import RecurrentNetwork
 
 FORMAT = "dualtape"
@@ -49,41 +74,76 @@ FORMAT_VERSION = 1
 NETWORK_KINDS = {cls.__name__: cls for cls in (Network, RecurrentNetwork)}
 HEADER_LIMIT = 64 * 2**20
 """The largest JSON header ``load`` reads (bytes); real ones are a few kilobytes."""
-LEGACY_TEMPORARY_AGE = 3600.0
-"""Seconds after which a temporary file without a PID in its name counts as abandoned."""
 ARRAY_KINDS = "biufcSU"
 """The dtype kinds an ``extra`` array may have: booleans, numbers and strings, which numpy
 reads without unpickling."""
 NPY_HEADER_LIMIT = 10_000
 """Room for an ``.npy`` member's own header beyond its data (numpy's own read limit)."""
+DEFLATE_RATIO = 1032
+"""The most bytes deflate can produce from one compressed byte (258-byte matches in 2 bits)."""
+OPTIMIZER_PREFIX = "optimizer/"
+"""The ``extra`` names under which optimizer state is stored."""
+TEMPORARY_MARKER = "dualtape-partial"
+"""The word that marks ``save``'s temporary files."""
+NAME_MAX = 255
+"""The longest file name, in bytes, on common file systems."""
+UNSUPPORTED_FLAGS = 0x01 | 0x20 | 0x40
+"""Zip flag bits for encryption, patched data and strong encryption."""
+JSON_DEPTH = 100
+"""How deeply lists and dicts may nest in an ``extra`` value."""
+READ_CHUNK = 2**20
+"""Bytes read from a member at a time."""
+UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError, zlib.error)
+"""What damaged zip or ``.npy`` data raises inside ``zipfile`` and numpy."""
 
 
-def save(net: Chain, path: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> None:
-    """Write ``net`` (and ``extra``) to ``path`` atomically, from any backend.
+# --- saving ----------------------------------------------------------------------------------
 
-    ``extra`` values must be JSON-able or numpy arrays of booleans, numbers or strings: anything
-    ``load`` could not read back raises ``TypeError`` before the destination is touched."""
-    if type(net).__name__ not in NETWORK_KINDS:
-        raise TypeError(f"save: expected a Network or RecurrentNetwork, got {type(net).__name__}")
-    arrays: dict[str, np.ndarray] = {}
-    layers = []
-    for k, layer in enumerate(net.layers):
-        shapes = {}
-        for name, p in layer.params.items():
-            arrays[f"layer{k}/{name}"] = to_numpy(p)
-            shapes[name] = list(p.shape)
-        layers.append({"kind": layer.kind, "config": layer.config(), "params": shapes})
+
+def save(
+    net: Network | RecurrentNetwork,
+    path: str | os.PathLike,
+    *,
+    extra: dict[str, Any] | None = None,
+    optimizer: Any = None,
+    replace: bool = True,
+) -> None:
+    """Write ``net`` (and ``extra``, and ``optimizer``'s state) to ``path`` atomically, from
+    any backend.
+
+    ``extra`` values must be JSON-able (dicts with string keys, lists, tuples, strings,
+    numbers, booleans, None) or numpy arrays of booleans, numbers or strings. ``optimizer`` is
+    an ``SGD``, ``Adam`` or ``DataParallel`` (anything with ``state_dict``/``load_state_dict``)
+    that updates ``net``. Anything ``load`` could not read back raises ``TypeError`` or
+    ``ValueError`` naming the layer, parameter or key before the destination is touched.
+    ``replace=False`` never replaces an existing file nor follows a link at ``path``
+    (``FileExistsError``); see the module docstring for what is followed where."""
+    layers, arrays = _network_arrays(net)
+    if extra is not None and not isinstance(extra, dict):
+        raise TypeError(f"save: extra must be a dict of names to values, got "
+                        f"{type(extra).__name__}")
+    entries = dict(extra or {})
+    if optimizer is not None:
+        clash = next((k for k in entries if str(k).startswith(OPTIMIZER_PREFIX)), None)
+        if clash is not None:
+            raise ValueError(f"save: extra[{clash!r}] would be overwritten by optimizer=; pass "
+                             "optimizer state either way, not both")
+        entries.update(_optimizer_entries(optimizer, net))
     plain, declared = {}, {}
-    for name, value in (extra or {}).items():
-        if not isinstance(name, str):
-            raise TypeError(f"save: extra names must be strings, got {name!r}")
-        if isinstance(value, np.ndarray):
+    for name, value in entries.items():
+        if not isinstance(name, str) or "\0" in name:
+            raise TypeError(f"save: extra names must be strings without NUL, got {name!r}")
+        if isinstance(value, np.ndarray) and not isinstance(value, np.ma.MaskedArray):
+            value = np.asarray(value)
             if value.dtype.kind not in ARRAY_KINDS:
                 raise TypeError(f"save: extra[{name!r}] is a {value.dtype} array; load reads "
                                 "only arrays of booleans, numbers and strings (no objects)")
             arrays[f"extra/{name}"] = value
             declared[f"extra/{name}"] = {"dtype": value.dtype.str, "shape": list(value.shape)}
         else:
+            problem = _not_json(value, f"extra[{name!r}]", JSON_DEPTH)
+            if problem is not None:
+                raise TypeError(f"save: {problem}")
             plain[name] = value
     header = {
         "format": FORMAT,
@@ -96,46 +156,161 @@ def save(net: Chain, path: str | os.PathLike, *, extra: dict[str, Any] | None = 
     }
     try:
         encoded = json.dumps(header).encode()
-    except (TypeError, ValueError) as exc:  # circular references too
-        raise TypeError(f"save: extra values must be JSON-able (numbers, strings, lists, "
-                        f"dicts) or numpy arrays ({exc})") from None
+    except ValueError as exc:  # integers too long for JSON text
+        raise TypeError(f"save: an extra value cannot be written as JSON ({exc})") from None
     arrays["__header__"] = np.frombuffer(encoded, dtype=np.uint8)
-    _write_atomically(arrays, path)
+    _write_atomically(arrays, path, replace)
 
 
-def check_destination(path: str | os.PathLike) -> Path:
-    """The file ``save`` would write for ``path`` (symlinks followed); an ``OSError`` naming
-    ``path`` when it is a folder, read-only, or its folder is missing or not writable."""
-    target = Path(os.path.realpath(path))
-    folder = target.parent
-    if target.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
-    if not folder.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
-    if target.exists():
-        mode = target.stat().st_mode
-        if not mode & 0o222 or not os.access(target, os.W_OK):
+def _network_arrays(net: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """The header's layer table and each parameter as a host array ``layer{k}/{name}``, after
+    checking that ``load`` would rebuild exactly this network."""
+    if type(net) not in NETWORK_KINDS.values():
+        raise TypeError(f"save: expected a Network or RecurrentNetwork, got {type(net).__name__}")
+    dtype = net.dtype or "float32"  # a dtype other than FLOAT_DTYPES raises here
+    arrays: dict[str, np.ndarray] = {}
+    layers = []
+    for k, layer in enumerate(net.layers):
+        kind = LAYER_KINDS.get(getattr(layer, "kind", None))
+        if type(layer) is not kind:
+            raise TypeError(f"save: layer {k} is a {type(layer).__name__}, which load cannot "
+                            f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
+                            "subclasses)")
+        config = layer.config()
+        expected = kind.param_shapes(config)
+        if set(layer.params) != set(expected):
+            raise ValueError(f"save: layer {k} ({layer!r}) has parameters "
+                             f"{sorted(layer.params)}; load expects {sorted(expected)}")
+        shapes = {}
+        for name, shape in expected.items():
+            p = layer.params[name]
+            host = to_numpy(p) if hasattr(p, "shape") and hasattr(p, "dtype") else None
+            if host is None or host.shape != shape or host.dtype != np.dtype(dtype):
+                found = type(p).__name__ if host is None else f"{host.dtype} {host.shape}"
+                raise ValueError(f"save: layer {k} ({layer!r}) parameter {name} is {found}; "
+                                 f"load expects {dtype} {shape}")
+            arrays[f"layer{k}/{name}"] = host
+            shapes[name] = list(shape)
+        layers.append({"kind": kind.kind, "config": config, "params": shapes})
+    try:
+        type(net)(net.layers)  # the checks load makes when it rebuilds the network
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"save: load could not rebuild this network: {exc}") from None
+    return layers, arrays
+
+
+def _optimizer_entries(optimizer: Any, net: Any) -> dict[str, np.ndarray]:
+    """``optimizer.state_dict()`` as ``extra`` arrays, each checked to fit ``net``."""
+    if isinstance(optimizer, type) or not all(
+            callable(getattr(optimizer, m, None)) for m in ("state_dict", "load_state_dict")):
+        raise TypeError(f"save: optimizer must be an optimizer such as dualtape.SGD or "
+                        f"dualtape.Adam (with state_dict and load_state_dict), got {optimizer!r}")
+    entries = {}
+    for key, value in optimizer.state_dict().items():
+        value = np.asarray(value)
+        if key not in ("steps", "kind"):
+            k, name, _ = (key.split("/") + ["", ""])[:3]
+            params = net.layers[int(k)].params if k.isdigit() and int(k) < len(net.layers) \
+                else {}
+            if name not in params or tuple(params[name].shape) != value.shape:
+                raise ValueError(f"save: the optimizer's state {key!r} {value.shape} fits no "
+                                 "parameter of this network (is it another network's "
+                                 "optimizer?)")
+        entries[f"{OPTIMIZER_PREFIX}{key}"] = value
+    return entries
+
+
+def _not_json(value: Any, where: str, depth: int) -> str | None:
+    """What in ``value`` (at key path ``where``) JSON text cannot hold, or None; ``depth``
+    more levels of lists and dicts are allowed (which also stops a value containing itself)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return None
+    if isinstance(value, dict | list | tuple) and depth == 0:
+        return f"{where} is nested more than {JSON_DEPTH} lists or dicts deep (or holds itself)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return (f"{where} has the key {key!r}, which is not a string (JSON would "
+                        "turn it into one)")
+            found = _not_json(item, f"{where}[{key!r}]", depth - 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _not_json(item, f"{where}[{i}]", depth - 1)
+            if found is not None:
+                return found
+        return None
+    if type(value) is np.ndarray:
+        return (f"{where} is a numpy array, which is not JSON-able (arrays may only be "
+                "top-level extra values; pass an optimizer as optimizer=)")
+    return f"{where} is a {type(value).__name__}, which is not JSON-able"
+
+
+def check_destination(path: str | os.PathLike, *, replace: bool = True) -> Path:
+    """The file ``save`` would write for ``path``: with ``replace``, a symlink at ``path`` is
+    followed and an existing file is replaced; without, ``path`` itself (links in its folders
+    followed), which must not exist. An ``OSError`` naming ``path`` when it is a folder, not a
+    regular file (FIFO, device, socket), read-only, exists and ``replace`` is false, or when its
+    folder is missing or not writable."""
+    given = Path(path)
+    if replace:
+        target = Path(os.path.realpath(path))
+    else:
+        target = Path(os.path.realpath(given.parent)) / given.name
+    try:
+        found = os.stat(target) if replace else os.lstat(target)
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:  # a link loop, a file used as a folder, no permission
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    if found is not None:
+        if stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
+        if not replace:
+            raise FileExistsError(errno.EEXIST, "it exists (replace=False never replaces a "
+                                  "file)", str(path))
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError(errno.EINVAL, f"it is {_file_kind(found.st_mode)}, not a regular "
+                          "file", str(path))
+        if not found.st_mode & 0o222 or not os.access(target, os.W_OK):
             raise PermissionError(errno.EACCES, "the file is read-only", str(path))
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not target.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
+    if not os.access(target.parent, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "its folder is not writable", str(path))
     return target
 
 
-def _write_atomically(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
-    target = check_destination(path)
+def _file_kind(mode: int) -> str:
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket",
+             stat.S_ISDIR: "a folder", stat.S_ISLNK: "a symbolic link"}
+    return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
+
+
+def _write_atomically(arrays: dict[str, np.ndarray], path: str | os.PathLike,
+                      replace: bool) -> None:
+    target = check_destination(path, replace=replace)
     _remove_stale_temporaries(target)
-    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_umask()
+    mode = stat.S_IMODE(os.stat(target).st_mode) if replace and target.exists() \
+        else 0o666 & ~_umask()
     try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.")
+        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temporary_prefix(target.name))
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         with os.fdopen(handle, "wb") as f:
             np.savez(f, **arrays)
             f.flush()
+            os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)  # fails on anything at target, a link included
+            os.unlink(tmp)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError) and exc.errno is not None:
@@ -164,28 +339,69 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _writer() -> str:
+    """This process's host for temporary names: the host name (characters other than letters,
+    digits, ``.`` and ``-`` escaped as ``_xx``) and, where readable, ``+`` the PID namespace,
+    so PIDs are only compared where they mean the same process."""
+    host = "".join(c if re.fullmatch(r"[A-Za-z0-9.-]", c) else
+                   "".join(f"_{b:02x}" for b in c.encode("utf-8", "surrogateescape"))
+                   for c in socket.gethostname())
+    try:
+        space = re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return host
+    return f"{host}+{space}"
+
+
+def _temporary_stem(name: str) -> str:
+    """``.NAME.dualtape-partial.``, NAME shortened so a whole temporary name fits NAME_MAX."""
+    tail = f".{TEMPORARY_MARKER}.{_writer()}.{os.getpid()}.XXXXXXXX"
+    room = max(NAME_MAX - 1 - len(os.fsencode(tail)), 0)
+    short = os.fsdecode(os.fsencode(name)[:room])
+    return f".{short}.{TEMPORARY_MARKER}."
+
+
+def _temporary_prefix(name: str) -> str:
+    return f"{_temporary_stem(name)}{_writer()}.{os.getpid()}."
+
+
 def _remove_stale_temporaries(target: Path) -> None:
-    """Delete ``.NAME.PID.XXXXXXXX`` files of ``target`` whose writing process is gone, and
-    ``.NAME.XXXXXXXX`` files (from versions that wrote no PID) untouched for an hour; only
-    files that are empty or start like a zip archive, as a save's temporary file does."""
-    pattern = re.compile(re.escape(f".{target.name}.") + r"(?:(\d+)\.)?[a-z0-9_]{8}")
-    for entry in target.parent.glob(f".{glob.escape(target.name)}.*"):
-        match = pattern.fullmatch(entry.name)
-        if match is None:
-            continue
-        pid = match.group(1)
+    """Delete the temporary files of ``target`` that a process of this host which no longer
+    runs left (``kill -9``), when they are this user's regular files and look like a partial
+    archive. A file in doubt stays."""
+    if not hasattr(os, "getuid"):
+        return
+    stem = _temporary_stem(target.name)
+    ours = re.compile(re.escape(_writer()) + r"\.([1-9][0-9]*)\.[a-z0-9_]{8}")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        match = ours.fullmatch(name[len(stem):]) if name.startswith(stem) else None
+        if match is not None and not _process_runs(int(match.group(1))):
+            _remove_if_partial_archive(target.parent / name)
+
+
+def _remove_if_partial_archive(entry: Path) -> None:
+    """Unlink ``entry`` if it is a regular file of this user that is empty or starts like a
+    zip archive; nothing else is opened, no link is followed."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        seen = os.lstat(entry)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_uid != os.getuid():
+            return
+        fd = os.open(entry, flags)
         try:
-            stale = (not _process_runs(int(pid)) if pid
-                     else time.time() - entry.stat().st_mtime > LEGACY_TEMPORARY_AGE)
-            if stale and _looks_like_a_partial_archive(entry):
-                entry.unlink()
-        except OSError:  # gone already, or not ours to remove: the save goes on
-            continue
-
-
-def _looks_like_a_partial_archive(entry: Path) -> bool:
-    with open(entry, "rb") as f:
-        return f.read(4) in (b"", b"PK\x03\x04")
+            opened = os.fstat(fd)
+            same = (opened.st_dev, opened.st_ino) == (seen.st_dev, seen.st_ino)
+            start = os.read(fd, 4) if same else None
+        finally:
+            os.close(fd)
+        if start in (b"", b"PK\x03\x04"):
+            os.unlink(entry)
+    except OSError:  # gone already, or not ours to remove: the save goes on
+        return
 
 
 def _process_runs(pid: int) -> bool:
@@ -198,47 +414,140 @@ def _process_runs(pid: int) -> bool:
     return True
 
 
+# --- loading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """What the header says one member holds: ``what`` names it in errors."""
+
+    what: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+@contextlib.contextmanager
+def _open(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
+    """The zip archive at ``path``, a regular file opened without blocking, its directory
+    checked before any member is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:  # a socket cannot be opened at all: say what it is, if it is one
+        found = _stat_or_none(path)
+        if found is None or stat.S_ISREG(found.st_mode):
+            raise
+        fd = None
+    else:
+        found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise ValueError(f"{path}: not a regular file ({_file_kind(found.st_mode)}); "
+                         "networks load only from regular files")
+    with open(fd, "rb") as f:
+        with _unreadable(path, "not a zip archive"):
+            archive = zipfile.ZipFile(f)
+        with archive:
+            _check_directory(archive, found.st_size, path)
+            yield archive
+
+
+def _stat_or_none(path: str | os.PathLike) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _unreadable(path: Any, what: str) -> Iterator[None]:
+    """Damaged zip or ``.npy`` data as a one-line ``ValueError`` naming ``path``."""
+    try:
+        yield
+    except UNREADABLE as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{path}: not a dualtape file ({what}: {reason})") from None
+
+
+def _capacity(info: zipfile.ZipInfo) -> int:
+    """The most bytes ``info``'s compressed data can honestly inflate to."""
+    ratio = 1 if info.compress_type == zipfile.ZIP_STORED else DEFLATE_RATIO
+    return info.compress_size * ratio
+
+
+def _check_directory(archive: zipfile.ZipFile, file_size: int, path: Any) -> None:
+    """Refuse members that could not be read safely: another compression method, encryption,
+    a name given twice, more data than the compressed bytes can produce, or compressed sizes
+    that add up to more than the file."""
+    names = set()
+    compressed = 0
+    for info in archive.infolist():
+        member = info.filename
+        if member in names:
+            raise ValueError(f"{path}: not a dualtape file (member {member!r} appears twice)")
+        names.add(member)
+        if info.flag_bits & UNSUPPORTED_FLAGS:
+            raise ValueError(f"{path}: not a dualtape file (member {member!r} is encrypted or "
+                             "patched)")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ValueError(f"{path}: not a dualtape file (member {member!r} uses compression "
+                             f"method {info.compress_type}; only stored and deflate are read)")
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if info.file_size > _capacity(info) or stored and info.file_size != info.compress_size:
+            raise ValueError(f"{path}: not a dualtape file (member {member!r} claims "
+                             f"{info.file_size:,} bytes from {info.compress_size:,} compressed "
+                             "bytes, which cannot produce that)")
+        compressed += info.compress_size
+    if compressed > file_size:
+        raise ValueError(f"{path}: not a dualtape file (its members claim {compressed:,} "
+                         f"compressed bytes in a file of {file_size:,}: overlapping or damaged "
+                         "members)")
+
+
 def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header and every array, the header read and checked first: format, version, and a
-    declared size for every member before that member is inflated."""
+    """The header and every array, everything checked before the member it concerns is
+    inflated (see the module docstring)."""
     with _open(path) as archive:
         header = _read_header(archive, path)
-        declared = _declared_sizes(header, path)
-        arrays = {}
-        for info in archive.infolist():
-            filename = info.filename
-            if filename == "__header__.npy":
-                continue
-            name = filename.removesuffix(".npy")
-            limit = declared.get(name)
-            if limit is None and name.startswith("extra/") and "arrays" not in header \
+        declared = _declared(header, path)
+        members = [info for info in archive.infolist() if info.filename != "__header__.npy"]
+        limits = {}
+        for info in members:
+            name = info.filename.removesuffix(".npy")
+            spec = declared.get(name)
+            if spec is None and name.startswith("extra/") and "arrays" not in header \
                     and info.compress_type == zipfile.ZIP_STORED:
-                limit = info.file_size  # an older file: stored as is, it cannot inflate
-            if limit is None:
-                raise ValueError(f"{path}: the archive holds a member {filename!r} that the "
-                                 "header does not declare; refused unread")
-            arrays[name] = _read_member(archive, info, limit, path)
-    for name, spec in header.get("arrays", {}).items():
-        found = arrays.get(name)
-        if found is None or found.dtype.str != spec["dtype"] or list(found.shape) != spec["shape"]:
-            raise ValueError(f"{path}: array {name} should be {spec['dtype']} "
-                             f"{tuple(spec['shape'])}, found "
-                             f"{'nothing' if found is None else (found.dtype.str, found.shape)}")
+                limits[name] = info.file_size  # an older file: stored as is, it cannot inflate
+            elif spec is None:
+                raise ValueError(f"{path}: the archive holds a member {info.filename!r} that "
+                                 "the header does not declare; refused unread")
+            else:
+                limits[name] = spec.nbytes
+        room = sum(map(_capacity, members))
+        wanted = sum(spec.nbytes for spec in declared.values())
+        if wanted > room:
+            raise ValueError(f"{path}: the header declares {wanted:,} bytes of arrays, more "
+                             f"than this file's members can hold ({room:,}); refused unread")
+        arrays = {}
+        for info in members:
+            name = info.filename.removesuffix(".npy")
+            arrays[name] = _read_member(archive, info, declared.get(name), limits[name], path)
+    for name, spec in declared.items():
+        if name not in arrays:
+            raise ValueError(f"{path}: {spec.what} should be {_dtype_text(spec.dtype)} "
+                             f"{spec.shape}, but it is missing")
     return header, arrays
 
 
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON header of a dualtape file, checked for the format and version, without reading
-    any array; ``ValueError`` naming ``path`` when it is not a dualtape file."""
+    any array; ``ValueError`` naming ``path`` when it is not a regular dualtape file."""
     with _open(path) as archive:
         return _read_header(archive, path)
-
-
-def _open(path: str | os.PathLike) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path}: not a dualtape file (not a zip archive: {exc})") from None
 
 
 def _read_header(archive: zipfile.ZipFile, path: Any) -> dict[str, Any]:
@@ -246,34 +555,82 @@ def _read_header(archive: zipfile.ZipFile, path: Any) -> dict[str, Any]:
         info = archive.getinfo("__header__.npy")
     except KeyError:
         raise ValueError(f"{path}: not a dualtape file (no dualtape header)") from None
-    return _parse_header(_read_member(archive, info, HEADER_LIMIT, path), path)
+    return _parse_header(_read_member(archive, info, None, HEADER_LIMIT, path), path)
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, path: Any
-                 ) -> np.ndarray:
-    """One ``.npy`` member of at most ``limit`` data bytes, sizes checked before reading."""
+class _Bounded:
+    """A member's stream that raises rather than yield more than ``allowed`` bytes, whatever
+    the zip directory claims; ``count`` is what it yielded."""
+
+    def __init__(self, stream: Any, allowed: int) -> None:
+        self.stream, self.left, self.count = stream, allowed, 0
+
+    def read(self, n: int) -> bytes:
+        data = self.stream.read(min(n, self.left + 1))
+        if len(data) > self.left:
+            raise ValueError(f"the member yields more than the {self.count + self.left:,} "
+                             "bytes its sizes allow")
+        self.left -= len(data)
+        self.count += len(data)
+        return data
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, spec: _Declared | None,
+                 limit: int, path: Any) -> np.ndarray:
+    """One ``.npy`` member holding ``spec`` (when declared) of at most ``limit`` data bytes;
+    sizes, dtype and shape checked before its data is read."""
+    member = info.filename
     if info.file_size > limit + NPY_HEADER_LIMIT:
-        raise ValueError(f"{path}: member {info.filename!r} would inflate to {info.file_size:,} "
+        raise ValueError(f"{path}: member {member!r} would inflate to {info.file_size:,} "
                          f"bytes, more than the header declares ({limit:,}); refused unread")
-    try:
-        with archive.open(info) as f:
-            version = np.lib.format.read_magic(f)
-            if version not in ((1, 0), (2, 0)):
-                raise ValueError(f"npy version {version}")
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read_header(f)
-            size = math.prod(shape) * dtype.itemsize
-            if not dtype.hasobject and size <= min(limit, info.file_size):
-                f.seek(0)
-                return np.lib.format.read_array(f, allow_pickle=False)
-    except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as exc:
-        raise ValueError(f"{path}: not a dualtape file (member {info.filename!r} is unreadable: "
-                         f"{exc})") from None
-    what = "Python objects" if dtype.hasobject else f"{size:,} bytes"
-    raise ValueError(f"{path}: member {info.filename!r} declares {what}, more than the header "
-                     f"allows ({limit:,} bytes) or the archive holds ({info.file_size:,}); "
-                     "refused unread")
+    what = f"member {member!r} is unreadable"
+    with _unreadable(path, what):
+        stream = archive.open(info)
+    with stream:
+        reader = _Bounded(stream, min(limit + NPY_HEADER_LIMIT, _capacity(info)))
+        with _unreadable(path, what):
+            shape, fortran, dtype = _npy_header(reader)
+        if spec is not None and (dtype != spec.dtype or shape != spec.shape):
+            raise ValueError(f"{path}: {spec.what} should be {_dtype_text(spec.dtype)} "
+                             f"{spec.shape}, found {_dtype_text(dtype)} {shape}")
+        if dtype.kind not in ARRAY_KINDS:
+            kind = "Python objects" if dtype.hasobject else f"{dtype} values"
+            raise ValueError(f"{path}: member {member!r} holds {kind}; dualtape reads arrays "
+                             "of booleans, numbers and strings only; refused unread")
+        size = math.prod(shape) * dtype.itemsize
+        if reader.count + size != info.file_size:
+            raise ValueError(f"{path}: member {member!r} declares {size:,} bytes of {dtype.str}, "
+                             f"but it holds {info.file_size - reader.count:,} bytes of data; "
+                             "refused unread")
+        with _unreadable(path, what):
+            return _npy_data(reader, shape, fortran, dtype)
+
+
+def _npy_header(reader: _Bounded) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(reader)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"npy version {version}")
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read(reader)
+    if not _is_shape(list(shape)):
+        raise ValueError(f"the shape {shape} is not one of sizes >= 0")
+    return tuple(shape), fortran, dtype
+
+
+def _npy_data(reader: _Bounded, shape: tuple[int, ...], fortran: bool, dtype: np.dtype
+              ) -> np.ndarray:
+    """The array whose data follows, to the member's end (where ``zipfile`` checks the CRC)."""
+    buffer = bytearray(math.prod(shape) * dtype.itemsize)
+    view, done = memoryview(buffer), 0
+    while done < len(buffer):
+        chunk = reader.read(min(READ_CHUNK, len(buffer) - done))
+        if not chunk:
+            raise EOFError(f"the data ends after {done:,} of {len(buffer):,} bytes")
+        view[done:done + len(chunk)] = chunk
+        done += len(chunk)
+    flat = np.frombuffer(buffer, dtype=dtype)
+    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
 
 
 def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
@@ -282,12 +639,12 @@ def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
             raise ValueError(f"a {raw.dtype} array of shape {raw.shape}")
         header = json.loads(raw.tobytes().decode())
     except (ValueError, RecursionError) as exc:  # JSON, unicode and nesting errors included
-        raise ValueError(f"{path}: not a dualtape file (the header is not JSON text: {exc})") \
-            from None
+        raise ValueError(f"{path}: not a dualtape file (the header is not JSON text: "
+                         f"{' '.join(str(exc).split())})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{path}: not a dualtape file (no dualtape header)")
     version = header.get("version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError(f"{path}: the header has no valid format version ({version!r})")
     if version > FORMAT_VERSION:
         raise ValueError(
@@ -300,32 +657,54 @@ def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
     return header
 
 
-def _declared_sizes(header: dict[str, Any], path: Any) -> dict[str, int]:
-    """The most data bytes the header allows for each array it declares."""
+def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
+    """What the header says each member holds: the layers' parameters (the shapes their kind
+    and sizes give, which the header must repeat) and the extra arrays."""
     dtype, specs = header.get("dtype"), header.get("layers")
-    if header.get("network") not in NETWORK_KINDS or dtype not in FLOAT_DTYPES \
+    if header.get("network") not in tuple(NETWORK_KINDS) or dtype not in FLOAT_DTYPES \
             or not isinstance(specs, list):
         raise ValueError(f"{path}: the header names no known network, dtype and layer list")
-    sizes = {}
+    declared = {}
     for k, spec in enumerate(specs):
-        params = spec.get("params", {}) if isinstance(spec, dict) else None
-        if not isinstance(params, dict) or not all(map(_is_shape, params.values())):
-            raise ValueError(f"{path}: layer {k} declares no valid parameter shapes ({spec!r})")
-        for name, shape in params.items():
-            sizes[f"layer{k}/{name}"] = math.prod(shape) * np.dtype(dtype).itemsize
+        named = spec.get("kind") if isinstance(spec, dict) else None
+        kind = LAYER_KINDS.get(named) if isinstance(named, str) else None
+        if kind is None:
+            raise ValueError(f"{path}: layer {k} has an unknown kind {spec!r}")
+        config, params = spec.get("config", {}), spec.get("params", {})
+        try:
+            shapes = kind.param_shapes(config)
+            label = f"{kind.kind}({', '.join(map(str, config.values()))})"
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}: layer {k}'s sizes in the header are invalid ({exc})") \
+                from None
+        if not isinstance(params, dict) or set(params) != set(shapes):
+            raise ValueError(f"{path}: layer {k} ({label}) declares the parameters "
+                             f"{params!r}; its kind has {sorted(shapes)}")
+        for name, shape in shapes.items():
+            what = f"layer {k} ({label}) parameter {name}"
+            if params[name] != list(shape):
+                raise ValueError(f"{path}: {what} should be {dtype} {shape}, found "
+                                 f"{params[name]!r} in the header")
+            declared[f"layer{k}/{name}"] = _Declared(what, np.dtype(dtype), shape)
     arrays = header.get("arrays", {})
     if not isinstance(arrays, dict):
         raise ValueError(f"{path}: the header's array table is not a mapping")
     for name, spec in arrays.items():
         try:
-            kind = np.dtype(spec["dtype"]).kind
-            ok = name.startswith("extra/") and kind in ARRAY_KINDS and _is_shape(spec["shape"])
+            array_dtype = np.dtype(spec["dtype"])
+            ok = name.startswith("extra/") and array_dtype.kind in ARRAY_KINDS \
+                and _is_shape(spec["shape"])
         except (TypeError, KeyError, ValueError):
             ok = False
         if not ok:
             raise ValueError(f"{path}: the header declares an invalid array {name}: {spec!r}")
-        sizes[name] = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
-    return sizes
+        declared[name] = _Declared(f"array {name}", array_dtype, tuple(spec["shape"]))
+    return declared
+
+
+def _dtype_text(dtype: np.dtype) -> str:
+    """``float64`` for native numbers, ``>f8`` or ``<U3`` otherwise."""
+    return dtype.name if dtype.isnative and dtype.kind in "biufc" else dtype.str
 
 
 def _is_shape(shape: Any) -> bool:
@@ -333,59 +712,69 @@ def _is_shape(shape: Any) -> bool:
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
 
 
-def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], path: Any) -> Chain:
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | RecurrentNetwork:
     """The network the (checked) header describes, on numpy, with the stored parameters."""
-    network, dtype = NETWORK_KINDS[header["network"]], header["dtype"]
     layers = []
     with use_backend("numpy"):
         for k, spec in enumerate(header["layers"]):
-            kind = LAYER_KINDS.get(spec.get("kind"))
-            if kind is None:
-                raise ValueError(f"{path}: layer {k} has an unknown kind {spec!r}")
-            config = spec.get("config", {})
-            params = {}
-            for name, shape in kind.param_shapes(config).items():
-                stored = arrays.get(f"layer{k}/{name}")
-                if stored is None or stored.shape != shape or str(stored.dtype) != dtype:
-                    found = "missing" if stored is None else f"{stored.dtype} {stored.shape}"
-                    raise ValueError(
-                        f"{path}: layer {k} ({kind.kind}({', '.join(map(str, config.values()))})) "
-                        f"parameter {name} should be {dtype} "
-                        f"{shape}, found {found}"
-                    )
-                params[name] = stored
-            layer = kind.from_config(config, dtype)
-            layer.params.update(params)
+            layer = LAYER_KINDS[spec["kind"]].from_config(spec.get("config", {}), header["dtype"])
+            layer.params.update({name: arrays[f"layer{k}/{name}"] for name in layer.params})
             layers.append(layer)
-    return network(layers)
+    return NETWORK_KINDS[header["network"]](layers)
 
 
-def load(path: str | os.PathLike, backend: str | None = None, device: Any = None) -> Chain:
+def load(path: str | os.PathLike, backend: str | None = None, device: Any = None, *,
+         optimizer: Any = None) -> Network | RecurrentNetwork:
     """Read a network saved by ``save`` onto ``backend`` and ``device`` (default: the current
-    backend and its device)."""
-    return load_with_extra(path, backend, device)[0]
+    backend and its device): a ``Network`` or ``RecurrentNetwork``, as saved.
+
+    With ``optimizer`` (an ``SGD``, ``Adam`` or ``DataParallel`` of the kind saved), the state
+    saved with ``save(..., optimizer=...)`` is restored into it for the loaded network; a file
+    without optimizer state, or with another kind's, raises ``ValueError``."""
+    return load_with_extra(path, backend, device, optimizer=optimizer)[0]
 
 
 def load_with_extra(
-    path: str | os.PathLike, backend: str | None = None, device: Any = None
-) -> tuple[Chain, dict[str, Any]]:
+    path: str | os.PathLike, backend: str | None = None, device: Any = None, *,
+    optimizer: Any = None,
+) -> tuple[Network | RecurrentNetwork, dict[str, Any]]:
     """``load`` and ``load_extra`` in one read of the file: ``(network, extra)``."""
+    if isinstance(optimizer, type) or optimizer is not None and not callable(
+            getattr(optimizer, "load_state_dict", None)):
+        raise TypeError(f"load: optimizer must be an optimizer such as dualtape.SGD or "
+                        f"dualtape.Adam (with load_state_dict), got {optimizer!r}")
     header, arrays = _read(path)
     try:
-        net = _build(header, arrays, path)
+        net = _build(header, arrays)
     except ValueError as exc:
-        raise ValueError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from exc
+        raise ValueError(f"{path}: {exc}") from exc
     except (TypeError, KeyError, AttributeError) as exc:  # sizes that do not fit the layer
         raise ValueError(f"{path}: a layer's sizes in the header are invalid ({exc})") from exc
     if backend is None and device is None:
         net.to(get_backend())
     else:
         net.to(resolve_backend(backend or get_backend().name, device))
-    return net, _extra(header, arrays)
+    extra = _extra(header, arrays)
+    if optimizer is not None:
+        _restore_optimizer(optimizer, extra, net, path)
+    return net, extra
+
+
+def _restore_optimizer(optimizer: Any, extra: dict[str, Any], net: Any, path: Any) -> None:
+    flat = {k[len(OPTIMIZER_PREFIX):]: v for k, v in extra.items()
+            if k.startswith(OPTIMIZER_PREFIX)}
+    if not flat:
+        raise ValueError(f"{path}: holds no optimizer state (it was saved without "
+                         "optimizer=); load it without optimizer=")
+    try:
+        optimizer.load_state_dict(flat, net.params)
+    except ValueError as exc:
+        raise ValueError(f"{path}: its optimizer state does not fit: {exc}") from None
 
 
 def load_extra(path: str | os.PathLike) -> dict[str, Any]:
-    """The ``extra`` values saved with a network (arrays as numpy arrays)."""
+    """The ``extra`` values saved with a network (arrays as numpy arrays; optimizer state as
+    ``optimizer/...`` arrays)."""
     return _extra(*_read(path))
 
 

@@ -316,8 +316,9 @@ class TextTrainer:
         return sample(self.net, self.vocab, chars, temperature=temperature,
                       rng=self.sample_rng, prime=prime)
 
-    def save(self, path: str | Path) -> None:
-        """Write a checkpoint: network, vocabulary, config, step, optimizer and RNG state."""
+    def save(self, path: str | Path, *, replace: bool = True) -> None:
+        """Write a checkpoint: network, vocabulary, config, step, optimizer and RNG state
+        (``replace`` as in ``dualtape.save``)."""
         extra: dict[str, Any] = {
             "text_format": TEXT_FORMAT,
             "vocabulary": self.vocab.to_json(),
@@ -329,25 +330,49 @@ class TextTrainer:
         for key, value in self.optimizer.state_dict().items():
             extra[f"optimizer/{key}"] = np.asarray(value)
         try:
-            save(self.net, path, extra=extra)
+            save(self.net, path, extra=extra, replace=replace)
         except OSError as exc:
             raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
         self.saved = (str(path), self.step_count)
 
     def save_or_fall_back(self, path: str | Path, warn: Callable[[str], None]) -> str:
-        """``save`` to ``path``; when that fails, to ``NAME.stepN.npz`` next to it, then in the
-        temporary folder, passing each failure to ``warn``. The path written; ``TextError``
-        naming every try when all fail."""
+        """``save`` to ``path`` (a symlink there is followed: the user named it); when that
+        fails, to a new ``NAME.stepN.XXXXXXXX.npz`` (XXXXXXXX random) next to it, then to
+        ``NAME.stepN.npz`` in a new private folder (``tempfile.mkdtemp()``, mode 0700), passing
+        each failure to ``warn``. The fallbacks never replace a file nor follow a link
+        (``replace=False``). The path written; ``TextError`` naming every try when all fail."""
+        import contextlib
+        import secrets
+
         path = Path(path)
-        fallback = f"{path.stem}.step{self.step_count}{path.suffix or '.npz'}"
-        errors = []
-        for where in (path, path.with_name(fallback), Path(tempfile.gettempdir()) / fallback):
+        name, suffix = f"{path.stem}.step{self.step_count}", path.suffix or ".npz"
+        errors: list[str] = []
+
+        def failed(message: str) -> None:
+            errors.append(message)
+            warn(f"warning: {message}")
+
+        def saved(where: Path, replace: bool) -> bool:
             try:
-                self.save(where)
-                return str(where)
+                self.save(where, replace=replace)
+                return True
             except TextError as exc:
-                errors.append(str(exc))
-                warn(f"warning: {exc}")
+                failed(str(exc))
+                return False
+
+        nearby = path.with_name(f"{name}.{secrets.token_hex(4)}{suffix}")
+        for where, replace in ((path, True), (nearby, False)):
+            if saved(where, replace):
+                return str(where)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=f"dualtape-{name}."))
+        except OSError as exc:
+            failed(f"cannot make a temporary folder: {exc.strerror or exc}")
+        else:
+            if saved(folder / f"{name}{suffix}", False):
+                return str(folder / f"{name}{suffix}")
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # empty: a failed save leaves nothing in it
         raise TextError("; ".join(errors) + "; nothing was saved")
 
 
