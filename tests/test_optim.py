@@ -3,8 +3,6 @@ lives in the optimizer and survives state_dict/load_state_dict."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -109,8 +107,8 @@ def test_adam_matches_a_hand_implementation_over_three_steps(backend, rate, beta
 
 
 def adam_textbook(rate, beta1, beta2, eps, steps):
-    """Kingma & Ba, Algorithm 1, with the efficient ordering of section 2:
-    w -= rate * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)."""
+    """Kingma & Ba, Algorithm 1 (as torch.optim.Adam): bias-corrected moments m̂ and v̂, then
+    w -= rate * m̂ / (sqrt(v̂) + eps), eps added after the correction."""
     w = {"W": W0.copy(), "b": B0.copy()}
     m = {k: np.zeros_like(v) for k, v in w.items()}
     v = {k: np.zeros_like(x) for k, x in w.items()}
@@ -118,8 +116,8 @@ def adam_textbook(rate, beta1, beta2, eps, steps):
         for k in w:
             m[k] = beta1 * m[k] + (1 - beta1) * g[k]
             v[k] = beta2 * v[k] + (1 - beta2) * g[k] ** 2
-            step = rate * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-            w[k] = w[k] - step * m[k] / (np.sqrt(v[k]) + eps)
+            m_hat, v_hat = m[k] / (1 - beta1**t), v[k] / (1 - beta2**t)
+            w[k] = w[k] - rate * m_hat / (np.sqrt(v_hat) + eps)
     return w
 
 

@@ -189,13 +189,36 @@ def test_state_of_another_optimizer_kind_is_refused(source, target, match):
     (lambda s: {**s, "0/W/m": s["0/W/m"].astype(complex)}, "must be floating point"),
     (lambda s: {**s, "0/W/m": np.full(s["0/W/m"].shape, "x")}, "must be floating point"),
     (lambda s: {**s, "kind": np.asarray("SGD")}, "belongs to a SGD optimizer"),
+    (lambda s: {**s, "0/W/m": np.where(s["0/W/m"] > 0, np.nan, s["0/W/m"])}, "NaN or inf"),
+    (lambda s: {**s, "2/b/v": np.full_like(s["2/b/v"], np.inf)}, "'2/b/v' holds NaN or inf"),
+    (lambda s: {**s, "0/W/m": np.full_like(s["0/W/m"], -np.inf)}, "NaN or inf"),
+    (lambda s: {**s, "0/b/v": -s["0/b/v"]}, "'0/b/v' holds negative values"),
 ], ids=["unknown-slot", "missing-slot", "float-steps", "negative-steps", "string-steps",
-        "array-steps", "integer-slot", "complex-slot", "string-slot", "kind"])
+        "array-steps", "integer-slot", "complex-slot", "string-slot", "kind", "nan-m", "inf-v",
+        "minus-inf-m", "negative-v"])
 def test_malformed_adam_state_is_refused_and_changes_nothing(edit, match):
     state, net = trained_state(OPTIMIZERS["adam"])
     optimizer = dualtape.Adam(0.05)
     with pytest.raises(ValueError, match=match):
         optimizer.load_state_dict(edit(state), net.params)
+    assert optimizer.state == {} and optimizer.steps == 0
+
+
+def test_a_negative_first_moment_or_momentum_is_a_valid_state():
+    state, net = trained_state(OPTIMIZERS["adam"])
+    state["0/W/m"] = -np.abs(state["0/W/m"])
+    dualtape.Adam(0.05).load_state_dict(state, net.params)
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    state["0/W/m"] = -np.abs(state["0/W/m"])
+    dualtape.SGD(0.1, momentum=0.9).load_state_dict(state, net.params)
+
+
+def test_a_non_finite_momentum_is_refused_and_changes_nothing():
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    state["2/W/m"] = np.full_like(state["2/W/m"], np.nan)
+    optimizer = dualtape.SGD(0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="'2/W/m' holds NaN or inf"):
+        optimizer.load_state_dict(state, net.params)
     assert optimizer.state == {} and optimizer.steps == 0
 
 
