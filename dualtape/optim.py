@@ -69,11 +69,15 @@ def _same_place(a: Array, b: Array) -> bool:
 
 def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
     """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
-    of that module and ``w`` and the slots take ``out=`` writes; None for the generic code."""
+    of that module and ``w`` and the slots take ``out=`` writes (writeable, and no element
+    shares memory with another, as in a broadcast view, which CuPy does not mark read-only);
+    None for the generic code."""
     mod = out_module(w)
     if mod is None or not all(type(a) is type(w) for a in (g, *slot.values())):
         return None
     if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):
+        return None
+    if any(stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, strict=True)):
         return None
     return mod
 

@@ -280,3 +280,18 @@ def test_read_only_arrays_are_never_written():
     np.testing.assert_array_equal(params[0]["w"], -0.5)
     np.testing.assert_array_equal(params[0]["frozen"], -0.5)
     np.testing.assert_array_equal(kept["frozen"], 0.0)
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_a_writeable_broadcast_parameter_gets_a_new_array_not_overlapping_writes(make):
+    # CuPy marks no view read-only: a broadcast parameter's rows share memory, so writing the
+    # update in place would add every row's step into the one row they all are.
+    row = np.linspace(-1, 1, 4)
+    shared = np.lib.stride_tricks.as_strided(row, (3, 4), (0, row.itemsize), writeable=True)
+    params, twin = [{"w": shared}], [{"w": np.broadcast_to(row, (3, 4)).copy()}]
+    g = np.random.default_rng(2).normal(size=(3, 4))
+    for group in (params, twin):
+        make().step(group, [{"w": g}])
+    assert params[0]["w"] is not shared
+    np.testing.assert_array_equal(params[0]["w"], twin[0]["w"])
+    np.testing.assert_array_equal(row, np.linspace(-1, 1, 4))
