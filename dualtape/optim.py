@@ -15,7 +15,13 @@ it changes anything: a step that raises leaves parameters, state and ``steps`` a
 State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
 owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
 ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
-their backend and device at the next step.
+their backend and device at the next step. A step counts once as a change of every layer's
+``ParamDict`` it updates (``version``), in place or not, so tapes made before it are stale.
+
+``SGD`` equals ``torch.optim.SGD(lr=rate, momentum=momentum, weight_decay=regulariser)`` when
+momentum or L2 is 0 (with both, Grenade's L2 term decays ``w`` outside the momentum, torch's
+inside it); ``Adam`` equals ``torch.optim.Adam``. ``tests/fixtures/optimizer_golden.npz`` holds
+torch's numbers for both.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .kernels import blas
-from .layers.base import Array
+from .layers.base import Array, ParamDict
 
 
 def _check_number(
@@ -125,11 +131,14 @@ class Optimizer:
             self.steps -= 1
             raise
         self._bind(params)
+        for group in params:
+            if isinstance(group, ParamDict):  # tapes made before this step are now stale
+                group.touch()
         for module, w, g, slot, key, scratch in in_place:
             self._apply_in_place(module, w, g, slot, scratch)
             self._keep(key, slot)
         for group, name, key, w, slot in generic:
-            group[name] = w
+            dict.__setitem__(group, name, w)  # counted once per step above, as in place
             self._keep(key, slot)
 
     def _in_passes(self, mod: Any, w: Array, g: Array, slot: dict[str, Array]) -> bool:
@@ -190,6 +199,11 @@ class Optimizer:
         owner = type(self).__name__
         if not isinstance(params, list | tuple) or not isinstance(grads, list | tuple):
             raise TypeError(f"{owner}: params and grads must be lists of dicts (net.params)")
+        if grads and isinstance(grads[0], list | tuple):
+            raise TypeError(
+                f"{owner}: grads is a list of lists, not of dicts: pass the gradients alone, "
+                "the first item of what backward returns (grads, dx = net.backward(...))"
+            )
         if len(params) != len(grads):
             raise ValueError(
                 f"{owner}: {len(params)} parameter groups but {len(grads)} gradient groups"
@@ -345,7 +359,8 @@ def _split_key(key: str) -> tuple[int, str, str]:
 
 
 class SGD(Optimizer):
-    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``.
+    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``
+    (``torch.optim.SGD``'s unless both momentum and regulariser are nonzero).
 
     Hyperparameters are real numbers (Python or numpy scalars); momentum in [0, 1).
     """

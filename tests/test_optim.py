@@ -151,6 +151,22 @@ def test_adam_rejects_bad_hyperparameters(kwargs):
         dualtape.Adam(**kwargs)
 
 
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_step_given_the_whole_backward_result_says_to_pass_the_gradients(backend, layers):
+    net = dualtape.Network([dualtape.FullyConnected(2, 2, seed=k, dtype="float64")
+                            for k in range(layers)])
+    tapes, y = net.forward(dualtape.asarray(np.ones((3, 2))))
+    result = net.backward(tapes, y)
+    with pytest.raises(TypeError, match=r"the first item of what backward returns"):
+        dualtape.SGD(0.1).step(net.params, result)
+
+
+def test_step_rejects_gradients_under_other_names(backend):
+    with pytest.raises(ValueError, match=r"parameters \['W', 'b'\] but gradients \['W', 'c'\]"):
+        dualtape.SGD(0.1).step([on_backend({"W": W0, "b": B0})],
+                               [on_backend({"W": W0, "c": B0})])
+
+
 def test_step_rejects_gradients_that_do_not_match(backend):
     optimizer = dualtape.SGD(0.1)
     params = [on_backend({"W": W0, "b": B0})]
