@@ -103,6 +103,13 @@ def test_labels_out_of_range_raise(backend, labels):
 def test_labels_of_the_wrong_shape_raise(backend):
     with pytest.raises(ValueError, match="labels must have shape"):
         evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"labels must have shape \(3, 2\), got \(3,\)"):
+        evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :, :3], dualtape.asarray([0, 1, 2]))
+    # one label per step is enough only at batch 1, where (T,) and (T, 1) are the same
+    value = evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :1], dualtape.asarray([0, 3, 1]))
+    expected = evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :1],
+                        dualtape.asarray(np.eye(4)[[[0], [3], [1]]]))
+    assert value[0] == pytest.approx(expected[0], rel=1e-12)
 
 
 # --- cross-entropy on probabilities ----------------------------------------------------------

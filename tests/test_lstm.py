@@ -397,11 +397,11 @@ def test_step_returns_the_forward_state_and_output(backend):
 def test_a_state_of_none_starts_from_zeros(backend):
     layer = dualtape.LSTM(3, 4, seed=2, dtype="float64")
     xs = dualtape.asarray(np.random.default_rng(3).normal(size=(5, 2, 3)))
-    for given, zeros in ((xs, layer.initial_state(2)), (xs[:, 0, :], layer.initial_state())):
-        expected = layer.forward_sequence(zeros, given)
-        _, state, ys = layer.forward_sequence(None, given)
+    for inputs, zeros in ((xs, layer.initial_state(2)), (xs[:, 0, :], layer.initial_state())):
+        expected = layer.forward_sequence(zeros, inputs)
+        _, state, ys = layer.forward_sequence(None, inputs)
         assert tuple(state.shape) == tuple(expected[1].shape)
         np.testing.assert_array_equal(np64(ys), np64(expected[2]))
         np.testing.assert_array_equal(np64(state), np64(expected[1]))
-        _, state, y = layer.forward(None, given[0, ...])
-        np.testing.assert_array_equal(np64(y), np64(layer.forward(zeros, given[0, ...])[2]))
+        _, state, y = layer.forward(None, inputs[0, ...])
+        np.testing.assert_array_equal(np64(y), np64(layer.forward(zeros, inputs[0, ...])[2]))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.backend import backend_of
+from dualtape.backend import backend_of, out_module
 
 from .conftest import np64
 from .helpers import assert_params_equal, host_params
@@ -114,6 +114,57 @@ def test_a_step_that_fails_in_a_late_group_changes_nothing(backend, make, spoil)
     assert_params_equal(host_params(net), params)
     assert_state_equal(state_copy(optimizer), state)
     assert optimizer.steps == steps
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+@pytest.mark.parametrize("path", ["in-place", "generic"])
+def test_a_step_that_fails_after_its_checks_changes_nothing(backend, monkeypatch, make, path):
+    """Running out of memory while the updates are prepared (the third parameter's scratch
+    buffer, or its new array on the generic path) leaves the parameters, the state, ``steps``
+    and the parameters' versions as they were."""
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net, seed=1))
+    if path == "in-place" and out_module(net.params[0]["W"]) is None:
+        pytest.skip(f"{backend.name} arrays take no in-place updates")
+    monkeypatch.setenv("DUALTAPE_FUSED", "1" if path == "in-place" else "0")
+    name = "_scratch_for" if path == "in-place" else "_update"
+    original, calls = getattr(type(optimizer), name), []
+
+    def failing(self, *args):
+        calls.append(args)
+        if len(calls) == 3:
+            raise MemoryError("planted")
+        return original(self, *args)
+
+    monkeypatch.setattr(type(optimizer), name, failing)
+    params, state, steps = host_params(net), state_copy(optimizer), optimizer.steps
+    versions = [group.version for group in net.params]
+    with pytest.raises(MemoryError, match="planted"):
+        optimizer.step(net.params, gradients(net, seed=2))
+    assert len(calls) == 3
+    assert_params_equal(host_params(net), params)
+    assert_state_equal(state_copy(optimizer), state)
+    assert optimizer.steps == steps and [g.version for g in net.params] == versions
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_state_dict_is_a_snapshot_that_later_steps_leave_alone(backend, make):
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net, seed=1))
+    saved = optimizer.state_dict()
+    kept = {k: v.copy() for k, v in saved.items()}
+    optimizer.step(net.params, gradients(net, seed=2))
+    assert_state_equal(saved, kept)
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_the_state_of_an_optimizer_that_never_stepped_loads(make):
+    net = small_net()
+    optimizer = make()
+    optimizer.load_state_dict(make().state_dict(), net.params)
+    assert optimizer.steps == 0 and optimizer.state == {}
 
 
 # --- state tied to its parameters ------------------------------------------------------------

@@ -558,8 +558,9 @@ def test_state_on_another_device_is_a_value_error_naming_both(backend, rnet):
     (np.array([1.0, np.nan, 1.0, 0.0]), ValueError, "only 0 and 1"),
     (np.array([1, 2, 1, 0]), ValueError, "only 0 and 1"),
     (np.array([1.0, -1.0, 1.0, 0.0]), ValueError, "only 0 and 1"),
+    (np.array([1.0, 0.5, 1.0, 0.0]), ValueError, "only 0 and 1"),
     ("1101", TypeError, "mask must be an array"),
-], ids=["strings", "complex", "nan", "two", "minus-one", "a-string"])
+], ids=["strings", "complex", "nan", "two", "minus-one", "half", "a-string"])
 def test_masks_other_than_boolean_or_0_1_are_refused(backend, mask, error, match):
     rnet = tiny_network()
     before = host_params(rnet)
