@@ -31,22 +31,34 @@ def _dense_target(xp: Any, y: Array, target: Any, labels_allowed: bool) -> Array
     ``labels_allowed``; else they raise ``TypeError`` naming the losses that take them)."""
     if isinstance(target, list | tuple):
         target = from_host(np.asarray(target), backend_of(y))
+    if not labels_allowed:
+        try:
+            return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+        except TypeError:
+            if _is_integer_array(target):
+                raise TypeError(
+                    f"squared_error: the target holds integers ({target.dtype}), as class "
+                    "labels do: train with loss='softmax_cross_entropy' (a network ending in "
+                    "logits) or loss='cross_entropy' (one ending in Softmax); real-valued "
+                    "targets must be floating point: convert them with t.astype(float)"
+                ) from None
+            raise
     if _is_label_array(target):
-        if labels_allowed:
-            return _one_hot(xp, y, target)
-        raise TypeError(
-            f"squared_error: the target holds integers ({target.dtype}), as class labels do: "
-            "train with loss='softmax_cross_entropy' (a network ending in logits) or "
-            "loss='cross_entropy' (one ending in Softmax); real-valued targets must be floating "
-            "point: convert them with t.astype(float)"
-        )
+        return _one_hot(xp, y, target)
     shape = tuple(np.shape(target))
-    if labels_allowed and y.shape[-1] > 1 and shape == tuple(y.shape[:-1]):
+    if y.shape[-1] > 1 and shape == tuple(y.shape[:-1]):
         raise TypeError(
             f"loss: a target of shape {shape} holds class labels, which must be integers: "
             f"convert them (t.astype(int)), or give targets of shape {tuple(y.shape)}"
         )
     return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+
+
+def _is_integer_array(target: Any) -> bool:
+    try:
+        return bool(namespace_of(target).isdtype(target.dtype, "integral"))
+    except TypeError:
+        return False
 
 
 def _is_label_array(target: Any) -> bool:

@@ -83,7 +83,9 @@ def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
         return None
     if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):
         return None
-    if any(stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, strict=True)):
+    if 0 in w.strides and any(
+        stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, strict=True)
+    ):
         return None
     return mod
 

@@ -243,7 +243,8 @@ def test_state_of_another_optimizer_kind_is_refused(source, target, match):
     (lambda s: {**s, "0/W/m": np.where(s["0/W/m"] > 0, np.nan, s["0/W/m"])}, "NaN or inf"),
     (lambda s: {**s, "2/b/v": np.full_like(s["2/b/v"], np.inf)}, "'2/b/v' holds NaN or inf"),
     (lambda s: {**s, "0/W/m": np.full_like(s["0/W/m"], -np.inf)}, "NaN or inf"),
-    (lambda s: {**s, "0/b/v": -s["0/b/v"]}, "'0/b/v' holds negative values"),
+    (lambda s: {**s, "0/b/v": np.where(np.arange(4) == 2, -1e-9, s["0/b/v"])},
+     "'0/b/v' holds negative values"),
 ], ids=["unknown-slot", "missing-slot", "float-steps", "negative-steps", "string-steps",
         "array-steps", "integer-slot", "complex-slot", "string-slot", "kind", "nan-m", "inf-v",
         "minus-inf-m", "negative-v"])

@@ -268,28 +268,27 @@ class Layer:
     n_in: int | None = None
     n_out: int | None = None
 
+    params: ParamDict
+    """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
+    dict is copied into one, holding the same arrays) whose ``version`` is past the one it
+    replaces, so earlier tapes are stale."""
+
     def __init__(self) -> None:
         self.params = {}
 
-    @property
-    def params(self) -> ParamDict:
-        """The parameter arrays by name, a ``ParamDict``. Assigning a dict stores it as a
-        ``ParamDict`` (a plain dict is copied into one, holding the same arrays) whose
-        ``version`` is past the one it replaces, so earlier tapes are stale."""
-        return self._params
-
-    @params.setter
-    def params(self, value: dict[str, Array]) -> None:
-        previous = getattr(self, "_params", None)
-        new = value if isinstance(value, ParamDict) else ParamDict(value)
-        if previous is not None and new is not previous and (previous or previous.version):
-            new.version = max(new.version, previous.version + 1)  # (not the constructor's {})
-        self._params = new
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "params":  # an attribute, not a property: read in every call, set rarely
+            previous = getattr(self, "params", None)
+            if not isinstance(value, ParamDict):
+                value = ParamDict(value)
+            if previous is not None and value is not previous and (previous or previous.version):
+                value.version = max(value.version, previous.version + 1)  # not __init__'s {}
+        super().__setattr__(name, value)
 
     def _check_version(self, tape: Any) -> None:
         """Raise ``RuntimeError`` unless ``tape`` was made with the parameters as they are
         (its ``version`` is that of ``params``): an integer comparison per backward pass."""
-        if tape.version != self._params.version:
+        if tape.version != self.params.version:
             raise RuntimeError(
                 f"{self!r}: the parameters changed after the forward pass that made this tape "
                 "(an optimizer step, params[...] = ..., update or net.to(...)), so backward "

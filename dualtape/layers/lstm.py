@@ -148,9 +148,11 @@ class LSTM(RecurrentLayer):
     Step API: ``forward(state, x) -> (tape, state_next, y)``, ``backward(tape, dstate_next, dy)
     -> (grads, dstate, dx)``; sequences ``(T, batch, n_in)``: ``forward_sequence(state, xs) ->
     (tape, state_T, ys)``, ``backward_sequence(tape, dstate_T, dys) -> (grads, dstate_0, dxs)``.
-    States are ``(batch, n_out)``, from ``initial_state(batch)``. The tape (``LSTMStepTape``,
-    ``LSTMSequenceTape``) holds the inputs, the cells ``c_0 … c_T`` and the gate activations
-    ``[f, i, o, ĉ]``, never a pre-activation: backward evaluates no σ, tanh or exp.
+    States are ``(batch, n_out)``, from ``initial_state(batch)`` (None: zeros). The tape
+    (``LSTMStepTape``, ``LSTMSequenceTape``) holds the inputs, the cells ``c_0 … c_T`` and the
+    gate activations ``[f, i, o, ĉ]``, never a pre-activation: backward evaluates no σ, tanh or
+    exp. Its last field is the ``version`` of ``params`` it was made with: backward raises
+    ``RuntimeError`` after the parameters changed (an optimizer step, ``params[k] = ...``).
 
     Initialisation, drawn on the host from ``seed`` (an integer gives the same bits on every
     backend; ``None`` draws fresh entropy from the OS, different every time), then cast to
