@@ -256,6 +256,22 @@ def test_malformed_adam_state_is_refused_and_changes_nothing(edit, match):
     assert optimizer.state == {} and optimizer.steps == 0
 
 
+@pytest.mark.parametrize("source", ["adam", "sgd-momentum"])
+def test_a_refused_load_leaves_the_state_it_had(backend, source):
+    net = small_net()
+    optimizer = OPTIMIZERS[source]()
+    optimizer.step(net.params, gradients(net, seed=1))
+    state, steps = state_copy(optimizer), optimizer.steps
+    bad = optimizer.state_dict()
+    bad["0/W/m"] = bad["0/W/m"] + 1.0  # a valid entry first, then one that is not
+    bad["2/b/m"] = np.full_like(bad["2/b/m"], np.nan)
+    with pytest.raises(ValueError, match="'2/b/m' holds NaN or inf"):
+        optimizer.load_state_dict(bad, net.params)
+    assert_state_equal(state_copy(optimizer), state)
+    assert optimizer.steps == steps
+    optimizer.step(net.params, gradients(net, seed=2))  # still tied to its network
+
+
 def test_a_negative_first_moment_or_momentum_is_a_valid_state():
     state, net = trained_state(OPTIMIZERS["adam"])
     state["0/W/m"] = -np.abs(state["0/W/m"])

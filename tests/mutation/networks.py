@@ -25,6 +25,10 @@ MUTANTS = [
                 "\"step\", None)):",
            "    if not callable(getattr(optimizer, \"step\", None)):",
            "the optimizer class accepted for an optimizer", FF),
+    Mutant(NET, "            if layer.recurrent:\n"
+                "                raise TypeError(f\"Network: layer",
+           "            if False:\n                raise TypeError(f\"Network: layer",
+           "a Network takes a recurrent layer", FF),
     Mutant(NET, "    if not local[1]:\n", "    if False:\n",
            "a non-finite input with a finite loss updates", FF + RNN),
     Mutant(NET, "    check_loss_for(loss, net.layers[-1], net.n_out, \"train\")\n", "",

@@ -27,8 +27,7 @@ MUTANTS = [
     Mutant(P, "    if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):\n"
               "        return None\n", "",
            "a read-only parameter is written in place", T),
-    Mutant(P, "    if any(stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, "
-              "strict=True)):\n        return None\n", "",
+    Mutant(P, "    if 0 in w.strides and any(", "    if False and any(",
            "a broadcast parameter is written in place", T),
     Mutant(P, "        return not self.momentum or \"m\" in slot", "        return True",
            "SGD momentum slots created in passes", T),
@@ -63,7 +62,11 @@ MUTANTS = [
            "        if not set(slots) <= set(expected):", "a state missing a slot is accepted", T),
     Mutant(P, "        if np.asarray(kind).ndim != 0 or str(np.asarray(kind)) != owner:",
            "        if np.asarray(kind).ndim != 0:", "another optimizer's state accepted", T),
+    Mutant(P, "        state: dict[tuple[int, str], dict[str, Array]] = {}\n",
+           "        state = self.state\n", "a refused load overwrites the live state", T),
     # hyperparameters
+    Mutant(P, "    if not real or isinstance(value, bool | np.bool_) or not (",
+           "    if not real or not (", "True accepted as a rate", T),
     Mutant(P, 'self.rate = _check_number("SGD", "rate", rate, 0.0, open_low=True)',
            'self.rate = _check_number("SGD", "rate", rate, 0.0)', "SGD rate 0 accepted", T),
     Mutant(P, 'self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)',
