@@ -5,6 +5,9 @@ activations with new weights."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -221,3 +224,16 @@ def test_assigning_a_dict_gives_a_paramdict_past_the_old_version():
     shared = ParamDict(replacement)
     layer.params = shared
     assert layer.params is shared and shared.version == 3
+
+
+@pytest.mark.parametrize("duplicate", [lambda n: pickle.loads(pickle.dumps(n)), copy.deepcopy],
+                         ids=["pickle", "deepcopy"])
+def test_a_copied_network_keeps_paramdicts_and_trains(duplicate):
+    with dualtape.use_backend("numpy"):
+        net = feed_forward()
+        dualtape.train(net, data(5, 3), data(5, 2), dualtape.SGD(0.1))
+        twin = duplicate(net)
+        assert all(isinstance(group, ParamDict) for group in twin.params)
+        tapes, y = twin.forward(data(5, 3))
+        twin.backward(tapes, data(5, 2))
+        dualtape.train(twin, data(5, 3), data(5, 2), dualtape.SGD(0.1))

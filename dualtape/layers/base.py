@@ -19,8 +19,9 @@ every optimizer step (in place or not), every ``params[k] = ...``/``update`` and
 ``version`` their forward pass saw, and every backward pass (public, or the private ones the
 training functions call) raises ``RuntimeError`` when the layer's is another, as PyTorch's
 saved-tensor version counters do: an update between forward and backward would otherwise mix
-old activations with new weights. Writing into a parameter array directly (``W[...] = 0``,
-``W -= 1`` with numpy) is not seen.
+old activations with new weights. Not seen: writing into a parameter array directly
+(``W[...] = 0``, ``W -= 1`` with numpy), and an update through one dict of an array that
+another layer's dict also holds (each dict counts its own changes).
 """
 
 from __future__ import annotations
@@ -210,11 +211,7 @@ class ParamDict(dict):
     kept ``params.version`` can tell at backward whether the parameters it was made with are
     still the layer's."""
 
-    __slots__ = ("version",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.version = 0
+    version: int = 0  # (a class default too: unpickling fills the dict before its state)
 
     def touch(self) -> None:
         """Count a change: arrays of this dict were changed in place."""
