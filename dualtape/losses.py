@@ -7,8 +7,10 @@ the batch size ``y.shape[-2]``.
 - ``cross_entropy``: −Σ t·log y on probabilities (a network ending in ``Softmax``).
 
 Targets have ``y``'s shape; the cross entropies also take integer class labels of shape
-``y.shape[:-1]`` (on the network's backend, like any target); other non-float labels (boolean,
-complex, strings) raise ``TypeError``.
+``y.shape[:-1]`` (on the network's backend, like any target; Python lists go there); other
+non-float labels (boolean, complex, strings) raise ``TypeError``, as do integer targets for
+``squared_error`` and float targets shaped like labels (each saying what to do instead).
+``check_loss_for`` refuses, before training, a loss that cannot fit the network's output.
 """
 
 from __future__ import annotations
@@ -25,10 +27,38 @@ Loss = Callable[..., tuple[Array, Array]]
 
 
 def _dense_target(xp: Any, y: Array, target: Any, labels_allowed: bool) -> Array:
-    """``target`` checked against ``y``; integer labels become one-hot rows."""
-    if labels_allowed and _is_label_array(target):
+    """``target`` checked against ``y``; integer labels become one-hot rows (where
+    ``labels_allowed``; else they raise ``TypeError`` naming the losses that take them)."""
+    if isinstance(target, list | tuple):
+        target = from_host(np.asarray(target), backend_of(y))
+    if not labels_allowed:
+        try:
+            return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+        except TypeError:
+            if _is_integer_array(target):
+                raise TypeError(
+                    f"squared_error: the target holds integers ({target.dtype}), as class "
+                    "labels do: train with loss='softmax_cross_entropy' (a network ending in "
+                    "logits) or loss='cross_entropy' (one ending in Softmax); real-valued "
+                    "targets must be floating point: convert them with t.astype(float)"
+                ) from None
+            raise
+    if _is_label_array(target):
         return _one_hot(xp, y, target)
+    shape = tuple(np.shape(target))
+    if y.shape[-1] > 1 and shape == tuple(y.shape[:-1]):
+        raise TypeError(
+            f"loss: a target of shape {shape} holds class labels, which must be integers: "
+            f"convert them (t.astype(int)), or give targets of shape {tuple(y.shape)}"
+        )
     return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+
+
+def _is_integer_array(target: Any) -> bool:
+    try:
+        return bool(namespace_of(target).isdtype(target.dtype, "integral"))
+    except TypeError:
+        return False
 
 
 def _is_label_array(target: Any) -> bool:
@@ -110,6 +140,34 @@ def loss_function(name: str) -> Loss:
         return LOSSES[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown loss {name!r}; known losses: {', '.join(LOSSES)}") from None
+
+
+def check_loss_for(name: str, last: Any, n_out: int | None, where: str) -> None:
+    """Raise ``ValueError`` when the loss ``name`` cannot fit a network whose last layer is
+    ``last`` with ``n_out`` outputs: ``softmax_cross_entropy`` takes logits, so not the
+    probabilities of a final ``Softmax`` (a softmax of a softmax trains, but towards the
+    wrong loss); ``cross_entropy`` takes probabilities, so needs that ``Softmax`` (on other
+    outputs its log is of numbers that need not lie in (0, 1]); neither takes one output,
+    whose softmax is 1 whatever the input."""
+    softmax = getattr(last, "kind", None) == "Softmax"
+    if name == "softmax_cross_entropy" and softmax:
+        raise ValueError(
+            f"{where}: loss='softmax_cross_entropy' takes logits, but the network ends in "
+            "Softmax, so it would take the softmax of probabilities: use loss='cross_entropy', "
+            "or drop the final Softmax"
+        )
+    if name == "cross_entropy" and not softmax:
+        raise ValueError(
+            f"{where}: loss='cross_entropy' takes the probabilities of a final Softmax, but the "
+            f"network ends in {last!r}: use loss='softmax_cross_entropy' (its outputs as "
+            "logits), or add a Softmax"
+        )
+    if name != "squared_error" and n_out == 1:
+        raise ValueError(
+            f"{where}: loss={name!r} over one output is a softmax over one class, 1 whatever "
+            "the input: give the network one output per class (2 for two classes), or use "
+            "squared_error on a Logit output"
+        )
 
 
 def mask_weights(mask: Any, steps: int, batch: int, reference: Array) -> Array:

@@ -17,7 +17,7 @@ from .backend import (
     to_numpy,
 )
 from .layers.base import Array, Layer, prepare_input, prepare_like, read_only, restore
-from .losses import loss_function
+from .losses import check_loss_for, loss_function
 from .optim import Optimizer
 
 
@@ -58,10 +58,13 @@ class Chain:
         return next((p for layer in self.layers for p in layer.params.values()), None)
 
     def to(self, backend: str | Backend, device: Any = None) -> Chain:
-        """Move every parameter to ``backend`` (and ``device``); returns ``self``."""
+        """Move every parameter to ``backend`` (and ``device``); returns ``self``. Tapes made
+        before a move that changed any array of a layer are stale (backward raises)."""
         target = backend if isinstance(backend, Backend) else resolve_backend(backend, device)
         for layer in self.layers:
-            layer.params.update({k: move(v, target) for k, v in layer.params.items()})
+            moved = {k: move(v, target) for k, v in layer.params.items()}
+            if any(moved[k] is not v for k, v in layer.params.items()):
+                layer.params.update(moved)
         return self
 
     def _prepare(
@@ -229,7 +232,10 @@ def train(
     The loss is averaged over the batch. A NaN or infinite input, or a non-finite loss, raises
     ``FloatingPointError`` before any parameter changes (an infinite input can give a finite
     loss through a saturating layer such as ``Tanh``, yet NaN gradients); an empty batch
-    raises ``ValueError``.
+    raises ``ValueError``, as does a loss that does not fit the network's output
+    (``losses.check_loss_for``: ``"softmax_cross_entropy"`` after a final ``Softmax``,
+    ``"cross_entropy"`` without one); integer class labels with ``"squared_error"`` raise
+    ``TypeError`` naming the losses that take them.
     """
     if not isinstance(net, Network):
         raise TypeError(
@@ -238,6 +244,7 @@ def train(
         )
     check_optimizer(optimizer, "train")
     objective = loss_function(loss)
+    check_loss_for(loss, net.layers[-1], net.n_out, "train")
     xp, x, _ = net._prepare(x)
     if x.shape[0] == 0:
         raise ValueError("train: the batch is empty (0 examples); give at least one")

@@ -15,7 +15,13 @@ it changes anything: a step that raises leaves parameters, state and ``steps`` a
 State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
 owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
 ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
-their backend and device at the next step.
+their backend and device at the next step. A step counts once as a change of every layer's
+``ParamDict`` it updates (``version``), in place or not, so tapes made before it are stale.
+
+``SGD`` equals ``torch.optim.SGD(lr=rate, momentum=momentum, weight_decay=regulariser)`` when
+momentum or L2 is 0 (with both, Grenade's L2 term decays ``w`` outside the momentum, torch's
+inside it); ``Adam`` equals ``torch.optim.Adam``. ``tests/fixtures/optimizer_golden.npz`` holds
+torch's numbers for both.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .kernels import blas
-from .layers.base import Array
+from .layers.base import Array, ParamDict
 
 
 def _check_number(
@@ -69,11 +75,17 @@ def _same_place(a: Array, b: Array) -> bool:
 
 def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
     """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
-    of that module and ``w`` and the slots take ``out=`` writes; None for the generic code."""
+    of that module and ``w`` and the slots take ``out=`` writes (writeable, and no element
+    shares memory with another, as in a broadcast view, which CuPy does not mark read-only);
+    None for the generic code."""
     mod = out_module(w)
     if mod is None or not all(type(a) is type(w) for a in (g, *slot.values())):
         return None
     if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):
+        return None
+    if 0 in w.strides and any(
+        stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, strict=True)
+    ):
         return None
     return mod
 
@@ -90,6 +102,7 @@ class Optimizer:
     """
 
     slots: ClassVar[tuple[str, ...]] = ()
+    non_negative: ClassVar[tuple[str, ...]] = ()  # slots that can never hold a value below 0
 
     def __init__(self) -> None:
         self.state: dict[tuple[int, str], dict[str, Array]] = {}
@@ -120,11 +133,14 @@ class Optimizer:
             self.steps -= 1
             raise
         self._bind(params)
+        for group in params:
+            if isinstance(group, ParamDict):  # tapes made before this step are now stale
+                group.touch()
         for module, w, g, slot, key, scratch in in_place:
             self._apply_in_place(module, w, g, slot, scratch)
             self._keep(key, slot)
         for group, name, key, w, slot in generic:
-            group[name] = w
+            dict.__setitem__(group, name, w)  # counted once per step above, as in place
             self._keep(key, slot)
 
     def _in_passes(self, mod: Any, w: Array, g: Array, slot: dict[str, Array]) -> bool:
@@ -185,6 +201,11 @@ class Optimizer:
         owner = type(self).__name__
         if not isinstance(params, list | tuple) or not isinstance(grads, list | tuple):
             raise TypeError(f"{owner}: params and grads must be lists of dicts (net.params)")
+        if grads and isinstance(grads[0], list | tuple):
+            raise TypeError(
+                f"{owner}: grads is a list of lists, not of dicts: pass the gradients alone, "
+                "the first item of what backward returns (grads, dx = net.backward(...))"
+            )
         if len(params) != len(grads):
             raise ValueError(
                 f"{owner}: {len(params)} parameter groups but {len(grads)} gradient groups"
@@ -271,8 +292,9 @@ class Optimizer:
     def load_state_dict(self, flat: dict[str, np.ndarray], params: list[dict[str, Array]]) -> None:
         """Restore ``state_dict()`` output for ``params`` (the groups it will update), copied
         onto their backend and dtype, and tie the optimizer to them. State of another kind,
-        with unknown slots, non-float values, a ``steps`` that is not an integer >= 0, or that
-        does not fit ``params`` raises ``ValueError``, changing nothing."""
+        with unknown slots, non-float, NaN or infinite values, negative values in a slot that
+        cannot hold them (Adam's second moment ``v``), a ``steps`` that is not an integer >= 0,
+        or that does not fit ``params`` raises ``ValueError``, changing nothing."""
         owner = type(self).__name__
         if not isinstance(flat, dict):
             raise ValueError(f"{owner}: state must be a dict, got {type(flat).__name__}")
@@ -297,6 +319,11 @@ class Optimizer:
                 raise ValueError(
                     f"{owner}: state {key!r} must be floating point, got {value.dtype}"
                 )
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{owner}: state {key!r} holds NaN or inf")
+            if slot in self.non_negative and np.any(value < 0):
+                raise ValueError(f"{owner}: state {key!r} holds negative values; it can only "
+                                 "be >= 0")
             w = params[k].get(name) if 0 <= k < len(params) else None
             if w is None or tuple(w.shape) != value.shape:
                 raise ValueError(
@@ -334,7 +361,8 @@ def _split_key(key: str) -> tuple[int, str, str]:
 
 
 class SGD(Optimizer):
-    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``.
+    """Grenade's rule: ``m' = momentum·m − rate·g``; ``w' = w + m' − rate·regulariser·w``
+    (``torch.optim.SGD``'s unless both momentum and regulariser are nonzero).
 
     Hyperparameters are real numbers (Python or numpy scalars); momentum in [0, 1).
     """
@@ -394,10 +422,17 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) with bias correction; ``eps`` must be positive (at 0 a gradient that
-    is exactly 0 would give 0/0 = NaN)."""
+    """Adam (Kingma & Ba) as ``torch.optim.Adam`` computes it: per step ``t``,
+    ``m = β1·m + (1−β1)·g``, ``v = β2·v + (1−β2)·g²``, ``m̂ = m/(1−β1ᵗ)``, ``v̂ = v/(1−β2ᵗ)``,
+    ``w −= rate·m̂/(√v̂ + eps)``: ``eps`` is added after the bias correction (TensorFlow adds it
+    before). It runs as the same rule rewritten with the corrections in two scalars,
+    ``w −= (rate·√(1−β2ᵗ)/(1−β1ᵗ))·m/(√v + eps·√(1−β2ᵗ))``, so it agrees with torch to float
+    rounding (``tests/fixtures/optimizer_golden.npz`` holds torch's numbers). ``eps`` must be
+    positive (at 0 a gradient that is exactly 0 would give 0/0 = NaN); ``load_state_dict``
+    refuses moments that are not finite and negative second moments."""
 
     slots = ("m", "v")
+    non_negative = ("v",)
 
     def __init__(
         self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
@@ -408,8 +443,11 @@ class Adam(Optimizer):
         self.beta2 = _check_number("Adam", "beta2", beta2, 0.0, 1.0)
         self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)
 
-    def _step_size(self) -> float:
-        return self.rate * math.sqrt(1.0 - self.beta2**self.steps) / (1.0 - self.beta1**self.steps)
+    def _corrections(self) -> tuple[float, float]:
+        """``(step size, eps')`` of step ``steps``: ``rate·√(1−β2ᵗ)/(1−β1ᵗ)`` and
+        ``eps·√(1−β2ᵗ)``, the bias corrections folded into two scalars."""
+        root = math.sqrt(1.0 - self.beta2**self.steps)
+        return self.rate * root / (1.0 - self.beta1**self.steps), self.eps * root
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         xp = array_api_compat.array_namespace(w)
@@ -418,7 +456,8 @@ class Adam(Optimizer):
         if "m" in slot:
             m = self.beta1 * slot["m"] + m
             v = self.beta2 * slot["v"] + v
-        return w - (m / (xp.sqrt(v) + self.eps)) * self._step_size(), {"m": m, "v": v}
+        step, eps = self._corrections()
+        return w - (m / (xp.sqrt(v) + eps)) * step, {"m": m, "v": v}
 
     def _update_in_place(
         self, mod: Any, w: Array, g: Array, slot: dict[str, Array], scratch: Array
@@ -433,6 +472,7 @@ class Adam(Optimizer):
         else:
             m = slot["m"] = mod.multiply(g, 1.0 - self.beta1)
             v = slot["v"] = mod.multiply(mod.multiply(g, 1.0 - self.beta2), g)
-        mod.add(mod.sqrt(v, out=scratch), self.eps, out=scratch)
-        mod.multiply(mod.divide(m, scratch, out=scratch), self._step_size(), out=scratch)
+        step, eps = self._corrections()
+        mod.add(mod.sqrt(v, out=scratch), eps, out=scratch)
+        mod.multiply(mod.divide(m, scratch, out=scratch), step, out=scratch)
         mod.subtract(w, scratch, out=w)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .backend import backend_of, device_context, out_module
 from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
-from .losses import loss_function, mask_weights
+from .losses import check_loss_for, loss_function, mask_weights
 from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
 from .optim import Optimizer, StateGroup
 
@@ -43,7 +43,10 @@ class RecurrentNetwork(Chain):
     def _check_states(
         self, state: Any, batch: int, copy: bool = False
     ) -> tuple[list[Array], bool]:
+        """One checked state per recurrent layer; ``state`` None, or an entry None, is zeros."""
         count = len(self.recurrent_layers)
+        if state is None:
+            state = [None] * count
         if not isinstance(state, list | tuple) or len(state) != count:
             got = f"a {type(state).__name__}"
             if isinstance(state, list | tuple):
@@ -57,7 +60,9 @@ class RecurrentNetwork(Chain):
         return [s for s, _ in checked], any(single for _, single in checked)
 
     def forward_sequence(self, state: Any, xs: Any) -> tuple[RecurrentNetworkTape, list, Array]:
-        """``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
+        """``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``, from
+        ``state``: a list like ``initial_state``'s, one per recurrent layer, or None for zeros
+        (as is an entry None)."""
         xp, xs, single = self._prepare_sequence(xs, copy=self.layers[0].keeps_input)
         states, _ = self._check_states(state, xs.shape[1], copy=True)
         tape, states, ys = self._forward_sequence(xp, states, xs)
@@ -69,9 +74,9 @@ class RecurrentNetwork(Chain):
         """``(grads, dstate_0, dxs)`` by backprop through time.
 
         ``dstate_T`` is None (zeros) or a list of state gradients like ``initial_state``'s, one
-        per recurrent layer; ``dys`` ``(T, batch, n_out)`` or ``(T, n_out)``. The order is the
-        recurrent layers' ``backward_sequence(tape, dstate_T, dys)``; an array as ``dstate_T``
-        (the other order) raises ``ValueError``.
+        per recurrent layer (an entry None: zeros); ``dys`` ``(T, batch, n_out)`` or
+        ``(T, n_out)``. The order is the recurrent layers' ``backward_sequence(tape, dstate_T,
+        dys)``; an array as ``dstate_T`` (the other order) raises ``ValueError``.
         """
         if not isinstance(tape, RecurrentNetworkTape):
             raise ValueError(
@@ -96,7 +101,8 @@ class RecurrentNetwork(Chain):
         return grads, [restore(d, single) for d in dstates], restore(dxs, single)
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
-        """One time step through the whole stack, for generation: ``(state_next, y)``."""
+        """One time step through the whole stack, for generation: ``(state_next, y)``;
+        ``state`` as in ``forward_sequence`` (None: zeros)."""
         xp, x, single = self._prepare(x)
         states, _ = self._check_states(state, x.shape[0])
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])
@@ -210,9 +216,10 @@ def train_recurrent(
     - ``mask``: None (every step has a target), or ``(T,)`` or ``(T, B)``, boolean or real 0/1;
       1 = the step has a target (the others' targets are ignored, any value).
     - ``state``: None (zeros), or a list with one state per recurrent layer, each ``(B, o)`` or
-      ``(o,)``, as ``rnet.initial_state(B)`` gives.
+      ``(o,)``, as ``rnet.initial_state(B)`` gives (an entry None: zeros).
     - ``loss``: ``"squared_error"`` (½·Σ(y − t)²), ``"softmax_cross_entropy"`` (on logits: a
-      network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``).
+      network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``); the
+      other pairings, and either cross entropy over one output, raise ``ValueError``.
 
     The loss is summed over the time steps that have a target and averaged over the batch, so
     at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
@@ -232,16 +239,14 @@ def train_recurrent(
         )
     check_optimizer(optimizer, "train_recurrent")
     objective = loss_function(loss)
+    check_loss_for(loss, rnet.layers[-1], rnet.n_out, "train_recurrent")
     xp, xs, single = rnet._prepare_sequence(xs)
     steps, batch = xs.shape[:2]
     if batch == 0:
         raise ValueError("train_recurrent: the batch is empty (0 sequences); give at least one")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
-    if state is None:
-        states = rnet.initial_state(batch)
-    else:
-        states, _ = rnet._check_states(state, batch)
+    states, _ = rnet._check_states(state, batch)
     tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)

@@ -44,10 +44,16 @@ def test_axpy_adds_a_times_x_in_place_to_one_rounding(dtype):
 
 
 @pytest.mark.parametrize(
-    "case", ["strided", "read-only", "integer", "mixed-dtypes", "shapes", "overlapping"])
+    "case", ["strided", "strided-x", "misaligned", "read-only", "integer", "mixed-dtypes",
+             "shapes", "overlapping"])
 def test_axpy_declines_what_blas_cannot_update_in_place(case):
     x, y = np.ones((4, 6)), np.zeros((4, 6))
-    if case == "overlapping":
+    if case == "strided-x":
+        x = np.ones((4, 12))[:, ::2]
+    elif case == "misaligned":
+        y = np.ndarray((4, 6), dtype=np.float64, buffer=bytearray(4 * 6 * 8 + 1), offset=1)
+        assert not y.flags.aligned
+    elif case == "overlapping":
         both = np.zeros(25)
         x, y = both[1:].reshape(4, 6), both[:-1].reshape(4, 6)
     elif case == "strided":

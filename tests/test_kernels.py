@@ -103,6 +103,55 @@ def test_self_check_agrees_with_a_good_cell_and_catches_a_wrong_one(dtype):
     assert problem is not None and "differ by" in problem
 
 
+class Nudged(NumpyCell):
+    """A planted bug of float rounding's size in float32: the f and i projections moved by
+    1e-6, so the gates move by about 2e-7."""
+
+    def forward_steps(self, U_fi, projected, r, cells, gates):
+        return super().forward_steps(U_fi, projected + 1e-6, r, cells, gates)
+
+
+class NaNCell(NumpyCell):
+    """A planted bug that produces NaN: the last cell is never written."""
+
+    def forward_steps(self, U_fi, projected, r, cells, gates):
+        step = super().forward_steps(U_fi, projected, r, cells, gates)
+
+        def broken(t):
+            step(t)
+            cells[-1] = np.nan
+
+        return broken
+
+
+class WrongWayBack(NumpyCell):
+    """A planted bug in the loop back only: the carried cell gradient loses 1%."""
+
+    def backward_steps(self, U_fi, gates, rec, q, carry, dfi, dc):
+        step = super().backward_steps(U_fi, gates, rec, q, carry, dfi, dc)
+
+        def broken(t):
+            step(t)
+            np.multiply(carry, 0.99, out=carry)
+
+        return broken
+
+
+@pytest.mark.parametrize("cell, dtype, found", [
+    (NaNCell, "float64", "cells differ by nan"), (NaNCell, "float32", "cells differ by nan"),
+    (Nudged, "float64", "cells differ by"), (Nudged, "float32", None),
+    (WrongWayBack, "float64", "das differ by"), (WrongWayBack, "float32", "das differ by"),
+], ids=["nan-64", "nan-32", "nudged-64", "nudged-32", "backward-64", "backward-32"])
+def test_self_check_finds_nan_a_rounding_sized_error_in_float64_and_a_wrong_loop_back(
+    cell, dtype, found
+):
+    problem = fused_disagreement(SequencePath(np, cell()), np.ones((2, 3), dtype=dtype))
+    if found is None:
+        assert problem is None, "float32 rounding is within the float32 tolerance"
+    else:
+        assert problem is not None and found in problem, problem
+
+
 def fake_cupy_path(device_id: int) -> tuple[SequencePath, types.SimpleNamespace]:
     """A path whose module answers ``cuda.Device(k)`` like CuPy, and an array on ``device_id``."""
     cuda = types.SimpleNamespace(Device=lambda k: contextlib.nullcontext())
@@ -158,3 +207,17 @@ def test_without_the_first_cells_gradient_the_loop_back_skips_its_products(monke
     assert counting.calls == {"matmul": int(steps > 1), "dot": steps - 1}
     for a, b in zip(full, blocks, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", ["fortran", "strided", "other-dtype"])
+def test_the_raw_kernels_refuse_operands_their_indexing_would_misread(monkeypatch, bad):
+    """The CUDA kernels index flat C-order buffers of one dtype: anything else is refused
+    before a launch (sequence.py only hands them its own C-order buffers)."""
+    monkeypatch.setattr(cupy_cell, "_function", lambda kernel, dtype, device: (kernel, dtype))
+    monkeypatch.setattr(cupy_cell, "_device_id", lambda a: 0)
+    good = np.zeros((3, 4))
+    assert cupy_cell._checked("lstm_forward", good, good) == ("lstm_forward", "float64")
+    other = {"fortran": np.asfortranarray(good), "strided": np.zeros((3, 8))[:, ::2],
+             "other-dtype": good.astype(np.float32)}[bad]
+    with pytest.raises(ValueError, match="lstm_backward: operands must be C-contiguous float64"):
+        cupy_cell._checked("lstm_backward", good, other)

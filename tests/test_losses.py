@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -101,6 +103,13 @@ def test_labels_out_of_range_raise(backend, labels):
 def test_labels_of_the_wrong_shape_raise(backend):
     with pytest.raises(ValueError, match="labels must have shape"):
         evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"labels must have shape \(3, 2\), got \(3,\)"):
+        evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :, :3], dualtape.asarray([0, 1, 2]))
+    # one label per step is enough only at batch 1, where (T,) and (T, 1) are the same
+    value = evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :1], dualtape.asarray([0, 3, 1]))
+    expected = evaluate(losses.softmax_cross_entropy, SEQ_Y[:, :1],
+                        dualtape.asarray(np.eye(4)[[[0], [3], [1]]]))
+    assert value[0] == pytest.approx(expected[0], rel=1e-12)
 
 
 # --- cross-entropy on probabilities ----------------------------------------------------------
@@ -191,9 +200,45 @@ def test_target_from_another_backend_raises_type_error(backend):
     assert other in str(info.value) and backend.name in str(info.value)
 
 
-def test_integer_target_for_squared_error_is_rejected(backend):
-    with pytest.raises(TypeError, match="floating point"):
-        evaluate(losses.squared_error, Y, dualtape.asarray(np.ones((4, 3), dtype=np.int64)))
+@pytest.mark.parametrize("target", [np.ones((4, 3), dtype=np.int64), LABELS, LABELS.tolist()],
+                         ids=["dense-integers", "labels", "label-list"])
+def test_integer_target_for_squared_error_points_to_the_cross_entropies(backend, target):
+    target = dualtape.asarray(target) if isinstance(target, np.ndarray) else target
+    with pytest.raises(TypeError, match="squared_error: the target holds integers") as info:
+        evaluate(losses.squared_error, Y, target)
+    for hint in ("loss='softmax_cross_entropy'", "loss='cross_entropy'", "floating point"):
+        assert hint in str(info.value)
+
+
+def test_train_with_integer_labels_and_the_default_loss_points_to_the_cross_entropies(backend):
+    net = dualtape.Network([dualtape.FullyConnected(3, 2, seed=0, dtype="float64")])
+    rnet = dualtape.RecurrentNetwork([dualtape.LSTM(3, 2, seed=0, dtype="float64")])
+    before = [np64(p).copy() for p in (*net.params[0].values(), *rnet.params[0].values())]
+    with pytest.raises(TypeError, match="loss='softmax_cross_entropy'"):
+        dualtape.train(net, dualtape.asarray(np.ones((4, 3))), dualtape.asarray(LABELS % 2),
+                       dualtape.SGD(0.1))
+    with pytest.raises(TypeError, match="loss='softmax_cross_entropy'"):
+        dualtape.train_recurrent(rnet, dualtape.asarray(np.ones((5, 4, 3))),
+                                 dualtape.asarray(np.zeros((5, 4), dtype=np.int64)),
+                                 dualtape.SGD(0.1))
+    after = [np64(p) for p in (*net.params[0].values(), *rnet.params[0].values())]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+def test_labels_as_a_python_list_go_to_the_networks_backend(backend, name):
+    y = PROBS if name == "cross_entropy" else Y
+    expected = evaluate(losses.loss_function(name), y, dualtape.asarray(ONE_HOT))
+    value, dy = evaluate(losses.loss_function(name), y, LABELS.tolist())
+    assert value == pytest.approx(expected[0], rel=1e-12)
+    np.testing.assert_allclose(dy, expected[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+def test_float_labels_are_refused_with_how_to_convert(backend, name):
+    with pytest.raises(TypeError, match=r"shape \(4,\) holds class labels, which must be "
+                                        r"integers: convert them \(t.astype\(int\)\)"):
+        evaluate(losses.loss_function(name), Y, dualtape.asarray(LABELS.astype(float)))
 
 
 # --- sequences: the batch is the second-to-last axis ----------------------------------------
@@ -244,3 +289,64 @@ def test_labels_on_another_backend_raise_a_type_error_naming_both(backend):
     labels, other = other_backend_array(backend, LABELS)
     with pytest.raises(TypeError, match=f"{other}.*{backend.name}|{backend.name}.*{other}"):
         evaluate(losses.softmax_cross_entropy, Y, labels)
+
+
+# --- a loss that does not fit the network's output -------------------------------------------
+
+
+def classifier(last: str, n_out: int = 3, recurrent: bool = False):
+    """``[FullyConnected(2, n_out), last]`` (an ``LSTM`` first when ``recurrent``)."""
+    head = [dualtape.FullyConnected(2, n_out, seed=1, dtype="float64")]
+    head += [] if last == "none" else [getattr(dualtape, last)()]
+    if recurrent:
+        return dualtape.RecurrentNetwork([dualtape.LSTM(2, 2, seed=0, dtype="float64"), *head])
+    return dualtape.Network(head)
+
+
+def train_once(net, loss: str, n_out: int = 3) -> float:
+    labels = np.arange(4) % n_out
+    if isinstance(net, dualtape.RecurrentNetwork):
+        return dualtape.train_recurrent(net, dualtape.asarray(np.ones((3, 4, 2))),
+                                        dualtape.asarray(np.tile(labels, (3, 1))),
+                                        dualtape.SGD(0.1), loss=loss)[0]
+    return dualtape.train(net, dualtape.asarray(np.ones((4, 2))), dualtape.asarray(labels),
+                          dualtape.SGD(0.1), loss=loss)
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["train", "train_recurrent"])
+@pytest.mark.parametrize("last, loss, match", [
+    ("Softmax", "softmax_cross_entropy", "takes logits, but the network ends in Softmax.*use "
+                                         "loss='cross_entropy', or drop the final Softmax"),
+    ("none", "cross_entropy", r"takes the probabilities of a final Softmax, but the network "
+                              r"ends in FullyConnected\(2, 3\): use loss='softmax_cross_entropy'"),
+    ("Logit", "cross_entropy", r"takes .* ends in Logit\(\): use loss='softmax_cross_entropy'"),
+])
+def test_a_cross_entropy_that_does_not_fit_the_last_layer_is_refused(backend, recurrent, last,
+                                                                     loss, match):
+    net = classifier(last, recurrent=recurrent)
+    before = [np64(p).copy() for group in net.params for p in group.values()]
+    where = "train_recurrent" if recurrent else "train"
+    with pytest.raises(ValueError, match=f"{where}: loss='{loss}' " + match):
+        train_once(net, loss)
+    after = [np64(p) for group in net.params for p in group.values()]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["train", "train_recurrent"])
+@pytest.mark.parametrize("last, loss", [("none", "softmax_cross_entropy"),
+                                        ("Softmax", "cross_entropy")])
+def test_each_cross_entropy_trains_the_network_it_fits(backend, recurrent, last, loss):
+    assert math.isfinite(train_once(classifier(last, recurrent=recurrent), loss))
+
+
+@pytest.mark.parametrize("last, loss", [("none", "softmax_cross_entropy"),
+                                        ("Softmax", "cross_entropy")])
+def test_a_cross_entropy_over_one_output_is_refused(backend, last, loss):
+    with pytest.raises(ValueError, match="over one output is a softmax over one class"):
+        train_once(classifier(last, n_out=1), loss, n_out=1)
+
+
+def test_squared_error_fits_any_last_layer(backend):
+    net = classifier("Softmax")
+    targets = dualtape.asarray(np.eye(3)[[0, 1, 2, 0]])
+    dualtape.train(net, dualtape.asarray(np.ones((4, 2))), targets, dualtape.SGD(0.1))

@@ -154,7 +154,8 @@ def test_sequence_tape_holds_the_documented_fields_and_post_activation_gates(bac
     expected = ref.trace(p["W"], p["U"], p["b"], p["xs"], p["c0"])
 
     assert isinstance(tape, LSTMSequenceTape)
-    assert tape._fields == ("xs", "cells", "gates")
+    assert tape._fields == ("xs", "cells", "gates", "version")
+    assert tape.version == layer.params.version
     assert tuple(tape.xs.shape) == (5, 2, 3)
     assert tuple(tape.cells.shape) == (6, 2, 4)  # c_0 ... c_T
     assert tuple(tape.gates.shape) == (5, 2, 16)  # 5·o numbers per step and example with cells
@@ -173,7 +174,8 @@ def test_step_tape_holds_the_documented_fields_and_post_activation_gates(backend
     expected = ref.trace(p["W"], p["U"], p["b"], p["xs"], p["c0"])
 
     assert isinstance(tape, LSTMStepTape)
-    assert tape._fields == ("x", "c", "gates", "c_next")
+    assert tape._fields == ("x", "c", "gates", "c_next", "version")
+    assert tape.version == layer.params.version
     close(tape.x, p["xs"][0])
     close(tape.c, p["c0"])
     close(tape.gates, expected.gates[0])
@@ -390,3 +392,16 @@ def test_step_returns_the_forward_state_and_output(backend):
     np.testing.assert_array_equal(np64(state), np64(c_next))
     np.testing.assert_array_equal(np64(y), np64(h))
     assert np.any(np64(y) != 0)
+
+
+def test_a_state_of_none_starts_from_zeros(backend):
+    layer = dualtape.LSTM(3, 4, seed=2, dtype="float64")
+    xs = dualtape.asarray(np.random.default_rng(3).normal(size=(5, 2, 3)))
+    for inputs, zeros in ((xs, layer.initial_state(2)), (xs[:, 0, :], layer.initial_state())):
+        expected = layer.forward_sequence(zeros, inputs)
+        _, state, ys = layer.forward_sequence(None, inputs)
+        assert tuple(state.shape) == tuple(expected[1].shape)
+        np.testing.assert_array_equal(np64(ys), np64(expected[2]))
+        np.testing.assert_array_equal(np64(state), np64(expected[1]))
+        _, state, y = layer.forward(None, inputs[0, ...])
+        np.testing.assert_array_equal(np64(y), np64(layer.forward(zeros, inputs[0, ...])[2]))

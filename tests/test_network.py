@@ -55,6 +55,11 @@ def test_something_that_is_not_a_layer_raises_type_error(backend):
         dualtape.Network([dualtape.FullyConnected(2, 2), np.tanh])
 
 
+def test_a_recurrent_layer_points_to_recurrent_network(backend):
+    with pytest.raises(TypeError, match=r"layer 1 LSTM\(2, 2\) is recurrent; use RecurrentNetwork"):
+        dualtape.Network([dualtape.FullyConnected(2, 2), dualtape.LSTM(2, 2)])
+
+
 def test_layers_of_different_dtypes_are_rejected(backend):
     with pytest.raises(ValueError, match="dtype"):
         dualtape.Network([dualtape.FullyConnected(2, 2, dtype="float32"),

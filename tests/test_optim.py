@@ -3,8 +3,6 @@ lives in the optimizer and survives state_dict/load_state_dict."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -109,8 +107,8 @@ def test_adam_matches_a_hand_implementation_over_three_steps(backend, rate, beta
 
 
 def adam_textbook(rate, beta1, beta2, eps, steps):
-    """Kingma & Ba, Algorithm 1, with the efficient ordering of section 2:
-    w -= rate * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)."""
+    """Kingma & Ba, Algorithm 1 (as torch.optim.Adam): bias-corrected moments m̂ and v̂, then
+    w -= rate * m̂ / (sqrt(v̂) + eps), eps added after the correction."""
     w = {"W": W0.copy(), "b": B0.copy()}
     m = {k: np.zeros_like(v) for k, v in w.items()}
     v = {k: np.zeros_like(x) for k, x in w.items()}
@@ -118,8 +116,8 @@ def adam_textbook(rate, beta1, beta2, eps, steps):
         for k in w:
             m[k] = beta1 * m[k] + (1 - beta1) * g[k]
             v[k] = beta2 * v[k] + (1 - beta2) * g[k] ** 2
-            step = rate * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-            w[k] = w[k] - step * m[k] / (np.sqrt(v[k]) + eps)
+            m_hat, v_hat = m[k] / (1 - beta1**t), v[k] / (1 - beta2**t)
+            w[k] = w[k] - rate * m_hat / (np.sqrt(v_hat) + eps)
     return w
 
 
@@ -151,6 +149,22 @@ def test_sgd_rejects_bad_hyperparameters(kwargs):
 def test_adam_rejects_bad_hyperparameters(kwargs):
     with pytest.raises(ValueError, match="Adam"):
         dualtape.Adam(**kwargs)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_step_given_the_whole_backward_result_says_to_pass_the_gradients(backend, layers):
+    net = dualtape.Network([dualtape.FullyConnected(2, 2, seed=k, dtype="float64")
+                            for k in range(layers)])
+    tapes, y = net.forward(dualtape.asarray(np.ones((3, 2))))
+    result = net.backward(tapes, y)
+    with pytest.raises(TypeError, match=r"the first item of what backward returns"):
+        dualtape.SGD(0.1).step(net.params, result)
+
+
+def test_step_rejects_gradients_under_other_names(backend):
+    with pytest.raises(ValueError, match=r"parameters \['W', 'b'\] but gradients \['W', 'c'\]"):
+        dualtape.SGD(0.1).step([on_backend({"W": W0, "b": B0})],
+                               [on_backend({"W": W0, "c": B0})])
 
 
 def test_step_rejects_gradients_that_do_not_match(backend):

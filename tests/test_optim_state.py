@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.backend import backend_of
+from dualtape.backend import backend_of, out_module
 
 from .conftest import np64
 from .helpers import assert_params_equal, host_params
@@ -116,6 +116,57 @@ def test_a_step_that_fails_in_a_late_group_changes_nothing(backend, make, spoil)
     assert optimizer.steps == steps
 
 
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+@pytest.mark.parametrize("path", ["in-place", "generic"])
+def test_a_step_that_fails_after_its_checks_changes_nothing(backend, monkeypatch, make, path):
+    """Running out of memory while the updates are prepared (the third parameter's scratch
+    buffer, or its new array on the generic path) leaves the parameters, the state, ``steps``
+    and the parameters' versions as they were."""
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net, seed=1))
+    if path == "in-place" and out_module(net.params[0]["W"]) is None:
+        pytest.skip(f"{backend.name} arrays take no in-place updates")
+    monkeypatch.setenv("DUALTAPE_FUSED", "1" if path == "in-place" else "0")
+    name = "_scratch_for" if path == "in-place" else "_update"
+    original, calls = getattr(type(optimizer), name), []
+
+    def failing(self, *args):
+        calls.append(args)
+        if len(calls) == 3:
+            raise MemoryError("planted")
+        return original(self, *args)
+
+    monkeypatch.setattr(type(optimizer), name, failing)
+    params, state, steps = host_params(net), state_copy(optimizer), optimizer.steps
+    versions = [group.version for group in net.params]
+    with pytest.raises(MemoryError, match="planted"):
+        optimizer.step(net.params, gradients(net, seed=2))
+    assert len(calls) == 3
+    assert_params_equal(host_params(net), params)
+    assert_state_equal(state_copy(optimizer), state)
+    assert optimizer.steps == steps and [g.version for g in net.params] == versions
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_state_dict_is_a_snapshot_that_later_steps_leave_alone(backend, make):
+    net = small_net()
+    optimizer = make()
+    optimizer.step(net.params, gradients(net, seed=1))
+    saved = optimizer.state_dict()
+    kept = {k: v.copy() for k, v in saved.items()}
+    optimizer.step(net.params, gradients(net, seed=2))
+    assert_state_equal(saved, kept)
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_the_state_of_an_optimizer_that_never_stepped_loads(make):
+    net = small_net()
+    optimizer = make()
+    optimizer.load_state_dict(make().state_dict(), net.params)
+    assert optimizer.steps == 0 and optimizer.state == {}
+
+
 # --- state tied to its parameters ------------------------------------------------------------
 
 
@@ -189,13 +240,53 @@ def test_state_of_another_optimizer_kind_is_refused(source, target, match):
     (lambda s: {**s, "0/W/m": s["0/W/m"].astype(complex)}, "must be floating point"),
     (lambda s: {**s, "0/W/m": np.full(s["0/W/m"].shape, "x")}, "must be floating point"),
     (lambda s: {**s, "kind": np.asarray("SGD")}, "belongs to a SGD optimizer"),
+    (lambda s: {**s, "0/W/m": np.where(s["0/W/m"] > 0, np.nan, s["0/W/m"])}, "NaN or inf"),
+    (lambda s: {**s, "2/b/v": np.full_like(s["2/b/v"], np.inf)}, "'2/b/v' holds NaN or inf"),
+    (lambda s: {**s, "0/W/m": np.full_like(s["0/W/m"], -np.inf)}, "NaN or inf"),
+    (lambda s: {**s, "0/b/v": np.where(np.arange(4) == 2, -1e-9, s["0/b/v"])},
+     "'0/b/v' holds negative values"),
 ], ids=["unknown-slot", "missing-slot", "float-steps", "negative-steps", "string-steps",
-        "array-steps", "integer-slot", "complex-slot", "string-slot", "kind"])
+        "array-steps", "integer-slot", "complex-slot", "string-slot", "kind", "nan-m", "inf-v",
+        "minus-inf-m", "negative-v"])
 def test_malformed_adam_state_is_refused_and_changes_nothing(edit, match):
     state, net = trained_state(OPTIMIZERS["adam"])
     optimizer = dualtape.Adam(0.05)
     with pytest.raises(ValueError, match=match):
         optimizer.load_state_dict(edit(state), net.params)
+    assert optimizer.state == {} and optimizer.steps == 0
+
+
+@pytest.mark.parametrize("source", ["adam", "sgd-momentum"])
+def test_a_refused_load_leaves_the_state_it_had(backend, source):
+    net = small_net()
+    optimizer = OPTIMIZERS[source]()
+    optimizer.step(net.params, gradients(net, seed=1))
+    state, steps = state_copy(optimizer), optimizer.steps
+    bad = optimizer.state_dict()
+    bad["0/W/m"] = bad["0/W/m"] + 1.0  # a valid entry first, then one that is not
+    bad["2/b/m"] = np.full_like(bad["2/b/m"], np.nan)
+    with pytest.raises(ValueError, match="'2/b/m' holds NaN or inf"):
+        optimizer.load_state_dict(bad, net.params)
+    assert_state_equal(state_copy(optimizer), state)
+    assert optimizer.steps == steps
+    optimizer.step(net.params, gradients(net, seed=2))  # still tied to its network
+
+
+def test_a_negative_first_moment_or_momentum_is_a_valid_state():
+    state, net = trained_state(OPTIMIZERS["adam"])
+    state["0/W/m"] = -np.abs(state["0/W/m"])
+    dualtape.Adam(0.05).load_state_dict(state, net.params)
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    state["0/W/m"] = -np.abs(state["0/W/m"])
+    dualtape.SGD(0.1, momentum=0.9).load_state_dict(state, net.params)
+
+
+def test_a_non_finite_momentum_is_refused_and_changes_nothing():
+    state, net = trained_state(OPTIMIZERS["sgd-momentum"])
+    state["2/W/m"] = np.full_like(state["2/W/m"], np.nan)
+    optimizer = dualtape.SGD(0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="'2/W/m' holds NaN or inf"):
+        optimizer.load_state_dict(state, net.params)
     assert optimizer.state == {} and optimizer.steps == 0
 
 
@@ -257,3 +348,18 @@ def test_read_only_arrays_are_never_written():
     np.testing.assert_array_equal(params[0]["w"], -0.5)
     np.testing.assert_array_equal(params[0]["frozen"], -0.5)
     np.testing.assert_array_equal(kept["frozen"], 0.0)
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
+def test_a_writeable_broadcast_parameter_gets_a_new_array_not_overlapping_writes(make):
+    # CuPy marks no view read-only: a broadcast parameter's rows share memory, so writing the
+    # update in place would add every row's step into the one row they all are.
+    row = np.linspace(-1, 1, 4)
+    shared = np.lib.stride_tricks.as_strided(row, (3, 4), (0, row.itemsize), writeable=True)
+    params, twin = [{"w": shared}], [{"w": np.broadcast_to(row, (3, 4)).copy()}]
+    g = np.random.default_rng(2).normal(size=(3, 4))
+    for group in (params, twin):
+        make().step(group, [{"w": g}])
+    assert params[0]["w"] is not shared
+    np.testing.assert_array_equal(params[0]["w"], twin[0]["w"])
+    np.testing.assert_array_equal(row, np.linspace(-1, 1, 4))

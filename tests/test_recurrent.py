@@ -558,8 +558,9 @@ def test_state_on_another_device_is_a_value_error_naming_both(backend, rnet):
     (np.array([1.0, np.nan, 1.0, 0.0]), ValueError, "only 0 and 1"),
     (np.array([1, 2, 1, 0]), ValueError, "only 0 and 1"),
     (np.array([1.0, -1.0, 1.0, 0.0]), ValueError, "only 0 and 1"),
+    (np.array([1.0, 0.5, 1.0, 0.0]), ValueError, "only 0 and 1"),
     ("1101", TypeError, "mask must be an array"),
-], ids=["strings", "complex", "nan", "two", "minus-one", "a-string"])
+], ids=["strings", "complex", "nan", "two", "minus-one", "half", "a-string"])
 def test_masks_other_than_boolean_or_0_1_are_refused(backend, mask, error, match):
     rnet = tiny_network()
     before = host_params(rnet)
@@ -705,3 +706,46 @@ def test_backprop_without_state_gradients_gives_none_and_the_same_weight_gradien
     assert none == [None, None] and all(d is not None for d in dstates)
     assert_params_equal([{k: np64(v) for k, v in g.items()} for g in grads],
                         [{k: np64(v) for k, v in g.items()} for g in full])
+
+
+# --- None for zeros --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lead", [(), (2,)], ids=["single", "batch2"])
+def test_a_state_of_none_starts_from_zeros_as_train_recurrent_does(backend, lead):
+    rnet = grenade_stack()
+    rng = np.random.default_rng(9)
+    xs = dualtape.asarray(rng.normal(size=(4, *lead, 3)))
+    zeros = rnet.initial_state(lead[0] if lead else None)
+    expected = rnet.forward_sequence(zeros, xs)
+    for state in (None, [None, None], [zeros[0], None]):
+        tape, states, ys = rnet.forward_sequence(state, xs)
+        np.testing.assert_array_equal(np64(ys), np64(expected[2]))
+        assert [tuple(s.shape) for s in states] == [tuple(s.shape) for s in expected[1]]
+        for a, b in zip(states, expected[1], strict=True):
+            np.testing.assert_array_equal(np64(a), np64(b))
+        next_state, y = rnet.step(state, xs[0, ...])
+        np.testing.assert_array_equal(np64(y), np64(rnet.step(zeros, xs[0, ...])[1]))
+    loss, _ = train_recurrent(rnet, xs, expected[2], SGD(0.1))
+    assert loss == 0.0  # from zeros, as the targets were made
+
+
+def test_a_state_gradient_entry_of_none_is_zeros(backend):
+    rnet = grenade_stack()
+    xs = dualtape.asarray(np.random.default_rng(10).normal(size=(4, 2, 3)))
+    tape, states, ys = rnet.forward_sequence(None, xs)
+    expected = rnet.backward_sequence(tape, None, ys)
+    partial = rnet.backward_sequence(tape, [None, rnet.initial_state(2)[1]], ys)
+    for a, b in zip(expected[1] + [expected[2]], partial[1] + [partial[2]], strict=True):
+        np.testing.assert_array_equal(np64(a), np64(b))
+
+
+def test_a_tuple_of_states_to_learn_is_refused_before_any_update(backend):
+    rnet = tiny_network()
+    before = host_params(rnet)
+    state = (dualtape.asarray(np.zeros((2, 3))),)
+    with pytest.raises(ValueError, match="learn_initial_state=True needs `state`, a list"):
+        train_recurrent(rnet, dualtape.asarray(np.ones((3, 2, 2))),
+                        dualtape.asarray(np.zeros((3, 2, 2))), SGD(0.1), state=state,
+                        learn_initial_state=True)
+    assert_params_equal(host_params(rnet), before)

@@ -111,7 +111,8 @@ def backward_sequence(
     dfi *= fi
     dfi[..., :n] *= cells[:-1]
     dfi[..., n:] *= g
-    carry = mod.array(dc_last, copy=True)
+    carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout of dc_last
+    carry[...] = dc_last
     rec = mod.zeros_like(carry)
     step = cell.backward_steps(U[: 2 * n], gates, rec, q, carry, dfi, dc)
     with cell.scope():

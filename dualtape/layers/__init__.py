@@ -1,6 +1,6 @@
 """One file per layer; ``base`` holds the Layer and RecurrentLayer contracts."""
 
-from .base import Activation, Layer, RecurrentLayer
+from .base import Activation, Layer, ParamDict, RecurrentLayer
 from .elu import Elu
 from .fully_connected import FullyConnected
 from .logit import Logit
@@ -19,6 +19,7 @@ __all__ = [
     "FullyConnected",
     "Layer",
     "Logit",
+    "ParamDict",
     "RecurrentLayer",
     "Relu",
     "Softmax",

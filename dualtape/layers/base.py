@@ -12,6 +12,16 @@ unless checking it already made a copy (a cast), states are copied, and every ar
 without read-only arrays. Writing to an input or an output afterwards never changes a tape.
 A layer's tape class is named after its kind (``FullyConnectedTape``, ``LSTMSequenceTape``);
 for layers with a fixed ``n_in`` its first field is the input.
+
+A tape does not pin the weights: ``params`` is a ``ParamDict``, whose ``version`` changes with
+every optimizer step (in place or not), every ``params[k] = ...``/``update`` and every
+``net.to(...)`` that moves an array. The tapes of layers with parameters end in the
+``version`` their forward pass saw, and every backward pass (public, or the private ones the
+training functions call) raises ``RuntimeError`` when the layer's is another, as PyTorch's
+saved-tensor version counters do: an update between forward and backward would otherwise mix
+old activations with new weights. Not seen: writing into a parameter array directly
+(``W[...] = 0``, ``W -= 1`` with numpy), and an update through one dict of an array that
+another layer's dict also holds (each dict counts its own changes).
 """
 
 from __future__ import annotations
@@ -194,6 +204,55 @@ def uniform_params(
     }
 
 
+class ParamDict(dict):
+    """A layer's parameters: a dict that counts its changes in ``version`` (an int, 0 when
+    built): every change made through it (``d[k] = a``, ``update``, ``del``, ``pop``, ...) and
+    every ``touch`` (optimizers call it after updating arrays in place) adds one. A tape that
+    kept ``params.version`` can tell at backward whether the parameters it was made with are
+    still the layer's."""
+
+    version: int = 0  # (a class default too: unpickling fills the dict before its state)
+
+    def touch(self) -> None:
+        """Count a change: arrays of this dict were changed in place."""
+        self.version += 1
+
+    def __setitem__(self, key: str, value: Array) -> None:
+        super().__setitem__(key, value)
+        self.touch()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.touch()
+
+    def __ior__(self, other: Any) -> ParamDict:
+        self.update(other)
+        return self
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self.touch()
+
+    def pop(self, *args: Any) -> Any:
+        value = super().pop(*args)
+        self.touch()
+        return value
+
+    def popitem(self) -> tuple[str, Array]:
+        item = super().popitem()
+        self.touch()
+        return item
+
+    def setdefault(self, key: str, default: Array = None) -> Array:
+        value = super().setdefault(key, default)
+        self.touch()
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        self.touch()
+
+
 class Layer:
     """A feed-forward layer. Subclasses set ``kind`` and implement ``_forward``/``_backward``.
 
@@ -206,8 +265,33 @@ class Layer:
     n_in: int | None = None
     n_out: int | None = None
 
+    params: ParamDict
+    """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
+    dict is copied into one, holding the same arrays) whose ``version`` is past the one it
+    replaces, so earlier tapes are stale."""
+
     def __init__(self) -> None:
-        self.params: dict[str, Array] = {}
+        self.params = {}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "params":  # an attribute, not a property: read in every call, set rarely
+            previous = getattr(self, "params", None)
+            if not isinstance(value, ParamDict):
+                value = ParamDict(value)
+            if previous is not None and value is not previous and (previous or previous.version):
+                value.version = max(value.version, previous.version + 1)  # not __init__'s {}
+        super().__setattr__(name, value)
+
+    def _check_version(self, tape: Any) -> None:
+        """Raise ``RuntimeError`` unless ``tape`` was made with the parameters as they are
+        (its ``version`` is that of ``params``): an integer comparison per backward pass."""
+        if tape.version != self.params.version:
+            raise RuntimeError(
+                f"{self!r}: the parameters changed after the forward pass that made this tape "
+                "(an optimizer step, params[...] = ..., update or net.to(...)), so backward "
+                "would mix its activations with the new weights; run forward again, or take "
+                "the gradients before updating"
+            )
 
     def _checked_dtype(self, dtype: Any) -> str:
         """A constructor's ``dtype`` argument as ``"float32"``/``"float64"``, else ValueError
@@ -347,14 +431,18 @@ class RecurrentLayer(Layer):
         )
 
     def _check_state(self, state: Any, batch: int, copy: bool = False) -> tuple[Array, bool]:
-        """The state checked for ``batch``; ``copy=True`` for one a tape may keep."""
+        """The state checked for ``batch`` (None: zeros); ``copy=True`` for one a tape may
+        keep."""
+        if state is None:
+            return zeros_like_place((batch, self.state_size), self._reference()), False
         _, state, single = prepare_like(
             state, (batch, self.state_size), self._reference(), repr(self), "state", copy=copy
         )
         return state, single
 
     def forward(self, state: Any, x: Any) -> tuple[Any, Array, Array]:  # type: ignore[override]
-        """One step: ``(tape, state_next, y)`` for ``x`` ``(batch, n_in)`` or ``(n_in,)``."""
+        """One step: ``(tape, state_next, y)`` for ``x`` ``(batch, n_in)`` or ``(n_in,)``;
+        ``state`` None starts from zeros."""
         xp, x, single = prepare_input(
             x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(),
             owner=repr(self), copy=True,
@@ -375,7 +463,8 @@ class RecurrentLayer(Layer):
         return grads, restore(dstate, single), restore(dx, single)
 
     def forward_sequence(self, state: Any, xs: Any) -> tuple[Any, Array, Array]:
-        """A sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``."""
+        """A sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``,
+        from ``state`` ``(batch, state_size)`` or ``(state_size,)``, or None for zeros."""
         xp, xs, single = prepare_input(
             xs,
             n_features=self.n_in,

@@ -9,9 +9,11 @@ from .base import Array, Layer, batch_outer, checked_sizes, uniform_params
 
 
 class FullyConnectedTape(NamedTuple):
-    """The input ``x``: all the weight gradient needs."""
+    """The input ``x``, all the weight gradient needs, and the ``version`` of the parameters
+    the output was computed with (``ParamDict.version``; backward checks it)."""
 
     x: Array
+    version: int
 
 
 class FullyConnected(Layer):
@@ -40,11 +42,13 @@ class FullyConnected(Layer):
         return {"W": (n_out, n_in), "b": (n_out,)}
 
     def _forward(self, xp: Any, x: Array) -> tuple[FullyConnectedTape, Array]:
-        return FullyConnectedTape(x), x @ self.params["W"].T + self.params["b"]
+        p = self.params
+        return FullyConnectedTape(x, p.version), x @ p["W"].T + p["b"]
 
     def _backward(
         self, xp: Any, tape: FullyConnectedTape, dy: Array
     ) -> tuple[dict[str, Array], Array]:
+        self._check_version(tape)
         grads = {"W": batch_outer(dy, tape.x), "b": xp.sum(dy, axis=0)}
         return grads, dy @ self.params["W"]
 

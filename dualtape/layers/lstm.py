@@ -25,23 +25,27 @@ from .logit import sigmoid
 
 
 class LSTMStepTape(NamedTuple):
-    """One step's tape: input ``x`` (B, i), cell before ``c`` and after ``c_next`` (B, o), and
-    ``gates`` (B, 4o) holding ``[f, i, o, ĉ]`` after their nonlinearities."""
+    """One step's tape: input ``x`` (B, i), cell before ``c`` and after ``c_next`` (B, o),
+    ``gates`` (B, 4o) holding ``[f, i, o, ĉ]`` after their nonlinearities, and the ``version``
+    of the parameters they were computed with (``ParamDict.version``; backward checks it)."""
 
     x: Array
     c: Array
     gates: Array
     c_next: Array
+    version: int
 
 
 class LSTMSequenceTape(NamedTuple):
     """A sequence's tape: inputs ``xs`` (T, B, i) (the public calls keep a copy); ``cells``
-    (T+1, B, o), ``c_0 … c_T``; ``gates`` (T, B, 4o). Per step it adds ``5·o`` numbers per
-    example: at float64, batch 1 and o = 512 that is 20 KiB a step."""
+    (T+1, B, o), ``c_0 … c_T``; ``gates`` (T, B, 4o); the parameters' ``version``, as in
+    ``LSTMStepTape``. Per step it adds ``5·o`` numbers per example: at float64, batch 1 and
+    o = 512 that is 20 KiB a step."""
 
     xs: Array
     cells: Array
     gates: Array
+    version: int
 
 
 def lstm_cell_forward(xp: Any, a: Array, r: Array, c: Array) -> tuple[Array, Array, Array]:
@@ -144,9 +148,11 @@ class LSTM(RecurrentLayer):
     Step API: ``forward(state, x) -> (tape, state_next, y)``, ``backward(tape, dstate_next, dy)
     -> (grads, dstate, dx)``; sequences ``(T, batch, n_in)``: ``forward_sequence(state, xs) ->
     (tape, state_T, ys)``, ``backward_sequence(tape, dstate_T, dys) -> (grads, dstate_0, dxs)``.
-    States are ``(batch, n_out)``, from ``initial_state(batch)``. The tape (``LSTMStepTape``,
-    ``LSTMSequenceTape``) holds the inputs, the cells ``c_0 … c_T`` and the gate activations
-    ``[f, i, o, ĉ]``, never a pre-activation: backward evaluates no σ, tanh or exp.
+    States are ``(batch, n_out)``, from ``initial_state(batch)`` (None: zeros). The tape
+    (``LSTMStepTape``, ``LSTMSequenceTape``) holds the inputs, the cells ``c_0 … c_T`` and the
+    gate activations ``[f, i, o, ĉ]``, never a pre-activation: backward evaluates no σ, tanh or
+    exp. Its last field is the ``version`` of ``params`` it was made with: backward raises
+    ``RuntimeError`` after the parameters changed (an optimizer step, ``params[k] = ...``).
 
     Initialisation, drawn on the host from ``seed`` (an integer gives the same bits on every
     backend; ``None`` draws fresh entropy from the OS, different every time), then cast to
@@ -216,11 +222,12 @@ class LSTM(RecurrentLayer):
     def _forward_step(self, xp: Any, c: Array, x: Array) -> tuple[LSTMStepTape, Array, Array]:
         p = self.params
         gates, c_next, h = lstm_cell_forward(xp, x @ p["W"].T + p["b"], c @ p["U"].T, c)
-        return LSTMStepTape(x, c, gates, c_next), c_next, h
+        return LSTMStepTape(x, c, gates, c_next, p.version), c_next, h
 
     def _backward_step(
         self, xp: Any, tape: LSTMStepTape, dc_next: Array, dh: Array
     ) -> tuple[dict[str, Array], Array, Array]:
+        self._check_version(tape)
         p, n = self.params, self.n_out
         da, dc = lstm_cell_backward(xp, tape.gates, tape.c, tape.c_next, dh, dc_next)
         da_rec = da[:, : 3 * n]
@@ -244,7 +251,7 @@ class LSTM(RecurrentLayer):
         else:
             with device_context(backend_of(c)):
                 cells, gates, hs = kernels.forward_sequence(*fast, p["U"], c, projected)
-        return LSTMSequenceTape(xs, cells, gates), cells[-1, ...], hs
+        return LSTMSequenceTape(xs, cells, gates, p.version), cells[-1, ...], hs
 
     def _backward_sequence(
         self, xp: Any, tape: LSTMSequenceTape, dc: Array, dhs: Array, need_dxs: bool = True,
@@ -253,6 +260,7 @@ class LSTM(RecurrentLayer):
         """Backprop through time; ``grads_out`` (arrays shaped like the parameters) receives
         the gradients on the fast path instead of new arrays. The input gradient is None
         unless ``need_dxs``, the first cell's unless ``need_dstate`` (each saves a product)."""
+        self._check_version(tape)
         fast = sequence_path(xp, dc, fused_disagreement)
         if fast is None:
             das, dc = generic_backward_sequence(

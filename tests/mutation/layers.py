@@ -1,0 +1,79 @@
+"""Mutants of ``dualtape/layers/``."""
+
+from run_mutants import Mutant
+
+BASE, LSTM_PY = "dualtape/layers/base.py", "dualtape/layers/lstm.py"
+FC = "dualtape/layers/fully_connected.py"
+FF = ("tests/test_layers.py", "tests/test_aliasing.py", "tests/test_network.py")
+RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
+       "tests/test_recurrent.py")
+STALE = ("tests/test_stale_tapes.py",)
+MUTANTS = [
+    # the public edge
+    Mutant(BASE, "    if copy and not fresh:", "    if copy and fresh:",
+           "an input the tape keeps is not copied", FF),
+    Mutant(BASE, "        view.flags.writeable = False\n", "",
+           "outputs handed out writable on numpy", FF),
+    Mutant(BASE, "if given is None and not xp.isdtype(x.dtype, \"real floating\"):",
+           "if given is None and xp.isdtype(x.dtype, \"bool\"):",
+           "integer input cast instead of refused", FF),
+    Mutant(BASE, "    if (dstate_T is not None and np.ndim(dstate_T) == 3) or np.ndim(dys) == 1:",
+           "    if dstate_T is not None and np.ndim(dstate_T) == 3:",
+           "swapped single-example sequence gradients go unnoticed", RNN),
+    Mutant(BASE, "            or (self.n_in is not None and tape[0].shape[-1] != self.n_in)\n", "",
+           "a tape of another input size is accepted", FF + RNN),
+    Mutant(BASE, "    if tuple(a.shape) != tuple(shape):\n        got = ",
+           "    if False:\n        got = ", "a state or gradient of another batch is accepted",
+           RNN),
+    Mutant(BASE, "    return y[..., 0, :] if single else y", "    return y",
+           "a single example comes back with a batch axis", FF),
+    Mutant(BASE, "        if state is None:\n            return zeros_like_place(",
+           "        if state is None and False:\n            return zeros_like_place(",
+           "a state of None is refused instead of zeros", RNN),
+    # versions
+    Mutant(BASE, "        if tape.version != self.params.version:", "        if False:",
+           "a stale tape is used", STALE),
+    Mutant(BASE, "        super().update(*args, **kwargs)\n        self.touch()",
+           "        super().update(*args, **kwargs)", "update leaves the version", STALE),
+    Mutant(BASE, "        super().__setitem__(key, value)\n        self.touch()",
+           "        super().__setitem__(key, value)", "params[k] = ... leaves the version",
+           STALE),
+    Mutant(BASE, "    def __ior__(self, other: Any) -> ParamDict:\n        self.update(other)\n"
+                 "        return self\n\n", "", "|= leaves the version", STALE),
+    Mutant(BASE, "                value.version = max(value.version, previous.version + 1)",
+           "            pass", "a newly assigned dict restarts the count", STALE),
+    Mutant(FC, "        self._check_version(tape)\n", "",
+           "FullyConnected's backward takes a stale tape", STALE),
+    Mutant(LSTM_PY, "``need_dstate`` (each saves a product).\"\"\"\n"
+                    "        self._check_version(tape)",
+           "``need_dstate`` (each saves a product).\"\"\"",
+           "the training path's LSTM backward takes a stale tape", STALE),
+    Mutant(LSTM_PY, "return LSTMSequenceTape(xs, cells, gates, p.version), cells[-1, ...], hs",
+           "return LSTMSequenceTape(xs, cells, gates, 0), cells[-1, ...], hs",
+           "the sequence tape records no version", STALE + RNN),
+    # the maths
+    Mutant(LSTM_PY, "dc * i * (1.0 - g * g)", "dc * i * (1.0 - g)",
+           "the candidate's derivative is not tanh's", RNN),
+    Mutant(LSTM_PY, "    return da, dc * f\n", "    return da, dc\n",
+           "the cell gradient skips the forget gate", RNN),
+    Mutant(LSTM_PY, "dc = dc_direct + da[:, : 3 * n] @ U if t or need_dc0 else None",
+           "dc = dc_direct + da[:, : 3 * n] @ U", "generic loop: dc_0 given when not asked for",
+           RNN),
+    Mutant(LSTM_PY, '"b": np.concatenate([np.ones(n_out), '
+                    'rng.uniform(-1.0, 1.0, size=3 * n_out)]),',
+           '"b": rng.uniform(-1.0, 1.0, size=4 * n_out),', "no forget bias of 1", RNN),
+    Mutant("dualtape/layers/relu.py", "xp.where(y > 0, dy, xp.zeros_like(dy))",
+           "xp.where(y >= 0, dy, xp.zeros_like(dy))", "Relu passes gradient where y = 0", FF),
+    Mutant("dualtape/layers/softmax.py",
+           "return y * (dy - xp.sum(y * dy, axis=-1, keepdims=True))",
+           "return y * (dy - xp.sum(dy, axis=-1, keepdims=True))",
+           "Softmax backward forgets the weights", FF),
+    # the first-use self-check
+    Mutant(LSTM_PY, "        if not error <= tolerance:", "        if error > tolerance:",
+           "the self-check accepts a NaN disagreement", RNN),
+    Mutant(LSTM_PY, 'tolerance = 1e-4 if dtype == "float32" else 1e-10',
+           'tolerance = 1e-4', "the self-check's float64 tolerance is float32's", RNN),
+    Mutant(LSTM_PY, "for name, x, y in zip(names, fused, generic, strict=True):",
+           "for name, x, y in zip(names[:3], fused, generic):",
+           "the self-check compares only the forward pass", RNN),
+]

@@ -1,0 +1,53 @@
+"""Mutants of ``dualtape/network.py`` and ``dualtape/recurrent.py``."""
+
+from run_mutants import Mutant
+
+NET, REC = "dualtape/network.py", "dualtape/recurrent.py"
+FF = ("tests/test_network.py", "tests/test_losses.py")
+RNN = ("tests/test_recurrent.py", "tests/test_gradient_buffers.py", "tests/test_aliasing.py")
+STALE = ("tests/test_stale_tapes.py",)
+MUTANTS = [
+    Mutant(NET, "    if x.shape[0] == 0:\n        raise ValueError(\"train: the batch is empty",
+           "    if False:\n        raise ValueError(\"train: the batch is empty",
+           "train on an empty batch not refused", FF),
+    Mutant(NET, "                layer.params.update(moved)",
+           "                dict.update(layer.params, moved)",
+           "to() moves the arrays but leaves the version", STALE),
+    Mutant(NET, "            if any(moved[k] is not v for k, v in layer.params.items()):",
+           "            if True:", "to() onto where the network is makes its tapes stale",
+           STALE),
+    Mutant(NET, "            if any(moved[k] is not v for k, v in layer.params.items()):",
+           "            if False:", "to() moves nothing", FF + RNN),
+    Mutant(NET, "            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or "
+                "describe(p) != describe(",
+           "            if describe(p) != describe(", "layers of two dtypes accepted", FF),
+    Mutant(NET, "    if isinstance(optimizer, type) or not callable(getattr(optimizer, "
+                "\"step\", None)):",
+           "    if not callable(getattr(optimizer, \"step\", None)):",
+           "the optimizer class accepted for an optimizer", FF),
+    Mutant(NET, "            if layer.recurrent:\n"
+                "                raise TypeError(f\"Network: layer",
+           "            if False:\n                raise TypeError(f\"Network: layer",
+           "a Network takes a recurrent layer", FF),
+    Mutant(NET, "    if not local[1]:\n", "    if False:\n",
+           "a non-finite input with a finite loss updates", FF + RNN),
+    Mutant(NET, "    check_loss_for(loss, net.layers[-1], net.n_out, \"train\")\n", "",
+           "train takes a loss that does not fit the network", FF),
+    Mutant(REC, "    check_loss_for(loss, rnet.layers[-1], rnet.n_out, \"train_recurrent\")\n", "",
+           "train_recurrent takes a loss that does not fit the network", FF),
+    Mutant(REC, "xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,",
+           "xp, tape.tapes[k], dstate, dh, need_dxs,", "upper layers get no input gradient", RNN),
+    Mutant(REC, "                                                need_dstates=learn_initial_state)",
+           "                                                need_dstates=False)",
+           "learned initial states get no gradient", RNN),
+    Mutant(REC, "            own_form_single = np.ndim(state[k]) == 1",
+           "            own_form_single = single", "a learned state takes the form of xs", RNN),
+    Mutant(REC, "    states, _ = rnet._check_states(state, batch)\n",
+           "    states = rnet.initial_state(batch) if state is None else list(state)\n",
+           "train_recurrent's state unchecked", RNN),
+    Mutant(REC, "        if state is None:\n            state = [None] * count\n", "",
+           "a network's state of None refused instead of zeros", RNN),
+    Mutant(REC, "    if learn_initial_state and not isinstance(state, list):",
+           "    if learn_initial_state and state is None:",
+           "a tuple of states accepted for learning in place", RNN),
+]
