@@ -27,10 +27,12 @@ TIMEOUT = 60  # seconds per MPI run; the runs take about 1 s each
 
 class FakeComm:
     """A communicator of ``size`` ranks in one process: the other ranks send ``others``
-    (a function of the buffer this rank sends)."""
+    (a function of the buffer this rank sends) and gather ``gathered`` (a function of the
+    value this rank gathers: the list every rank receives)."""
 
-    def __init__(self, others=lambda buffer: buffer, size: int = 2, layouts=None):
-        self.others, self.size, self.layouts = others, size, layouts
+    def __init__(self, others=lambda buffer: buffer, size: int = 2, gathered=None):
+        self.others, self.size = others, size
+        self.gathered = gathered or (lambda value: [value] * size)
         self.reduced: list[int] = []  # the length of every buffer reduced
 
     def Get_size(self) -> int:
@@ -48,7 +50,7 @@ class FakeComm:
             recvbuf += (self.size - 1) * self.others(recvbuf.copy())
 
     def allgather(self, value):
-        return [value] * self.size if self.layouts is None else self.layouts
+        return self.gathered(value)
 
 
 @pytest.fixture
@@ -159,7 +161,7 @@ def test_bad_arguments_are_refused_with_one_line(fake_mpi):
 def test_ranks_with_different_networks_are_refused(fake_mpi):
     net, x, t = xor_problem()
     layouts = [[(0, "W", (3, 2), "float64")], [(0, "W", (4, 2), "float64")]]
-    comm = FakeComm(layouts=layouts)
+    comm = FakeComm(gathered=lambda value: layouts if isinstance(value, list) else [value] * 2)
     with pytest.raises(ValueError, match="rank 1 has arrays .* every rank must build the same"):
         dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5), comm))
     with pytest.raises(ValueError, match="rank 1 has arrays"):
@@ -289,9 +291,13 @@ class Silent:
     def text(self, message: str) -> None:
         pass
 
+    def warn(self, message: str) -> None:
+        pass
 
-@pytest.mark.parametrize(("code", "reason"), [(1, "interrupted"), (2, "time")])
+
+@pytest.mark.parametrize(("code", "reason"), [(143, "interrupted"), (1, "time")])
 def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
+    from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
     from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
 
@@ -299,8 +305,9 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
     comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
     trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
                               dualtape.backend.resolve_backend("numpy"))
+    stop = StopRequest()
     result = _runner(comm)(trainer, RunLimits(steps=10, log_every=1, sample_chars=0),
-                           Silent(), lambda: False)
+                           Silent(), stop)
     assert (result.reason, result.steps, trainer.step_count) == (reason, 3, 3)
 
 

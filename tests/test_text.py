@@ -18,6 +18,7 @@ import dualtape
 from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
+from dualtape.text import console
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -280,6 +281,9 @@ class Recorder:
     def text(self, message):
         self.messages.append(message)
 
+    def warn(self, message):
+        self.messages.append(message)
+
 
 def test_run_training_logs_samples_and_saves(tmp_path):
     trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
@@ -314,7 +318,7 @@ def test_time_limit_stops_the_run():
 
 
 def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
-    with text_cli._stop_on_interrupt() as stop:
+    with console.stop_on_signals(console.StopRequest()) as stop:
         assert not stop()
         os.kill(os.getpid(), signal.SIGINT)
         assert stop()
@@ -404,7 +408,7 @@ def test_train_text_help_states_the_stopping_defaults(capsys):
 
 def test_the_step_bar_puts_a_space_before_steps(capsys):
     tqdm = pytest.importorskip("tqdm").tqdm
-    bar = text_cli.BarReporter(tqdm, steps=None)
+    bar = console.BarReporter(tqdm, steps=None)
     for _ in range(41):
         bar.advance()
     bar.progress(41, 2.5, 1000.0)
@@ -416,7 +420,7 @@ def test_the_step_bar_puts_a_space_before_steps(capsys):
 def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
     tqdm = pytest.importorskip("tqdm").tqdm
     times = iter([100.0, 104.0, 106.5])
-    bar = text_cli.BarReporter(tqdm, steps=None, time_limit=10, clock=lambda: next(times))
+    bar = console.BarReporter(tqdm, steps=None, time_limit=10, clock=lambda: next(times))
     bar.advance()
     bar.progress(1, 2.5, 1000.0)
     bar.advance()
@@ -426,22 +430,16 @@ def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
 
 
 def test_ctrl_c_saves_and_exits_130(capsys, corpus, tmp_path, monkeypatch):
-    class AfterThree(text_cli.StopRequest):
+    class AfterThree(console.StopRequest):
         """A Ctrl-C that arrives during the fourth check."""
 
         def __call__(self):
             self.calls = getattr(self, "calls", 0) + 1
             if self.calls > 3:
-                self.signum = signal.SIGINT
+                self.signal(signal.SIGINT)
             return super().__call__()
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    monkeypatch.setattr(text_cli, "_stop_on_interrupt", AfterThree)
+    monkeypatch.setattr(text_cli, "StopRequest", AfterThree)
     ckpt = tmp_path / "c.npz"
     code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--save", str(ckpt),
                        "--sample-chars", "0")

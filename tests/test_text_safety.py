@@ -142,9 +142,12 @@ def test_save_refuses_to_overwrite_a_file_that_is_not_a_dualtape_file(capsys, co
     assert corpus.read_bytes() == before
 
 
-def test_save_overwrites_an_earlier_checkpoint(capsys, corpus, trained):
+def test_save_replaces_another_runs_checkpoint_only_with_overwrite(capsys, corpus, trained):
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, "--save", str(trained),
+          match=f"--save {trained} (step 2) is another run's checkpoint; refusing to replace")
+    assert load_checkpoint(trained).step == 2
     code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "3",
-                       "--sample-chars", "0", "--save", str(trained))
+                       "--sample-chars", "0", "--save", str(trained), "--overwrite")
     assert code == 0 and load_checkpoint(trained).step == 3
 
 
