@@ -454,6 +454,8 @@ def train_text(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
            output: Output) -> int:
     """The run itself, after the header: every way it ends, in one line and a status."""
+    import numpy as np
+
     from .model import TextError
     from .trainer import DivergedError, RunLimits
 
@@ -467,8 +469,8 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         reporter.close()
         return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
 
-    try:
-        with _blas_threads(args.threads), stop_on_signals(stop):
+    try:  # numpy's overflow warnings are noise here: a diverged model is reported below
+        with _blas_threads(args.threads), stop_on_signals(stop), np.errstate(all="ignore"):
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))

@@ -99,8 +99,7 @@ def prepare_distributed(args: argparse.Namespace,
     _raise_on_rank_0(comm, comm.allgather(error))
     trainer = prepared.trainer
     everyone = comm.allgather(shared_settings(args, trainer, prepared.text))
-    _raise_on_rank_0(comm, [_difference(r, theirs, everyone[0])
-                            for r, theirs in enumerate(everyone)])
+    _raise_on_rank_0(comm, [_difference(theirs, everyone[0]) for theirs in everyone])
     distributed.broadcast_parameters(trainer.net, comm=comm)
     trainer.optimizer = distributed.DataParallel(trainer.optimizer, comm)
     if rank:
@@ -154,12 +153,12 @@ def _model_digest(trainer: TextTrainer) -> str:
     return digest.hexdigest()
 
 
-def _difference(rank: int, theirs: dict[str, Any], reference: dict[str, Any]) -> str | None:
-    """How rank ``rank``'s shared settings differ from rank 0's; None when they do not."""
+def _difference(theirs: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """How a rank's shared settings differ from rank 0's; None when they do not."""
     for what, value in reference.items():
         if theirs.get(what) != value:
-            return (f"rank {rank} differs from rank 0 in {what}: {theirs.get(what)!r} on rank "
-                    f"{rank}, {value!r} on rank 0; every rank must run the same command")
+            return (f"its {what} is {theirs.get(what)!r} but rank 0's is {value!r}; every "
+                    "rank must run the same command")
     return None
 
 
