@@ -444,6 +444,8 @@ def train_text(args: argparse.Namespace) -> int:
                      "--hidden, --batch or --seq-len")
     except KeyboardInterrupt:
         return INTERRUPTED
+    except Exception as exc:  # a bug: still one line
+        return _fail("train-text", f"while preparing the run: {type(exc).__name__}: {exc}")
     stop = StopRequest()
     output = Output(stop)
     for line in _header(prepared):
