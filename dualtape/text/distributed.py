@@ -96,6 +96,8 @@ def prepare_distributed(args: argparse.Namespace,
         error = None
     except TextError as exc:
         error = str(exc)
+    except Exception as exc:  # out of memory, a bug: every rank must still hear of it
+        error = f"{type(exc).__name__}: {exc}"
     _raise_on_rank_0(comm, comm.allgather(error))
     trainer = prepared.trainer
     everyone = comm.allgather(shared_settings(args, trainer, prepared.text))
