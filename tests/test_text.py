@@ -318,13 +318,14 @@ def test_time_limit_stops_the_run():
 
 
 def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
+    before = signal.getsignal(signal.SIGINT)  # not Python's own where SIGINT starts ignored
     with console.stop_on_signals(console.StopRequest()) as stop:
         assert not stop()
         os.kill(os.getpid(), signal.SIGINT)
         assert stop()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 # --- the command line ------------------------------------------------------------------------
