@@ -270,7 +270,8 @@ def choose(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> i
     p = np.asarray(probs, dtype=np.float64)
     if temperature != 1.0:  # shifted before the division, so no temperature makes it NaN
         logp = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-        p = np.exp((logp - logp.max()) / temperature)
+        with np.errstate(over="ignore"):  # -inf for all but the likeliest at tiny temperatures
+            p = np.exp((logp - logp.max()) / temperature)
     p = np.where(np.isfinite(p) & (p > 0), p, 0.0)
     total = p.sum()
     if not total > 0:

@@ -346,13 +346,13 @@ class TextTrainer:
         with device_context(self.backend):
             finite = all(bool(xp.all(xp.isfinite(p))) for group in self.net.params
                          for p in group.values())
-        what = "parameters"
+        what = "parameters hold"
         if finite:
             state = self.optimizer.state_dict() if state is None else state
             finite = all(np.isfinite(v).all() for v in state.values() if v.dtype.kind == "f")
-            what = "optimizer state"
+            what = "optimizer state holds"
         if not finite:
-            raise self._diverged(f"the {what} hold NaN or infinity at step {self.step_count}")
+            raise self._diverged(f"the {what} NaN or infinity at step {self.step_count}")
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
         """Text from the current network, drawn with the trainer's sample generator."""

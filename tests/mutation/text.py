@@ -189,8 +189,8 @@ MUTANTS = [
            "        return cls(make_reporter(steps, time_limit), output)",
            "a bar that finds stdout gone raises", UNIT),
     # --- model --------------------------------------------------------------------------------
-    Mutant(MODEL, "        p = np.exp((logp - logp.max()) / temperature)",
-           "        logp = logp / temperature\n        p = np.exp(logp - logp.max())",
+    Mutant(MODEL, "            p = np.exp((logp - logp.max()) / temperature)",
+           "            p = np.exp(logp / temperature - (logp / temperature).max())",
            "a tiny temperature divides before shifting and gives NaN", UNIT),
     Mutant(MODEL, "limit = int(min(max_mb * 1e6, sys.maxsize - 1))", "limit = int(max_mb * 1e6)",
            "a huge --max-corpus-mb overflows the read", SAFETY),
