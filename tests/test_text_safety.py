@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import select
@@ -87,11 +88,205 @@ def test_a_checkpoint_with_an_invalid_step_is_refused(capsys, checkpoint, step):
           f"{step!r}")
 
 
-@pytest.mark.parametrize("flag, value", [("--clip", "inf"), ("--rate", "inf"), ("--rate", "nan"),
-                                         ("--l2", "inf"), ("--temperature", "inf"),
-                                         ("--seed", "-1")])
-def test_options_must_be_finite(capsys, corpus, flag, value):
+def drop(key):
+    return lambda extra: extra.pop(key)
+
+
+def set_in(*keys, value):
+    """An edit setting ``extra[k1][k2]...`` to ``value``."""
+    def edit(extra):
+        target = extra
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+    return edit
+
+
+def drop_in(*keys):
+    def edit(extra):
+        target = extra
+        for key in keys[:-1]:
+            target = target[key]
+        del target[keys[-1]]
+    return edit
+
+
+REQUIRED_FIELDS = [f.name for f in dataclasses.fields(TrainConfig)
+                   if f.name not in text_train.OPTIONAL_FIELDS]
+DAMAGED = "the checkpoint's training state is damaged"
+EDITED_STATE = [
+    *[(set_in("text_format", value=v), "text_format must be a format number from 1")
+      for v in (0, -1, True, "1", 1.5)],
+    (drop("text_format"), "is not a train-text checkpoint"),
+    (drop("vocabulary"), DAMAGED + " (not a vocabulary description)"),
+    (set_in("vocabulary", "annotate_capitals", value="no"), DAMAGED),
+    (set_in("vocabulary", "symbols", value="\ue000aa"), DAMAGED),
+    (drop("config"), DAMAGED + " ('config')"),
+    (set_in("config", value=[1, 2]), "config is a list, not a mapping"),
+    *[(drop_in("config", name), f"config lacks {name}") for name in REQUIRED_FIELDS],
+    (set_in("config", "colour", value="red"), DAMAGED),
+    (set_in("config", "dtype", value="float64"), "the network is float32 but its configuration"),
+    (set_in("config", "annotate_capitals", value=True), "capital annotation (False) differs"),
+    (set_in("config", "vocab", value=3), "more than its configuration's --vocab 3"),
+    (set_in("config", "hidden", value=[9]), "hidden sizes [8] differ"),
+    (set_in("config", "corpus_sha256", value="g" * 64), "corpus_sha256 must be a SHA-256"),
+    (drop("step"), DAMAGED + " ('step')"),
+    (drop("rng"), DAMAGED + " ('rng')"),
+    (set_in("rng", value=[1, 2]), DAMAGED),
+    (drop_in("rng", "windows"), "rng holds ['samples'], not the states of windows and samples"),
+    (drop_in("rng", "samples"), "rng holds ['windows'], not the states of windows and samples"),
+    (set_in("rng", "more", value={}), "not the states of windows and samples"),
+    (drop_in("rng", "windows", "state", "inc"), DAMAGED + " ('inc')"),
+    (drop_in("rng", "samples", "has_uint32"), DAMAGED + " ('has_uint32')"),
+    (drop_in("rng", "windows", "state"), DAMAGED + " ('state')"),
+    (set_in("rng", "windows", "state", "state", value=2**200), DAMAGED),
+    (set_in("rng", "samples", "state", "inc", value=-1), DAMAGED),
+    (set_in("rng", "windows", "state", "state", value="x"), DAMAGED),
+    (set_in("rng", "windows", "bit_generator", value="MT19937"), DAMAGED),
+]
+
+
+@pytest.mark.parametrize("edit, message", EDITED_STATE, ids=range(len(EDITED_STATE)))
+def test_every_field_of_the_training_state_edited_or_removed_is_one_line(capsys, trained,
+                                                                         corpus, edit, message):
+    _rewrite(trained, lambda header, arrays: edit(header["extra"]))
+    fails(capsys, "sample", str(trained), match=message)
+    fails(capsys, "train-text", str(corpus), "--resume", str(trained), "--steps", "1",
+          match=message)
+
+
+def edit_optimizer(path: Path, change) -> None:
+    """Apply ``change(state)`` to the checkpoint's optimizer arrays (``{"0/W/m": array,
+    ...}``), keeping the header's table of arrays in step."""
+    def rewrite(header, arrays):
+        state = {k[len("extra/optimizer/"):]: arrays.pop(k) for k in list(arrays)
+                 if k.startswith("extra/optimizer/")}
+        for key in list(header["arrays"]):
+            if key.startswith("extra/optimizer/"):
+                del header["arrays"][key]
+        change(state)
+        for key, value in state.items():
+            arrays[f"extra/optimizer/{key}"] = value
+            header["arrays"][f"extra/optimizer/{key}"] = {"dtype": value.dtype.str,
+                                                          "shape": list(value.shape)}
+    _rewrite(path, rewrite)
+
+
+def poison_momentum(state):
+    state["0/W/m"] = state["0/W/m"] * np.nan
+
+
+def drop_one_momentum(state):
+    del state["0/b/m"]
+
+
+def more_steps(state):
+    state["steps"] = np.asarray(5)
+
+
+def no_state(state):
+    state.clear()
+
+
+@pytest.mark.parametrize("change, message, when", [
+    (poison_momentum, "the optimizer state holds NaN or infinity", "load"),
+    (drop_one_momentum, "optimizer state covers 4 of the 5 parameters", "resume"),
+    (more_steps, "optimizer has taken 5 steps but the checkpoint is at step 2", "resume"),
+    (no_state, "optimizer has taken 0 steps but the checkpoint is at step 2", "resume"),
+], ids=["nan", "partial", "steps", "removed"])
+def test_an_edited_optimizer_state_is_refused(capsys, trained, corpus, change, message, when):
+    edit_optimizer(trained, change)
+    if when == "load":
+        fails(capsys, "sample", str(trained), match=message)
+    else:
+        assert run(capsys, "sample", str(trained), "--chars", "3")[0] == 0  # sampling needs none
+    fails(capsys, "train-text", str(corpus), "--resume", str(trained), "--steps", "1",
+          match=message)
+
+
+def test_a_checkpoint_from_before_the_fingerprint_still_resumes_with_file(capsys, trained,
+                                                                          corpus):
+    _rewrite(trained, lambda header, arrays: header["extra"]["config"].pop("corpus_sha256"))
+    code, out, err = run(capsys, "train-text", str(corpus), "--resume", str(trained),
+                         "--steps", "1", "--sample-chars", "0")
+    assert code == 0 and "resumed" in out, err
+
+
+REFUSED_OPTIONS = [
+    ("--steps", "-1"), ("--log-every", "0"), ("--log-every", "-1"), ("--sample-every", "-1"),
+    ("--save-every", "-1"), ("--sample-chars", "-1"), ("--sample-chars", "100001"),
+    *[("--time-limit", v) for v in ("0", "-1", "inf", "nan")],
+    *[("--temperature", v) for v in ("0", "-1", "inf", "nan")],
+    *[("--max-corpus-mb", v) for v in ("0", "-1", "inf", "nan")],
+    ("--threads", "0"), ("--threads", "-1"),
+    *[(flag, v) for flag in ("--vocab", "--seq-len", "--batch") for v in ("0", "-1")],
+    *[("--rate", v) for v in ("0", "-1", "inf", "nan")],
+    *[("--momentum", v) for v in ("-1", "1", "inf", "nan")],
+    *[(flag, v) for flag in ("--l2", "--clip") for v in ("-1", "inf", "nan")],
+    ("--seed", "-1"), ("--seed", str(2**63)), ("--hidden", "0"), ("--hidden", "-4"),
+    ("--save", ""), ("--resume", ""),
+]
+
+
+@pytest.mark.parametrize("flag, value", REFUSED_OPTIONS)
+def test_out_of_range_options_are_refused_in_one_line(capsys, corpus, flag, value):
     fails(capsys, "train-text", str(corpus), *ONE_STEP, flag, value, match=f"{flag} must be")
+
+
+HUGE = str(10**18)
+ACCEPTED_OPTIONS = [
+    ("--steps", "0"), ("--time-limit", "1e300"), ("--log-every", HUGE),
+    ("--sample-every", HUGE), ("--sample-every", "0"), ("--save-every", HUGE),
+    ("--save-every", "0"), ("--temperature", "1e300"), ("--temperature", "1e-300"),
+    ("--max-corpus-mb", "1e300"), ("--vocab", str(10**30)), ("--clip", "1e300"),
+    ("--clip", "0"), ("--momentum", "0"), ("--l2", "0"), ("--seed", "0"),
+    ("--seed", str(2**63 - 1)),
+]
+
+
+@pytest.mark.parametrize("flag, value", ACCEPTED_OPTIONS)
+def test_extreme_options_that_make_sense_run(capsys, corpus, flag, value):
+    code, out, err = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "1",
+                         "--sample-chars", "5", flag, value)
+    assert code == 0 and "stopped (step limit)" in out or flag == "--steps", err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--seq-len", str(10**9), "needs at least 1000000001"),
+    ("--batch", str(10**12), "GiB free; use a smaller"),
+    ("--hidden", str(10**9), "GiB free; use a smaller"),
+    ("--rate", "1e300", "training diverged"),
+    ("--l2", "1e300", "training diverged"),
+], ids=["seq-len", "batch", "hidden", "rate", "l2"])
+def test_huge_options_that_cannot_run_are_one_line(capsys, corpus, tmp_path, flag, value,
+                                                   message):
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, "--save", str(tmp_path / "m.npz"),
+          flag, value, match=message)
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_options_that_do_not_parse_are_argparses_usage_error(capsys, corpus):
+    for flag, value in (("--steps", "inf"), ("--seed", "1.5"), ("--rate", "fast")):
+        with pytest.raises(SystemExit) as stopped:
+            run(capsys, "train-text", str(corpus), flag, value)
+        assert stopped.value.code == 2
+        assert "invalid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--chars", "-1"), *[("--temperature", v) for v in ("0", "-1", "inf", "nan")],
+    ("--seed", "-1"), ("--seed", str(2**63)),
+])
+def test_out_of_range_sample_options_are_refused_in_one_line(capsys, checkpoint, flag, value):
+    fails(capsys, "sample", str(checkpoint), flag, value, match=f"{flag} must be")
+
+
+@pytest.mark.parametrize("flag, value", [("--chars", "0"), ("--temperature", "1e-300"),
+                                         ("--temperature", "1e300"), ("--seed", "0"),
+                                         ("--seed", str(2**63 - 1))])
+def test_extreme_sample_options_that_make_sense_run(capsys, checkpoint, flag, value):
+    code, out, err = run(capsys, "sample", str(checkpoint), "--chars", "5", flag, value)
+    assert code == 0 and err == ""
 
 
 # --- what a resumed run reads ----------------------------------------------------------------

@@ -243,7 +243,8 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
         step = read_header(target).get("extra", {}).get("step")
         same = resume is not None and os.path.samefile(target, resume)
     except OSError as exc:
-        raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        hint = "" if path != resume else "; give --save PATH to save elsewhere"
+        raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}{hint}") from None
     except ValueError:
         raise TextError(f"{flag} {path} exists and is not a dualtape file; refusing to "
                         "overwrite it (choose another path)") from None

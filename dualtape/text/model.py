@@ -239,7 +239,7 @@ def read_corpus(
     limit = int(min(max_mb * 1e6, sys.maxsize - 1))
     try:
         with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+            raw = _read_at_most(f, limit + 1)
     except OSError as exc:
         raise TextError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > limit:
@@ -258,6 +258,19 @@ def read_corpus(
     if not text:
         raise TextError(f"{path} is empty; give a text to learn")
     return text
+
+
+def _read_at_most(f: Any, size: int) -> bytes:
+    """Up to ``size`` bytes of ``f``, read a megabyte at a time (never allocating ``size``)."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = f.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def fingerprint(text: str) -> str:

@@ -224,6 +224,7 @@ def clip_gradients(xp: Any, grads: list[dict[str, Array]], clip: float) -> list[
     if total is None:
         return grads
     norm = xp.sqrt(total)
+    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is "no clipping" in float32 too
     factor = clip / xp.maximum(norm, xp.full_like(norm, clip))
     return [{k: g * factor for k, g in group.items()} for group in grads]
 

@@ -192,8 +192,11 @@ MUTANTS = [
     Mutant(MODEL, "            p = np.exp((logp - logp.max()) / temperature)",
            "            p = np.exp(logp / temperature - (logp / temperature).max())",
            "a tiny temperature divides before shifting and gives NaN", UNIT),
-    Mutant(MODEL, "limit = int(min(max_mb * 1e6, sys.maxsize - 1))", "limit = int(max_mb * 1e6)",
-           "a huge --max-corpus-mb overflows the read", SAFETY),
+    Mutant(MODEL, "            raw = _read_at_most(f, limit + 1)", "            raw = f.read(limit + 1)",
+           "a huge --max-corpus-mb allocates its whole size for the read", SAFETY),
+    trainer("    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is \"no clipping\" "
+            "in float32 too\n", "", "a --clip beyond float32's range makes the gradients NaN",
+            TEXT),
     Mutant(MODEL, "not isinstance(data.get(\"annotate_capitals\", False), bool)):",
            "False):", "a vocabulary's annotate_capitals \"no\" reads as true", SAFETY),
     # --- distributed train-text ---------------------------------------------------------------
