@@ -212,14 +212,20 @@ class BarReporter(PlainReporter):
 
 
 def make_reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
-    """A progress bar on a terminal (with tqdm installed), plain lines elsewhere."""
+    """A progress bar on a terminal (with tqdm installed), plain lines elsewhere (and where
+    tqdm refuses the bar: the bar is a nicety; a failed write to stdout is raised)."""
     if not sys.stdout.isatty():
         return PlainReporter()
     try:
         from tqdm import tqdm
     except ImportError:
         return PlainReporter()
-    return BarReporter(tqdm, steps, time_limit)
+    try:
+        return BarReporter(tqdm, steps, time_limit)
+    except OSError:
+        raise
+    except Exception:
+        return PlainReporter()
 
 
 class GuardedReporter:

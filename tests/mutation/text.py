@@ -62,8 +62,8 @@ MUTANTS = [
             "a diverged run is saved on the way out like any other failure"),
     trainer("        rescue()\n        raise", "        raise",
             "a failure in the loop (a sample, a step) ends the run unsaved"),
-    trainer("        if not limits.writes:\n            trainer.check_finite()\n            return\n"
-            "        try:\n            trainer.save(limits.save)",
+    trainer("        if not limits.writes:\n            trainer.check_finite()\n"
+            "            return\n        try:\n            trainer.save(limits.save)",
             "        if not limits.writes:\n            return\n"
             "        try:\n            trainer.save(limits.save)",
             "ranks that do not write skip the check at periodic save points (they then hang)",
@@ -133,7 +133,8 @@ MUTANTS = [
     cli('"time_limit": ("positive and finite (leave it out for no limit)", _positive_finite),',
         '"time_limit": ("positive", _positive),',
         "--time-limit inf reaches the progress bar", SAFETY),
-    cli('"sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", lambda n: 0 <= n <= MAX_SAMPLE_CHARS),',
+    cli('"sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", '
+        'lambda n: 0 <= n <= MAX_SAMPLE_CHARS),',
         '"sample_chars": ("0 or more", _non_negative),',
         "--sample-chars has no upper bound", SAFETY),
     cli('"seed": CONFIG_RULES["seed"]})', "})", "sample --seed -1 reaches numpy", SAFETY),
@@ -141,7 +142,8 @@ MUTANTS = [
         "    if trainer.saved is not None and before is None:\n"
         "        return \"saved {} at step {}\".format(",
         "a run that saved over an existing file reports the old file as kept", SAFETY),
-    cli("        return f\"{before} was left as it was\"\n", "        return \"nothing was saved\"\n",
+    cli("        return f\"{before} was left as it was\"\n",
+        "        return \"nothing was saved\"\n",
         "a diverged run says nothing was saved while the old checkpoint is there", SAFETY),
     cli("    except DivergedError as exc:\n        return failed(str(exc))",
         "    except DivergedError as exc:\n        reporter.close()\n"
@@ -192,7 +194,8 @@ MUTANTS = [
     Mutant(MODEL, "            p = np.exp((logp - logp.max()) / temperature)",
            "            p = np.exp(logp / temperature - (logp / temperature).max())",
            "a tiny temperature divides before shifting and gives NaN", UNIT),
-    Mutant(MODEL, "            raw = _read_at_most(f, limit + 1)", "            raw = f.read(limit + 1)",
+    Mutant(MODEL, "            raw = _read_at_most(f, limit + 1)",
+           "            raw = f.read(limit + 1)",
            "a huge --max-corpus-mb allocates its whole size for the read", SAFETY),
     trainer("    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is \"no clipping\" "
             "in float32 too\n", "", "a --clip beyond float32's range makes the gradients NaN",
