@@ -736,6 +736,21 @@ def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
     assert " 65%|" in out and "00:06 of 00:10, ETA 00:03, 2 steps, loss 2.500" in out
 
 
+def test_a_bar_tqdm_refuses_gives_way_to_plain_lines(monkeypatch):
+    pytest.importorskip("tqdm")
+
+    class Terminal(GoneStdout):
+        def isatty(self) -> bool:
+            return True
+
+    def refused(*args, **kwargs):
+        raise ValueError("tqdm cannot draw this bar")
+
+    monkeypatch.setattr(sys, "stdout", Terminal(OSError(errno.EIO, "unused")))
+    monkeypatch.setattr(console, "BarReporter", refused)
+    assert type(console.make_reporter(None, 10.0)) is console.PlainReporter
+
+
 def test_ctrl_c_saves_and_exits_130(capsys, corpus, tmp_path, monkeypatch):
     class AfterThree(console.StopRequest):
         """A Ctrl-C that arrives during the fourth check."""
