@@ -19,7 +19,10 @@ step; stop requests (Ctrl-C, SIGTERM, SIGHUP, rank 0's lost stdout) and ``--time
 agreed in one small allreduce per step, so all ranks stop after the same step and exit with
 the same status. Any other error on one rank (a failed sample on rank 0, out of memory)
 aborts every rank through ``MPI_Abort`` rather than leaving them waiting; rank 0 saves first
-when the error is its own.
+when the error is its own. ``mpiexec`` itself relays the ranks' output: when its own stdout
+closes (``mpiexec ... | head``), MPICH's launcher dies of SIGPIPE and kills every rank at once
+(measured: no rank sees a signal or a failed write), so nothing is saved; send a distributed
+run's output to a file, and keep ``--save-every`` checkpoints.
 """
 
 from __future__ import annotations
