@@ -433,14 +433,14 @@ def test_the_ranks_must_save_alike_train_on_one_text_and_resume_one_state(corpus
     trainer, settings = shared(corpus)
     reference = settings()
     theirs = shared(corpus, "--save", str(tmp_path / "m.npz"))[1]()
-    assert _difference(theirs, reference).startswith("its --save (given or not) is True but "
-                                                     "rank 0's is False")
+    assert _difference(theirs, reference).startswith("its saving (--save or --resume) is True "
+                                                     "but rank 0's is False")
     other = tmp_path / "other.txt"
     other.write_text(corpus.read_text() + " ")
-    assert _difference(shared(other)[1](), reference).startswith("its the corpus (SHA-256) is ")
+    assert _difference(shared(other)[1](), reference).startswith("its corpus's SHA-256 is ")
     trainer.optimizer.state[(0, "W")] = {"m": trainer.net.layers[0].params["W"] * 0}
-    assert _difference(settings(), reference).startswith("its the model (SHA-256 of weights, "
-                                                         "optimizer and generators) is ")
+    assert _difference(settings(), reference).startswith("its model digest (weights, "
+                                                         "optimizer state, generators) is ")
 
 
 

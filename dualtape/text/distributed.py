@@ -137,12 +137,12 @@ def shared_settings(args: argparse.Namespace, trainer: TextTrainer, text: str
         "hidden", "dtype", "optimizer", "rate", "momentum", "l2", "clip", "seq_len", "batch",
         "seed")}
     shared.update({f"--{name.replace('_', '-')}": getattr(args, name) for name in RUN_OPTIONS})
-    shared["--save (given or not)"] = bool(args.save or args.resume)
+    shared["saving (--save or --resume)"] = bool(args.save or args.resume)
     shared["--backend"] = trainer.backend.name
-    shared["the corpus (SHA-256)"] = fingerprint(text)
-    shared["the vocabulary"] = "".join(trainer.vocab.symbols)
-    shared["the step resumed from"] = trainer.step_count
-    shared["the model (SHA-256 of weights, optimizer and generators)"] = _model_digest(trainer)
+    shared["corpus's SHA-256"] = fingerprint(text)
+    shared["vocabulary"] = "".join(trainer.vocab.symbols)
+    shared["step"] = trainer.step_count
+    shared["model digest (weights, optimizer state, generators)"] = _model_digest(trainer)
     return shared
 
 

@@ -218,7 +218,7 @@ MUTANTS = [
     Mutant(TEXT_DIST, 'RUN_OPTIONS = ("steps", "time_limit", "log_every", "save_every")',
            'RUN_OPTIONS = ("steps", "time_limit")',
            "ranks with different --log-every are not refused (they then hang)", MPI),
-    Mutant(TEXT_DIST, '    shared["the corpus (SHA-256)"] = fingerprint(text)\n', "",
+    Mutant(TEXT_DIST, '    shared["corpus\'s SHA-256"] = fingerprint(text)\n', "",
            "ranks training on different texts are not refused", MPI),
     Mutant(TEXT_DIST, "    for key, value in sorted(trainer.optimizer.state_dict().items()):\n"
            "        digest.update(key.encode() + np.ascontiguousarray(value).tobytes())\n", "",
