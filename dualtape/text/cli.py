@@ -477,9 +477,9 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))
-    except TextError as exc:
-        reporter.close()
+    except TextError as exc:  # a failed final save says what it tried; add what is kept
         if trainer.saved is None and prepared.before is None:
+            reporter.close()
             return _fail("train-text", str(exc))
         return failed(str(exc))
     except MemoryError:
