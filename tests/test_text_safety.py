@@ -484,6 +484,23 @@ def test_when_every_save_fails_the_error_names_each_try(tmp_path, monkeypatch):
     assert all(str(p) in str(info.value) for p in [target, *fallbacks])
 
 
+@pytest.mark.parametrize("earlier", ["periodic-save", "old-file", "nothing"])
+def test_a_failed_final_save_says_what_is_kept(capsys, corpus, trained, tmp_path, monkeypatch,
+                                               earlier):
+    def no_room(self, path, warn):
+        raise TextError(f"cannot write checkpoint {path}: No space left on device; nothing "
+                        "was saved")
+
+    monkeypatch.setattr(TextTrainer, "save_or_fall_back", no_room)
+    target = trained if earlier == "old-file" else tmp_path / "new.npz"
+    code, _, err = run(capsys, "train-text", str(corpus), *ONE_STEP[:-4], "--steps", "3",
+                       "--sample-chars", "0", "--save", str(target), "--overwrite",
+                       *(["--save-every", "2"] if earlier == "periodic-save" else []))
+    kept = {"periodic-save": f"; the last checkpoint written is {target} (step 2)",
+            "old-file": f"; {target} (step 2) was left as it was", "nothing": ""}[earlier]
+    one_line(err, f"No space left on device; nothing was saved{kept}\n")
+
+
 def test_the_final_save_comes_before_the_final_sample(capsys, tmp_path, monkeypatch, corpus):
     def interrupted_sample(*args, **kwargs):
         raise KeyboardInterrupt  # a second Ctrl-C while the last sample is drawn

@@ -477,11 +477,13 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))
-    except TextError as exc:  # a failed final save says what it tried; add what is kept
-        if trainer.saved is None and prepared.before is None:
-            reporter.close()
-            return _fail("train-text", str(exc))
-        return failed(str(exc))
+    except TextError as exc:  # the final save failed: it says what it tried; add what is kept
+        reporter.close()
+        if trainer.saved is not None:
+            return _fail("train-text", "{}; the last checkpoint written is {} (step {})".format(
+                exc, *trainer.saved))
+        kept = "" if prepared.before is None else f"; {prepared.before} was left as it was"
+        return _fail("train-text", f"{exc}{kept}")
     except MemoryError:
         return failed(f"out of memory at step {trainer.step_count}; use a smaller --hidden, "
                       "--batch or --seq-len")

@@ -149,6 +149,10 @@ MUTANTS = [
         "    except DivergedError as exc:\n        reporter.close()\n"
         "        return _fail(\"train-text\", f\"{exc}; nothing was saved\")",
         "a diverged run says nothing was saved after periodic saves (the reported bug)", SAFETY),
+    cli("        if trainer.saved is not None:\n            return _fail(\"train-text\", \"{}; the "
+        "last checkpoint written", "        if trainer.saved is None:\n            return "
+        "_fail(\"train-text\", \"{}; the last checkpoint written",
+        "a failed final save names the wrong checkpoint as kept", SAFETY),
     cli("    return stop.status or 0  # 0 only when nothing asked the run to stop",
         "    return 0", "a stopped run exits 0", STOPS),
     cli("        return stop.exit_code\n    except Exception as exc:",
