@@ -159,6 +159,15 @@ def test_every_field_of_the_training_state_edited_or_removed_is_one_line(capsys,
           match=message)
 
 
+def test_the_stored_vocabulary_size_must_hold_the_vocabulary(capsys, trained):
+    symbols = load_checkpoint(trained).vocab.characters
+    edit_config(trained, vocab=symbols)
+    assert run(capsys, "sample", str(trained), "--chars", "3")[0] == 0
+    edit_config(trained, vocab=symbols - 1)
+    fails(capsys, "sample", str(trained), match=f"the vocabulary keeps {symbols} characters, "
+          f"more than its configuration's --vocab {symbols - 1}")
+
+
 def edit_optimizer(path: Path, change) -> None:
     """Apply ``change(state)`` to the checkpoint's optimizer arrays (``{"0/W/m": array,
     ...}``), keeping the header's table of arrays in step."""
