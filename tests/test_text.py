@@ -605,6 +605,7 @@ def test_a_lost_stdout_asks_to_stop_and_sends_warnings_to_stderr(capsys, monkeyp
     reporter.progress(1, 2.0, 100.0)
     assert stop.status == console.OUTPUT_LOST and error.strerror in stop.cause
     assert output.lost is error and sys.stdout is not gone  # silenced: the null device
+    print("a library's late line")  # goes nowhere, and raises nothing
     reporter.text("--- sample ---")
     reporter.warn("warning: cannot write checkpoint")
     output.warn("saved run.npz at step 1")

@@ -123,7 +123,7 @@ EDITED_STATE = [
       for v in (0, -1, True, "1", 1.5)],
     (drop("text_format"), "is not a train-text checkpoint"),
     (drop("vocabulary"), DAMAGED + " (not a vocabulary description)"),
-    (set_in("vocabulary", "annotate_capitals", value="no"), DAMAGED),
+    (set_in("vocabulary", "annotate_capitals", value=0), DAMAGED),  # false, but not False
     (set_in("vocabulary", "symbols", value="\ue000aa"), DAMAGED),
     (drop("config"), DAMAGED + " ('config')"),
     (set_in("config", value=[1, 2]), "config is a list, not a mapping"),
