@@ -14,8 +14,9 @@ How a run stops, and its exit status:
 
 - 0: the step or time limit was reached; the checkpoint was written before the final sample.
 - 1: an error, in one line on stderr. Bad input stops before training. A diverged run (a NaN
-  or infinite loss, parameter or optimizer state) stops at once and writes nothing: the last
-  checkpoint stays, and the message says which file holds what. Any other failure during
+  or infinite loss, parameter or optimizer state, seen when the loss is read or at a save
+  point) stops and writes nothing: the last checkpoint stays, and the message says which file
+  holds what. Any other failure during
   training (a sample or a step that raises, out of memory) saves first, then reports. A
   failed periodic save warns and training goes on; a failed final save falls back to
   ``NAME.stepN.npz`` next to it, then in the temporary folder, and says where.
