@@ -14,6 +14,7 @@ from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, res
 from .benchmarks import cli as bench_cli
 from .kernels import blas
 from .text import cli as text_cli
+from .text.console import OUTPUT_LOST, silence_stdout
 
 
 def info(args: argparse.Namespace) -> int:
@@ -56,8 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except BrokenPipeError:  # e.g. `dualtape info | head`: the reader left, nothing to report
-        sys.stderr.close()
-        return 0
+        silence_stdout()  # so the flush at exit neither fails nor prints
+        # train-text handles its own lost stdout; should one escape, it must not read as done
+        return OUTPUT_LOST if args.command == "train-text" else 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ on the N·b examples together (the loss is a batch mean), to float rounding.
 Importing this module never imports mpi4py; without it, or with one rank, everything runs as a
 single process. ``comm=None`` means ``mpi4py.MPI.COMM_WORLD``.
 
+Agreement: ``broadcast_parameters`` and ``DataParallel``'s first step check that every rank
+holds the same parameter layout, and that first step checks that every rank wraps the same
+optimizer kind with the same settings (``optimizer_settings``); otherwise every rank raises
+``ValueError`` naming a rank that differs and how (one pickled gather each, never per step).
+
 Failures: ``train``/``train_recurrent`` average ``[loss, input finite]`` over the ranks
 (``DataParallel.mean``) before any gradient is reduced, so a NaN or inf input or loss on any
 rank raises ``FloatingPointError`` on every rank in the same call, with nothing updated
@@ -100,6 +105,32 @@ def _check_same_layout(comm: Any, layout: list, what: str) -> None:
                              f"{layouts[0]}; every rank must build the same network")
 
 
+def optimizer_settings(optimizer: Any) -> dict[str, Any]:
+    """The kind of ``optimizer`` and its public numbers, steps taken included (``{"kind":
+    "SGD", "rate": 0.1, "momentum": 0.9, "regulariser": 0.0, "steps": 0}``)."""
+    numbers = {name: value for name, value in sorted(vars(optimizer).items())
+               if not name.startswith("_") and isinstance(value, (bool, int, float, str))}
+    return {"kind": type(optimizer).__name__, **numbers}
+
+
+def _check_same_optimizer(comm: Any, optimizer: Any) -> None:
+    """Raise ``ValueError`` on every rank unless all ranks' ``optimizer_settings`` agree."""
+    everyone = comm.allgather(optimizer_settings(optimizer))
+    reference = everyone[0]
+    for other, theirs in enumerate(everyone):
+        if theirs == reference:
+            continue
+        if theirs.get("kind") != reference["kind"]:
+            how = f"wraps {theirs.get('kind')} but rank 0 wraps {reference['kind']}"
+        else:
+            names = sorted(k for k in {*theirs, *reference} if theirs.get(k) != reference.get(k))
+            how = (f"wraps {theirs['kind']} with "
+                   f"{', '.join(f'{k}={theirs.get(k)!r}' for k in names)} where rank 0 has "
+                   f"{', '.join(f'{k}={reference.get(k)!r}' for k in names)}")
+        raise ValueError(f"DataParallel: rank {other} {how}; every rank must wrap the same "
+                         "optimizer with the same settings")
+
+
 def _single_dtype(layout: list, what: str) -> np.dtype:
     dtypes = {entry[3] for entry in layout}
     if len(dtypes) != 1:
@@ -173,6 +204,7 @@ class DataParallel:
         self.size = 1 if self.comm is None else self.comm.Get_size()
         self.reduce_seconds = 0.0
         self._checked_layout: list | None = None
+        self._checked_optimizer = False
         self._nccl: Any = None
 
     def __repr__(self) -> str:
@@ -181,6 +213,9 @@ class DataParallel:
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Average ``grads`` over the ranks, then let the wrapped optimizer update ``params``."""
         if self.size > 1:
+            if not self._checked_optimizer:
+                _check_same_optimizer(self.comm, self.optimizer)
+                self._checked_optimizer = True
             began = time.perf_counter()
             grads = self._average(grads)
             self.reduce_seconds += time.perf_counter() - began

@@ -99,6 +99,23 @@ def nan_on_one_rank(rank: int, size: int) -> dict:
     return {**flat_params(net), "message": np.asarray(message), "unchanged": unchanged}
 
 
+def other_optimizer_on_one_rank(rank: int, size: int) -> dict:
+    """The last rank wraps SGD at another rate: every rank's first step must refuse."""
+    net = make_net("feedforward", seed=1)
+    optimizer = make_optimizer("sgd")
+    if rank == size - 1:
+        optimizer.rate = 0.2
+    before = flat_params(net)
+    x, t = batch("feedforward", 0, slice(rank * PER_RANK, (rank + 1) * PER_RANK))
+    try:
+        dualtape.train(net, x, t, distributed.DataParallel(optimizer))
+        message = ""
+    except ValueError as exc:
+        message = str(exc)
+    unchanged = all(np.array_equal(v, before[k]) for k, v in flat_params(net).items())
+    return {"message": np.asarray(message), "unchanged": unchanged}
+
+
 def crash_on_one_rank(rank: int, size: int) -> dict:
     """The last rank raises before its step; the others would wait in the collective."""
     if rank == size - 1:
@@ -113,7 +130,7 @@ def main(argv: list[str]) -> None:
     case, out, *options = argv
     rank, size = distributed.rank(), distributed.world_size()
     cases = {"equivalence": equivalence, "broadcast": broadcast, "nan": nan_on_one_rank,
-             "crash": crash_on_one_rank}
+             "optimizers": other_optimizer_on_one_rank, "crash": crash_on_one_rank}
     result = cases[case](rank, size, *options)
     np.savez(Path(out) / f"rank{rank}.npz", size=size, **result)
 

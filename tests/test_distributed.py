@@ -6,6 +6,7 @@ mpi4py is missing) with a timeout each, so a hang fails the test instead of bloc
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -27,17 +28,20 @@ TIMEOUT = 60  # seconds per MPI run; the runs take about 1 s each
 
 class FakeComm:
     """A communicator of ``size`` ranks in one process: the other ranks send ``others``
-    (a function of the buffer this rank sends)."""
+    (a function of the buffer this rank sends) and gather ``gathered`` (a function of the
+    value this rank gathers: the list every rank receives)."""
 
-    def __init__(self, others=lambda buffer: buffer, size: int = 2, layouts=None):
-        self.others, self.size, self.layouts = others, size, layouts
+    def __init__(self, others=lambda buffer: buffer, size: int = 2, gathered=None, rank: int = 0):
+        self.others, self.size, self.rank = others, size, rank
+        self.gathered = gathered or (lambda value: [value] * size)
         self.reduced: list[int] = []  # the length of every buffer reduced
+        self.gathers = 0
 
     def Get_size(self) -> int:
         return self.size
 
     def Get_rank(self) -> int:
-        return 0
+        return self.rank
 
     def Allreduce(self, sendbuf, recvbuf, op) -> None:
         assert sendbuf == "in place" and op in ("sum", "max")
@@ -48,7 +52,8 @@ class FakeComm:
             recvbuf += (self.size - 1) * self.others(recvbuf.copy())
 
     def allgather(self, value):
-        return [value] * self.size if self.layouts is None else self.layouts
+        self.gathers += 1
+        return self.gathered(value)
 
 
 @pytest.fixture
@@ -159,11 +164,55 @@ def test_bad_arguments_are_refused_with_one_line(fake_mpi):
 def test_ranks_with_different_networks_are_refused(fake_mpi):
     net, x, t = xor_problem()
     layouts = [[(0, "W", (3, 2), "float64")], [(0, "W", (4, 2), "float64")]]
-    comm = FakeComm(layouts=layouts)
+    comm = FakeComm(gathered=lambda value: layouts if isinstance(value, list) else [value] * 2)
     with pytest.raises(ValueError, match="rank 1 has arrays .* every rank must build the same"):
         dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5), comm))
     with pytest.raises(ValueError, match="rank 1 has arrays"):
         distributed.broadcast_parameters(net, comm=comm)
+
+
+def as_rank_1(theirs):
+    """What ``allgather`` returns when rank 1 holds ``theirs`` for an optimizer's settings
+    (every other gather agrees)."""
+    def gathered(value):
+        return [value, theirs] if isinstance(value, dict) else [value, value]
+    return gathered
+
+
+@pytest.mark.parametrize("theirs, how", [
+    (dualtape.SGD(0.2, momentum=0.9), "rank 1 wraps SGD with rate=0.2 where rank 0 has rate=0.5"),
+    (dualtape.SGD(0.5), "rank 1 wraps SGD with momentum=0.0 where rank 0 has momentum=0.9"),
+    (dualtape.Adam(0.5), "rank 1 wraps Adam but rank 0 wraps SGD"),
+    ("steps", "rank 1 wraps SGD with steps=3 where rank 0 has steps=0"),
+], ids=["rate", "momentum", "kind", "steps"])
+def test_ranks_wrapping_different_optimizers_are_refused_at_the_first_step(fake_mpi, theirs, how):
+    if theirs == "steps":  # a rank that loaded another state
+        theirs = dualtape.SGD(0.5, momentum=0.9)
+        theirs.steps = 3
+    comm = FakeComm(gathered=as_rank_1(distributed.optimizer_settings(theirs)))
+    net, x, t = xor_problem()
+    before = host_params(net)
+    with pytest.raises(ValueError, match=re.escape(f"DataParallel: {how}; every rank must wrap "
+                                                   "the same optimizer with the same settings")):
+        dualtape.train(net, x, t, distributed.DataParallel(dualtape.SGD(0.5, momentum=0.9),
+                                                           comm))
+    assert_params_equal(host_params(net), before)
+
+
+def test_the_optimizers_are_compared_once(fake_mpi):
+    comm = FakeComm()
+    net, x, t = xor_problem()
+    wrapped = distributed.DataParallel(dualtape.Adam(0.01), comm)
+    for _ in range(3):
+        dualtape.train(net, x, t, wrapped)
+    assert comm.gathers == 2  # the layout and the optimizer, at the first step
+
+
+def test_optimizer_settings_are_the_kind_and_its_public_numbers():
+    assert distributed.optimizer_settings(dualtape.SGD(0.1, 0.9, 0.01)) == {
+        "kind": "SGD", "momentum": 0.9, "rate": 0.1, "regulariser": 0.01, "steps": 0}
+    assert set(distributed.optimizer_settings(dualtape.Adam(0.01))) == {
+        "kind", "rate", "beta1", "beta2", "eps", "steps"}
 
 
 def mpiexec() -> str:
@@ -233,6 +282,15 @@ def test_nan_on_one_rank_raises_on_every_rank_and_updates_nothing(tmp_path):
 
 
 @pytest.mark.mpi
+def test_a_rank_wrapping_another_optimizer_is_named_on_every_rank(tmp_path):
+    ranks = run_worker("optimizers", tmp_path)
+    expected = ("DataParallel: rank 1 wraps SGD with rate=0.2 where rank 0 has rate=0.1; every "
+                "rank must wrap the same optimizer with the same settings")
+    assert [str(result["message"]) for result in ranks] == [expected, expected]
+    assert all(bool(result["unchanged"]) for result in ranks)
+
+
+@pytest.mark.mpi
 def test_an_exception_on_one_rank_ends_every_rank_under_mpi4py(tmp_path):
     done = run_ranks(["-m", "mpi4py", "-m", "tests.mpi_worker", "crash", str(tmp_path)])
     assert done.returncode != 0
@@ -289,9 +347,13 @@ class Silent:
     def text(self, message: str) -> None:
         pass
 
+    def warn(self, message: str) -> None:
+        pass
 
-@pytest.mark.parametrize(("code", "reason"), [(1, "interrupted"), (2, "time")])
+
+@pytest.mark.parametrize(("code", "reason"), [(143, "interrupted"), (1, "time")])
 def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
+    from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
     from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
 
@@ -299,9 +361,87 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
     comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
     trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
                               dualtape.backend.resolve_backend("numpy"))
+    stop = StopRequest()
     result = _runner(comm)(trainer, RunLimits(steps=10, log_every=1, sample_chars=0),
-                           Silent(), lambda: False)
+                           Silent(), stop)
     assert (result.reason, result.steps, trainer.step_count) == (reason, 3, 3)
+    assert stop.status == (code if reason == "interrupted" else None)  # exits as the other does
+
+
+def test_a_rank_that_does_not_write_stops_at_the_save_point_where_the_model_diverged(
+        fake_mpi, tmp_path, monkeypatch):
+    from dualtape.text.console import StopRequest
+    from dualtape.text.distributed import _runner
+    from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
+
+    comm = FakeComm(others=lambda buffer: np.zeros_like(buffer), rank=1)
+    trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
+                              dualtape.backend.resolve_backend("numpy"))
+    real = trainer.step
+
+    def step():  # the parameters turn NaN in the third step, between two loss reads
+        real()
+        if trainer.step_count == 3:
+            trainer.net.layers[0].params["b"] = trainer.net.layers[0].params["b"] * np.nan
+
+    monkeypatch.setattr(trainer, "step", step)
+    limits = RunLimits(steps=10, log_every=100, sample_chars=0, save=str(tmp_path / "m.npz"),
+                       save_every=2)
+    with pytest.raises(SystemExit) as ended:
+        _runner(comm)(trainer, limits, Silent(), StopRequest())
+    assert ended.value.code == 1 and trainer.step_count == 4
+    assert not (tmp_path / "m.npz").exists()  # rank 0 writes, not this one
+
+
+def shared(corpus: Path, *options: str):
+    """``prepare`` for ``train-text TEXT_RUN... CORPUS options``, and a function giving what
+    its rank must share with the others (``shared_settings``) as it is now."""
+    from dualtape import cli
+    from dualtape.text import cli as text_cli
+    from dualtape.text.distributed import shared_settings
+
+    args = cli.build_parser().parse_args([*TEXT_RUN, str(corpus), *options])
+    prepared = text_cli._prepare(args)
+    return prepared.trainer, lambda: shared_settings(args, prepared.trainer, prepared.text)
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("The cat sat on the mat. The dog sat on the log. " * 12, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--hidden", "9"), ("--dtype", "float32"), ("--optimizer", "adam"), ("--rate", "0.1"),
+    ("--momentum", "0.5"), ("--l2", "0"), ("--clip", "2"), ("--seq-len", "7"), ("--batch", "4"),
+    ("--seed", "6"), ("--steps", "7"), ("--time-limit", "5"), ("--log-every", "3"),
+    ("--save-every", "2"), ("--backend", "array_api_strict"),
+])
+def test_every_option_the_ranks_share_is_compared(corpus, option, value):
+    from dualtape.text.distributed import _difference
+
+    reference = shared(corpus)[1]()
+    assert _difference(reference, reference) is None
+    assert _difference(shared(corpus, option, value)[1](), reference).startswith(
+        f"its {option} is ")
+
+
+def test_the_ranks_must_save_alike_train_on_one_text_and_resume_one_state(corpus, tmp_path):
+    from dualtape.text.distributed import _difference
+
+    trainer, settings = shared(corpus)
+    reference = settings()
+    theirs = shared(corpus, "--save", str(tmp_path / "m.npz"))[1]()
+    assert _difference(theirs, reference).startswith("its saving (--save or --resume) is True "
+                                                     "but rank 0's is False")
+    other = tmp_path / "other.txt"
+    other.write_text(corpus.read_text() + " ")
+    assert _difference(shared(other)[1](), reference).startswith("its corpus's SHA-256 is ")
+    trainer.optimizer.state[(0, "W")] = {"m": trainer.net.layers[0].params["W"] * 0}
+    assert _difference(settings(), reference).startswith("its model digest (weights, "
+                                                         "optimizer state, generators) is ")
+
 
 
 def test_the_reported_speed_counts_every_rank():
@@ -334,6 +474,66 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
                        "--time-limit", "1", "--sample-chars", "0", "--distributed"])
     assert again.returncode == 0, again.stderr
     assert "resumed" in again.stdout and again.stdout.count("stopped (time limit) at step") == 1
+
+
+def run_two_commands(first: list[str], second: list[str]) -> subprocess.CompletedProcess:
+    """Rank 0 runs ``python first`` and rank 1 ``python second`` (one MPMD launch)."""
+    return subprocess.run([mpiexec(), "-n", "1", sys.executable, *first, ":", "-n", "1",
+                           sys.executable, *second], cwd=ROOT, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("rank_0, rank_1, message", [
+    ([], ["--hidden", "9"], "rank 1: its --hidden is [9] but rank 0's is [8]; every rank must "
+     "run the same command"),
+    ([], ["--log-every", "3"], "rank 1: its --log-every is 3 but rank 0's is 2; every rank must"),
+    (["--seq-len", "100000000"], [], "the corpus has"),
+    ([], ["--seq-len", "100000000"], "rank 1: the corpus has"),
+], ids=["architecture", "loop", "rank-0-fails", "rank-1-fails"])
+def test_ranks_that_differ_or_fail_at_start_are_refused_in_one_line(rank_0, rank_1, message):
+    base = ["-m", "dualtape.cli", *TEXT_RUN, "--steps", "2", "--distributed"]
+    done = run_two_commands([*base, *rank_0], [*base, *rank_1])
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+@pytest.mark.mpi
+def test_two_ranks_train_on_rank_0s_windows_and_the_stream_jumped_once(tmp_path, monkeypatch):
+    from dualtape.text import trainer as text_train
+    from dualtape.text.model import read_corpus
+    from dualtape.text.trainer import TextTrainer, TrainConfig
+
+    checkpoint = tmp_path / "model.npz"
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--clip", "0", "--steps", "4",
+                      "--distributed", "--save", str(checkpoint)])
+    assert done.returncode == 0, done.stderr
+    # One process with both ranks' windows side by side (the loss and gradient of the mean
+    # over 6 windows are the mean of the ranks' means over 3; no clipping).
+    streams = [np.random.default_rng([5, 1])]
+    streams.append(np.random.Generator(streams[0].bit_generator.jumped(1)))
+    real = text_train.random_windows
+    monkeypatch.setattr(text_train, "random_windows", lambda ids, seq_len, batch, rng: (
+        np.concatenate([real(ids, seq_len, batch // 2, r) for r in streams], axis=1)))
+    config = TrainConfig(hidden=[8], seq_len=8, batch=6, seed=5, dtype="float64", clip=0.0)
+    alone = TextTrainer.new(read_corpus(None), config, dualtape.backend.resolve_backend("numpy"))
+    for _ in range(4):
+        alone.step()
+    saved = host_params(dualtape.load(checkpoint, backend="numpy"))
+    for got, want in zip(saved, host_params(alone.net), strict=True):
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.mpi
+def test_two_ranks_diverging_between_loss_reads_stop_together_at_a_save_point(tmp_path):
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--dtype", "float32", "--rate", "1e30",
+                      "--clip", "0", "--save-every", "2", "--log-every", "1000", "--steps", "50",
+                      "--distributed", "--save", str(tmp_path / "m.npz")])
+    assert done.returncode == 1
+    assert done.stderr.count("the parameters hold NaN or infinity at step 2;") == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "nothing was saved" in done.stderr
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.mpi

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import math
 import os
@@ -18,6 +20,7 @@ import dualtape
 from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
+from dualtape.text import console
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -34,14 +37,16 @@ from dualtape.text.model import (
     sample,
 )
 from dualtape.text.trainer import (
+    DivergedError,
     RunLimits,
     TextTrainer,
     TrainConfig,
+    clip_gradients,
     load_checkpoint,
     run_training,
 )
 
-from .helpers import assert_params_equal, host_params
+from .helpers import assert_params_equal, host_params, numeric_gradient
 
 TEXT = "The cat sat on the mat. The dog sat on the log. " * 12
 TINY = TrainConfig(hidden=[12], seq_len=8, batch=4, optimizer="adam", rate=0.05, seed=3)
@@ -196,6 +201,103 @@ def test_the_loss_is_read_back_as_a_mean_and_nan_is_caught():
         trainer.read_loss()
 
 
+def global_norm(groups) -> float:
+    return math.sqrt(sum(float(np.sum(np.asarray(dualtape.to_numpy(g), dtype=np.float64) ** 2))
+                         for group in groups for g in group.values()))
+
+
+@pytest.mark.parametrize("scale, clipped", [(4.0, True), (0.5, False)],
+                         ids=["above-clip", "below-clip"])
+def test_clip_gradients_scales_the_global_norm_down_to_clip(backend, scale, clipped):
+    # Several groups of several arrays: the norm is taken over all of them together.
+    rng = np.random.default_rng(0)
+    host = [{"W": rng.normal(size=(3, 4)), "b": rng.normal(size=4)}, {"U": rng.normal(size=5)}]
+    norm = global_norm(host)
+    host = [{k: g * (scale / norm) for k, g in group.items()} for group in host]  # norm: scale
+    grads = [{k: dualtape.asarray(g) for k, g in group.items()} for group in host]
+    out = clip_gradients(backend.xp, grads, 1.0)
+    assert global_norm(out) == pytest.approx(1.0 if clipped else scale, rel=1e-12)
+    factor = 1.0 / scale if clipped else 1.0
+    for got, want in zip(out, host, strict=True):
+        for key in want:
+            np.testing.assert_allclose(dualtape.to_numpy(got[key]), want[key] * factor,
+                                       rtol=1e-12)
+
+
+def cross_entropy_per_char(net, window: np.ndarray, vocab_size: int) -> float:
+    """The mean cross entropy per character of ``window`` under ``net`` (numpy float64), by
+    the public forward pass and the Softmax's probabilities: an oracle independent of the
+    trainer's logits path."""
+    eye = np.eye(vocab_size)
+    _, _, probs = net.forward_sequence(net.initial_state(window.shape[1]), eye[window[:-1]])
+    picked = np.take_along_axis(dualtape.to_numpy(probs), window[1:, :, None], axis=-1)
+    return float(-np.log(picked).sum() / (window.shape[0] - 1) / window.shape[1])
+
+
+@pytest.mark.parametrize("clip", [0.0, 1e6], ids=["clip-off", "clip-above-the-norm"])
+def test_a_step_is_plain_sgd_on_the_mean_loss_per_character(clip):
+    config = TrainConfig(hidden=[5], seq_len=6, batch=3, rate=0.1, momentum=0.0, l2=0.0,
+                         clip=clip, dtype="float64", seed=2)
+    trainer = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+    window = random_windows(trainer.ids, 6, 3, np.random.default_rng([2, 1]))  # the first draw
+    before = host_params(trainer.net)
+    params = trainer.net.layers[0].params
+
+    def loss_at(w: np.ndarray) -> float:
+        params["W"] = w
+        return cross_entropy_per_char(trainer.net, window, len(trainer.vocab))
+
+    loss = loss_at(before[0]["W"].copy())
+    expected = numeric_gradient(loss_at, before[0]["W"].copy())
+    params["W"] = before[0]["W"].copy()
+    trainer.step()
+    step = (before[0]["W"] - dualtape.to_numpy(trainer.net.layers[0].params["W"])) / 0.1
+    np.testing.assert_allclose(step, expected, rtol=1e-5, atol=1e-9)
+    assert trainer.read_loss() == pytest.approx(loss, rel=1e-12)
+
+
+def test_the_loss_read_back_is_the_mean_of_the_steps_since_the_last_read():
+    one_by_one = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    together = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    losses = _losses(one_by_one, 3)
+    for _ in range(3):
+        together.step()
+    assert together.read_loss() == pytest.approx(np.mean(losses), rel=1e-6)
+    assert together.read_loss() is None
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_an_infinite_or_nan_loss_is_a_divergence(value):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    trainer.step()
+    trainer._loss_sum = trainer._loss_sum * value
+    with pytest.raises(DivergedError, match="training diverged: the loss is"):
+        trainer.read_loss()
+
+
+def test_a_step_that_raises_changes_nothing_and_the_next_draws_the_same_windows(monkeypatch):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    fresh = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    real = type(trainer._logits)._forward_sequence
+    calls = []
+
+    def fails_once(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(trainer._logits), "_forward_sequence", fails_once)
+    state = trainer.window_rng.bit_generator.state
+    with pytest.raises(MemoryError):
+        trainer.step()
+    assert trainer.window_rng.bit_generator.state == state and trainer.step_count == 0
+    assert trainer.read_loss() is None
+    trainer.step()
+    fresh.step()
+    assert_params_equal(host_params(trainer.net), host_params(fresh.net))
+
+
 def test_a_corpus_shorter_than_a_window_is_refused():
     with pytest.raises(TextError, match="--seq-len 8 needs at least 9"):
         TextTrainer.new("abcdefgh", TINY, resolve_backend("numpy"))
@@ -219,6 +321,36 @@ def test_resume_on_another_backend_continues_with_the_same_losses(backend, tmp_p
     assert resumed.net.backend.name == backend.name
     np.testing.assert_allclose(_losses(resumed, 3), expected, rtol=2e-4)
     assert resumed.step_count == 7
+
+
+@pytest.mark.parametrize("poison", ["parameters hold", "optimizer state holds"])
+def test_a_model_that_is_not_finite_is_never_written(tmp_path, poison):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))  # Adam: two moments
+    trainer.step()
+    path = tmp_path / "c.npz"
+    trainer.save(path)
+    written = path.read_bytes()
+    if poison == "parameters hold":
+        trainer.net.layers[0].params["b"] = trainer.net.layers[0].params["b"] * np.nan
+    else:
+        slots = next(iter(trainer.optimizer.state.values()))
+        slots["v"] = slots["v"] + np.inf
+    trainer.step_count += 1
+    with pytest.raises(DivergedError, match=f"the {poison} NaN or infinity at step 2"):
+        trainer.save(path)
+    assert path.read_bytes() == written and trainer.saved == (str(path), 1)
+
+
+def test_resuming_with_a_seed_draws_from_the_new_seed(tmp_path):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    trainer.step()
+    trainer.save(tmp_path / "c.npz")
+    checkpoint = load_checkpoint(tmp_path / "c.npz")
+    kept = checkpoint.trainer(trainer.ids)
+    assert kept.window_rng.bit_generator.state == trainer.window_rng.bit_generator.state
+    reseeded = checkpoint.trainer(trainer.ids, dataclasses.replace(TINY, seed=99), reseed=True)
+    for got, stream in ((reseeded.window_rng, 1), (reseeded.sample_rng, 2)):
+        assert got.bit_generator.state == np.random.default_rng([99, stream]).bit_generator.state
 
 
 def test_checkpoint_keeps_the_sample_generator(tmp_path):
@@ -245,6 +377,14 @@ def test_sampling_is_deterministic_with_a_seed(backend):
     assert len(draw(1)) == 25
     assert draw(2, "The") == draw(2, "The")
     assert len({draw(seed) for seed in range(4)}) > 1
+
+
+@pytest.mark.parametrize("temperature", [1e-310, 5e-324, 1e300])
+def test_extreme_temperatures_sample_without_nan(temperature):
+    probs = np.array([0.2, 0.5, 0.3])
+    rng = np.random.default_rng(0)
+    drawn = {choose(probs, temperature, rng) for _ in range(200)}
+    assert drawn == ({1} if temperature < 1 else {0, 1, 2})
 
 
 def test_temperature_sharpens_and_must_be_positive():
@@ -280,6 +420,9 @@ class Recorder:
     def text(self, message):
         self.messages.append(message)
 
+    def warn(self, message):
+        self.messages.append(message)
+
 
 def test_run_training_logs_samples_and_saves(tmp_path):
     trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
@@ -307,6 +450,91 @@ def test_run_training_stops_when_asked():
     assert [m[:19] for m in recorder.messages] == ["--- sample at step "]  # only the last
 
 
+def poisoned_at(trainer: TextTrainer, when: int, monkeypatch) -> None:
+    """The trainer's parameters turn NaN in its ``when``-th step (as a diverging run's do)."""
+    real = trainer.step
+
+    def step():
+        real()
+        if trainer.step_count == when:
+            trainer.net.layers[0].params["b"] = trainer.net.layers[0].params["b"] * np.nan
+
+    monkeypatch.setattr(trainer, "step", step)
+
+
+def test_a_run_that_diverges_stops_at_the_next_save_point_and_keeps_the_last(tmp_path,
+                                                                             monkeypatch):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    poisoned_at(trainer, 3, monkeypatch)
+    path = tmp_path / "run.npz"
+    recorder = Recorder()
+    limits = RunLimits(steps=10, log_every=100, sample_chars=0, save=str(path), save_every=2)
+    with pytest.raises(DivergedError, match="parameters hold NaN or infinity at step 4"):
+        run_training(trainer, limits, recorder)
+    assert load_checkpoint(path).step == 2 and trainer.saved == (str(path), 2)
+    assert [m for m in recorder.messages if m.startswith("saved")] == [f"saved {path} at step 2"]
+
+
+def test_a_nan_loss_ends_the_run_without_saving(tmp_path, monkeypatch):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+
+    def diverged():
+        raise DivergedError("training diverged: the loss is nan near step 1")
+
+    monkeypatch.setattr(trainer, "read_loss", diverged)
+    path = tmp_path / "run.npz"
+    with pytest.raises(DivergedError):
+        run_training(trainer, RunLimits(steps=3, log_every=1, save=str(path)), Recorder())
+    assert not path.exists() and trainer.saved is None
+
+
+@pytest.mark.parametrize("where", ["sample", "step", "report"])
+def test_any_other_failure_in_the_loop_saves_first(tmp_path, monkeypatch, where):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    recorder = Recorder()
+    failure = RuntimeError(f"planted failure in a {where}")
+    real_step = trainer.step
+
+    def fail(*args):
+        raise failure
+
+    def step():  # the third step raises
+        if trainer.step_count == 2:
+            fail()
+        real_step()
+
+    if where == "sample":
+        monkeypatch.setattr(trainer, "sample", fail)
+    elif where == "step":
+        monkeypatch.setattr(trainer, "step", step)
+    else:
+        monkeypatch.setattr(recorder, "progress", fail)
+    path = tmp_path / "run.npz"
+    limits = RunLimits(steps=10, log_every=2, sample_every=2, sample_chars=5, save=str(path))
+    with pytest.raises(RuntimeError, match="planted failure"):
+        run_training(trainer, limits, recorder)
+    assert load_checkpoint(path).step == 2 and f"saved {path} at step 2" in recorder.messages
+
+
+def test_when_the_rescue_save_fails_too_it_warns_and_the_failure_propagates(tmp_path,
+                                                                             monkeypatch):
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+
+    def fail(*args):
+        raise RuntimeError("planted failure in a sample")
+
+    def no_save(*args):
+        raise TextError("cannot write checkpoint: no space; nothing was saved")
+
+    monkeypatch.setattr(trainer, "sample", fail)
+    monkeypatch.setattr(trainer, "save_or_fall_back", no_save)
+    recorder = Recorder()
+    limits = RunLimits(steps=10, sample_every=1, save=str(tmp_path / "run.npz"))
+    with pytest.raises(RuntimeError, match="planted failure"):
+        run_training(trainer, limits, recorder)
+    assert recorder.messages == ["warning: cannot write checkpoint: no space; nothing was saved"]
+
+
 def test_time_limit_stops_the_run():
     trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
     result = run_training(trainer, RunLimits(time_limit=0.05, sample_chars=0), Recorder())
@@ -314,13 +542,97 @@ def test_time_limit_stops_the_run():
 
 
 def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
-    with text_cli._stop_on_interrupt() as stop:
+    before = signal.getsignal(signal.SIGINT)  # not Python's own where SIGINT starts ignored
+    with console.stop_on_signals(console.StopRequest()) as stop:
         assert not stop()
         os.kill(os.getpid(), signal.SIGINT)
         assert stop()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_stop_keeps_its_first_cause_and_only_a_ctrl_c_while_stopping_aborts():
+    stop = console.StopRequest()
+    assert not stop() and stop.exit_code == 130
+    stop.signal(signal.SIGHUP)
+    for later in (lambda: stop.ask(console.OUTPUT_LOST, "stdout was lost"),  # a dead terminal
+                  lambda: stop.signal(signal.SIGTERM), lambda: stop.signal(signal.SIGHUP)):
+        later()
+        assert stop() and (stop.status, stop.cause, stop.exit_code) == (129, "SIGHUP", 129)
+    with pytest.raises(KeyboardInterrupt):
+        stop.signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_sigterm_and_sighup_ask_to_stop_and_the_handlers_come_back(signum):
+    before = signal.getsignal(signum)
+    with console.stop_on_signals(console.StopRequest()) as stop:
+        os.kill(os.getpid(), signum)
+        os.kill(os.getpid(), signum)  # a repeat does not abort
+        assert stop.status == 128 + signum
+    assert signal.getsignal(signum) is before
+
+
+class GoneStdout:
+    """A stdout that cannot be written any more (its writes raise ``error``)."""
+
+    encoding = "utf-8"
+
+    def __init__(self, error: OSError):
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+    def flush(self) -> None:
+        raise self.error
+
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError(errno.EPIPE, "Broken pipe"),
+                                   OSError(errno.ENOSPC, "No space left on device"),
+                                   OSError(errno.EIO, "Input/output error")],
+                         ids=["closed-pipe", "full-disk", "hung-up-terminal"])
+def test_a_lost_stdout_asks_to_stop_and_sends_warnings_to_stderr(capsys, monkeypatch, error):
+    gone = GoneStdout(error)
+    monkeypatch.setattr(sys, "stdout", gone)
+    stop = console.StopRequest()
+    output = console.Output(stop)
+    reporter = console.GuardedReporter(console.PlainReporter(), output)
+    reporter.progress(1, 2.0, 100.0)
+    assert stop.status == console.OUTPUT_LOST and error.strerror in stop.cause
+    assert output.lost is error and sys.stdout is not gone  # silenced: the null device
+    print("a library's late line")  # goes nowhere, and raises nothing
+    reporter.text("--- sample ---")
+    reporter.warn("warning: cannot write checkpoint")
+    output.warn("saved run.npz at step 1")
+    reporter.close()
+    assert capsys.readouterr().err == "warning: cannot write checkpoint\nsaved run.npz at step 1\n"
+
+
+def test_a_progress_bar_that_finds_stdout_gone_gives_way_to_plain_lines(monkeypatch):
+    def no_bar(*args):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(console, "make_reporter", no_bar)
+    monkeypatch.setattr(sys, "stdout", GoneStdout(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    stop = console.StopRequest()
+    reporter = console.GuardedReporter.make(console.Output(stop), None, None)
+    assert type(reporter.reporter) is console.PlainReporter and stop.status == 74
+
+
+@pytest.mark.parametrize("command, status", [("train-text", 74), ("info", 0)])
+def test_a_broken_pipe_that_reaches_the_dualtape_command(monkeypatch, command, status):
+    def gone(args):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(text_cli, "train_text", gone)
+    monkeypatch.setattr(cli, "info", gone)
+    monkeypatch.setattr(sys, "stdout", GoneStdout(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert cli.main([command]) == status
 
 
 # --- the command line ------------------------------------------------------------------------
@@ -404,7 +716,7 @@ def test_train_text_help_states_the_stopping_defaults(capsys):
 
 def test_the_step_bar_puts_a_space_before_steps(capsys):
     tqdm = pytest.importorskip("tqdm").tqdm
-    bar = text_cli.BarReporter(tqdm, steps=None)
+    bar = console.BarReporter(tqdm, steps=None)
     for _ in range(41):
         bar.advance()
     bar.progress(41, 2.5, 1000.0)
@@ -416,7 +728,7 @@ def test_the_step_bar_puts_a_space_before_steps(capsys):
 def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
     tqdm = pytest.importorskip("tqdm").tqdm
     times = iter([100.0, 104.0, 106.5])
-    bar = text_cli.BarReporter(tqdm, steps=None, time_limit=10, clock=lambda: next(times))
+    bar = console.BarReporter(tqdm, steps=None, time_limit=10, clock=lambda: next(times))
     bar.advance()
     bar.progress(1, 2.5, 1000.0)
     bar.advance()
@@ -425,23 +737,32 @@ def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):
     assert " 65%|" in out and "00:06 of 00:10, ETA 00:03, 2 steps, loss 2.500" in out
 
 
+def test_a_bar_tqdm_refuses_gives_way_to_plain_lines(monkeypatch):
+    pytest.importorskip("tqdm")
+
+    class Terminal(GoneStdout):
+        def isatty(self) -> bool:
+            return True
+
+    def refused(*args, **kwargs):
+        raise ValueError("tqdm cannot draw this bar")
+
+    monkeypatch.setattr(sys, "stdout", Terminal(OSError(errno.EIO, "unused")))
+    monkeypatch.setattr(console, "BarReporter", refused)
+    assert type(console.make_reporter(None, 10.0)) is console.PlainReporter
+
+
 def test_ctrl_c_saves_and_exits_130(capsys, corpus, tmp_path, monkeypatch):
-    class AfterThree(text_cli.StopRequest):
+    class AfterThree(console.StopRequest):
         """A Ctrl-C that arrives during the fourth check."""
 
         def __call__(self):
             self.calls = getattr(self, "calls", 0) + 1
             if self.calls > 3:
-                self.signum = signal.SIGINT
+                self.signal(signal.SIGINT)
             return super().__call__()
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    monkeypatch.setattr(text_cli, "_stop_on_interrupt", AfterThree)
+    monkeypatch.setattr(text_cli, "StopRequest", AfterThree)
     ckpt = tmp_path / "c.npz"
     code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--save", str(ckpt),
                        "--sample-chars", "0")

@@ -1,15 +1,34 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
-Only ``argparse`` is imported here; the model code (``model``, ``trainer``) and tqdm are
-imported when a command runs, so ``dualtape info`` stays quick. Bad input is reported as one
-line on stderr with exit status 1, never a traceback.
+Only ``argparse`` and ``console`` are imported here; the model code (``model``, ``trainer``)
+and tqdm are imported when a command runs, so ``dualtape info`` stays quick. Bad input is
+reported as one line on stderr with exit status 1, never a traceback.
 
-Saving and signals: ``--save`` is checked before training (its folder must exist and be
-writable; an existing file there must be a dualtape file, so the training text or any other
-file is never overwritten). Ctrl-C or SIGTERM stops training after the current step, saves,
-and exits with 130 or 143; a second one aborts. The final checkpoint is written before the
-final sample; a failed periodic save warns and training goes on; a failed final save falls
-back to ``NAME.stepN.npz`` next to it, then in the temporary folder, and says where.
+Where a checkpoint goes: ``--save PATH``, or, when resuming without it, back to the
+``--resume`` file (the header says so). Both are checked before training: the folder must be
+writable; an existing file there must be a regular dualtape file, and it is replaced only when
+it is the checkpoint being resumed (the same file by any spelling or link) or with
+``--overwrite``; anything else (the training text, a FIFO, a device) is never replaced.
+
+How a run stops, and its exit status:
+
+- 0: the step or time limit was reached; the checkpoint was written before the final sample.
+- 1: an error, in one line on stderr. Bad input stops before training. A diverged run (a NaN
+  or infinite loss, parameter or optimizer state, seen when the loss is read or at a save
+  point) stops and writes nothing: the last checkpoint stays, and the message says which file
+  holds what. Any other failure during
+  training (a sample or a step that raises, out of memory) saves first, then reports. A
+  failed periodic save warns and training goes on; a failed final save falls back to
+  ``NAME.stepN.npz`` next to it, then in the temporary folder, and says where.
+- 2: the command line does not parse (argparse's usage message).
+- 74: stdout went away (a pipe whose reader left, ``| head``; a full disk; a terminal that
+  hung up): the run stops after the current step, saves, and says so on stderr.
+- 128 + N after signal N: Ctrl-C (130), SIGTERM (143) or SIGHUP (129, a closed terminal or a
+  dropped ssh) stops training after the current step and saves. A Ctrl-C while stopping
+  aborts at once (the checkpoints already written stay); repeated SIGTERM or SIGHUP do not.
+
+``sample`` exits 0 when done or when its reader leaves (``| head``), 1 on an error, 74 when
+stdout cannot be written otherwise (a full disk), 130 after Ctrl-C (what was printed stays).
 
 What a resumed run reads: FILE when given; else the built-in corpus when the checkpoint was
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
@@ -23,21 +42,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import secrets
 import shlex
-import signal
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from .console import (
+    INTERRUPTED,
+    OUTPUT_LOST,
+    GuardedReporter,
+    Output,
+    StopRequest,
+    emit,
+    stop_on_signals,
+    to_stderr,
+)
 
 BACKEND_CHOICES = ("auto", "numpy", "cupy", "torch", "array_api_strict")
 ARCHITECTURE = ("hidden", "vocab", "annotate_capitals", "dtype", "optimizer")
 TUNABLE = ("seq_len", "batch", "rate", "momentum", "l2", "clip", "encoding")
-PLAIN_INTERVAL = 2.0  # seconds between plain progress lines
-INTERRUPTED = 130
+MAX_SAMPLE_CHARS = 100_000
+"""The longest sample train-text draws while training (sampling does not stop for Ctrl-C;
+``dualtape sample`` writes longer texts as they come)."""
 
 
 def register(commands: Any) -> None:
@@ -104,15 +132,20 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      help="print a sample every N steps and at the end, 0 = only at "
                      "the end (default 200)")
     run.add_argument("--sample-chars", type=int, default=200, metavar="N",
-                     help="characters per sample, 0 = no samples (default 200)")
+                     help=f"characters per sample, 0 = no samples, at most "
+                     f"{MAX_SAMPLE_CHARS:,} (default 200)")
     run.add_argument("--temperature", type=float, default=0.8,
                      help="sampling temperature, > 0 (default 0.8)")
     run.add_argument("--save", metavar="PATH",
-                     help="write a checkpoint here at the end (and on Ctrl-C or SIGTERM); "
-                     "an existing file must be a dualtape file")
+                     help="write a checkpoint here at the end (and on Ctrl-C, SIGTERM, SIGHUP "
+                     "or a lost stdout); an existing checkpoint is replaced only when it is "
+                     "the one resumed, or with --overwrite (default: the --resume file)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="let --save replace an existing checkpoint of another run")
     run.add_argument("--save-every", type=int, default=0, metavar="N",
                      help="also save every N steps (default: only at the end)")
-    run.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
+    run.add_argument("--resume", metavar="PATH",
+                     help="continue from a checkpoint, saving back to it unless --save is given")
     run.add_argument("--distributed", action="store_true",
                      help="train data-parallel with every process of an MPI launch: mpiexec -n "
                      "N dualtape train-text --distributed ...; --batch is per process, rank 0 "
@@ -138,19 +171,9 @@ def _sample_parser(commands: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"dualtape {command}: error: {message}", file=sys.stderr)
-    return 1
-
-
-def _emit(text: str, end: str = "\n") -> None:
-    """Print even where the console's encoding lacks some characters."""
-    try:
-        sys.stdout.write(text + end)
-    except UnicodeEncodeError:
-        encoding = sys.stdout.encoding or "ascii"
-        sys.stdout.write((text + end).encode(encoding, "replace").decode(encoding))
-    sys.stdout.flush()
+def _fail(command: str, message: str, status: int = 1) -> int:
+    to_stderr(f"dualtape {command}: error: {message}")
+    return status
 
 
 def _check(args: argparse.Namespace, rules: dict[str, tuple[str, Callable]]) -> None:
@@ -178,11 +201,13 @@ def _positive_finite(x: Any) -> bool:
 def _check_run_args(args: argparse.Namespace) -> None:
     """The options that do not go into a checkpoint (those are ``_check_config``'s)."""
     p, nn = ("positive", _positive), ("0 or more", _non_negative)
+    finite = ("positive and finite", _positive_finite)
     _check(args, {
-        "log_every": p, "time_limit": p, "threads": p, "steps": nn, "sample_every": nn,
-        "sample_chars": nn, "save_every": nn, "temperature": ("positive and finite",
-                                                              _positive_finite),
-        "max_corpus_mb": ("positive and finite", _positive_finite),
+        "log_every": p, "threads": p, "steps": nn, "sample_every": nn, "save_every": nn,
+        "time_limit": ("positive and finite (leave it out for no limit)", _positive_finite),
+        "sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", lambda n: 0 <= n <= MAX_SAMPLE_CHARS),
+        "temperature": finite, "max_corpus_mb": finite,
+        "save": ("a path", bool), "resume": ("a path", bool),
     })
 
 
@@ -197,26 +222,39 @@ def _check_config(config: Any) -> None:
         raise TextError(f"--{name.replace('_', '-')} must be {need}, got {value}")
 
 
-def _check_save_path(path: str) -> None:
-    """Refuse, before training, a ``--save`` that could not be written or that would replace
-    a file which is not a dualtape file (such as the training text)."""
+def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | None:
+    """Refuse, before training, a checkpoint destination that could not be written or whose
+    file would be lost: one that is not a regular dualtape file (such as the training text),
+    or another run's checkpoint unless it is the one resumed or ``overwrite`` is given.
+    Returns what is there now (``"PATH (step N)"``), None when nothing is."""
     import tempfile
 
     from ..io import check_destination, read_header
     from .model import TextError
+    from .trainer import check_regular_file
 
+    flag = "--save" if path != resume else "--resume (which saves back to it)"
     try:
         target = check_destination(path)
         with tempfile.TemporaryFile(dir=target.parent):
             pass  # the folder takes a new file (read-only file systems, quotas)
+        if not target.exists():
+            return None
+        check_regular_file(target, flag)
+        step = read_header(target).get("extra", {}).get("step")
+        same = resume is not None and os.path.samefile(target, resume)
     except OSError as exc:
-        raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
-    if target.exists():
-        try:
-            read_header(target)
-        except (OSError, ValueError):
-            raise TextError(f"--save {path} exists and is not a dualtape file; refusing to "
-                            "overwrite it (choose another path)") from None
+        hint = "" if path != resume else "; give --save PATH to save elsewhere"
+        raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}{hint}") from None
+    except ValueError:
+        raise TextError(f"{flag} {path} exists and is not a dualtape file; refusing to "
+                        "overwrite it (choose another path)") from None
+    there = path if step is None else f"{path} (step {step})"
+    if not (same or overwrite):
+        raise TextError(f"--save {there} is another run's checkpoint; refusing to replace it: "
+                        f"choose another path, continue it with --resume {path}, or pass "
+                        "--overwrite")
+    return there
 
 
 def _resolve(name: str) -> Any:
@@ -273,8 +311,18 @@ def _corpus_path(args: argparse.Namespace, config: Any) -> str | None:
     return str(Path(args.file).resolve())
 
 
-def _prepare(args: argparse.Namespace) -> Any:
-    """The trainer the arguments describe (new or resumed), and a header to print."""
+class Prepared(NamedTuple):
+    """A run ready to train: the trainer, its text, a header note (resumed from where; the
+    ranks) and what the checkpoint destination holds before the run (None: nothing)."""
+
+    trainer: Any
+    text: str
+    note: str | None
+    before: str | None
+
+
+def _prepare(args: argparse.Namespace) -> Prepared:
+    """The trainer the arguments describe (new or resumed), checked, with its header note."""
     from .model import TextError
     from .trainer import TextTrainer, load_checkpoint
 
@@ -284,23 +332,26 @@ def _prepare(args: argparse.Namespace) -> Any:
             import threadpoolctl  # noqa: F401
         except ImportError:
             raise TextError("--threads needs threadpoolctl: pip install threadpoolctl") from None
-    if args.save:
-        _check_save_path(args.save)
     backend = _resolve(args.backend)
     if args.resume:
         checkpoint = load_checkpoint(args.resume, backend)
+        before = _check_save_path(args.save or args.resume, args.resume, args.overwrite)
         config = _resumed_config(args, checkpoint.config)
         _check_config(config)  # before reading the corpus
         config.corpus = _corpus_path(args, config)
         text = _read(config, args.max_corpus_mb, from_checkpoint=args.file is None)
         trainer = checkpoint.trainer(checkpoint.vocab.encode(text), config,
                                      reseed=args.seed is not None)
-        return trainer, text, f"resumed {args.resume} at step {checkpoint.step}"
+        note = f"resumed {args.resume} at step {checkpoint.step}"
+        if args.save is None:
+            note += "; saving back to it (--save PATH saves elsewhere)"
+        return Prepared(trainer, text, note, before)
+    before = None if args.save is None else _check_save_path(args.save, None, args.overwrite)
     config = _new_config(args)
     _check_config(config)
     config.corpus = _corpus_path(args, config)
     text = _read(config, args.max_corpus_mb)
-    return TextTrainer.new(text, config, backend), text, None
+    return Prepared(TextTrainer.new(text, config, backend), text, None, before)
 
 
 def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> str:
@@ -324,7 +375,8 @@ def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> s
     return text
 
 
-def _header(trainer: Any, text: str, resumed: str | None) -> list[str]:
+def _header(prepared: Prepared) -> list[str]:
+    trainer, text = prepared.trainer, prepared.text
     cfg, vocab, net = trainer.config, trainer.vocab, trainer.net
     corpus = cfg.corpus or "the built-in corpus"
     extras = "unknown" + (" and capital marker" if vocab.annotate_capitals else "")
@@ -339,95 +391,9 @@ def _header(trainer: Any, text: str, resumed: str | None) -> list[str]:
            if cfg.optimizer == "sgd" else f"Adam rate {cfg.rate:g}")
     lines.append(f"training: {opt}, clip {cfg.clip:g}; windows of {cfg.seq_len} x batch "
                  f"{cfg.batch}; seed {cfg.seed}")
-    if resumed:
-        lines.append(resumed)
+    if prepared.note:
+        lines.append(prepared.note)
     return lines
-
-
-class PlainReporter:
-    """Progress as a line every ``PLAIN_INTERVAL`` seconds (for logs and pipes)."""
-
-    def __init__(self) -> None:
-        self.last_line = -float("inf")
-        self.loss: float | None = None
-        self.speed = 0.0
-
-    def advance(self) -> None:
-        """Nothing to do per step."""
-
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """Remember the reading; print it if the last line is old enough."""
-        self.loss, self.speed = loss, chars_per_second
-        now = time.monotonic()
-        if now - self.last_line >= PLAIN_INTERVAL:
-            self.last_line = now
-            _emit(f"step {step:>6}  loss {loss:.3f}  {chars_per_second:,.0f} chars/s")
-
-    def text(self, message: str) -> None:
-        """Print a message."""
-        _emit(message)
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-class BarReporter(PlainReporter):
-    """A tqdm progress bar with the loss and speed; messages are written above it. It counts
-    steps (of ``steps`` when given) or, with a ``time_limit``, shows the time used of the
-    limit and the time left."""
-
-    def __init__(self, tqdm: Any, steps: int | None, time_limit: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self.tqdm, self.time_limit, self.clock = tqdm, time_limit, clock
-        self.started, self.done, self.reading = clock(), 0, ""
-        if time_limit is None:
-            self.bar = tqdm(total=steps, unit=" steps", file=sys.stdout, dynamic_ncols=True)
-        else:
-            self.bar = tqdm(total=time_limit, file=sys.stdout, dynamic_ncols=True,
-                            bar_format="{percentage:3.0f}%|{bar}| {desc}")
-
-    def advance(self) -> None:
-        """Move the bar one step, or to the time used so far."""
-        self.done += 1
-        if self.time_limit is None:
-            self.bar.update(1)
-            return
-        used = min(self.clock() - self.started, self.time_limit)
-        interval = self.tqdm.format_interval
-        self.bar.set_description_str(
-            f"{interval(used)} of {interval(self.time_limit)}, ETA "
-            f"{interval(self.time_limit - used)}, {self.done} steps{self.reading}", refresh=False)
-        self.bar.update(used - self.bar.n)
-
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """Show the reading on the bar."""
-        self.loss, self.speed = loss, chars_per_second
-        self.reading = f", loss {loss:.3f}, {chars_per_second:,.0f} chars/s"
-        if self.time_limit is None:
-            self.bar.set_postfix_str(self.reading[2:], refresh=False)
-
-    def text(self, message: str) -> None:
-        """Print above the bar."""
-        try:
-            self.tqdm.write(message, file=sys.stdout)
-        except UnicodeEncodeError:
-            self.bar.clear()
-            _emit(message)
-
-    def close(self) -> None:
-        """Leave the bar on screen."""
-        self.bar.close()
-
-
-def _reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
-    if not sys.stdout.isatty():
-        return PlainReporter()
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return PlainReporter()
-    return BarReporter(tqdm, steps, time_limit)
 
 
 def _next_step(trainer: Any) -> str:
@@ -440,6 +406,16 @@ def _next_step(trainer: Any) -> str:
             f"{shlex.quote(path)}")
 
 
+def _on_disk(trainer: Any, before: str | None) -> str:
+    """What a run that did not end cleanly leaves on disk: its last checkpoint, or the file
+    it would have replaced, or nothing."""
+    if trainer.saved is not None:
+        return "saved {} at step {}".format(*trainer.saved)
+    if before is not None:
+        return f"{before} was left as it was"
+    return "nothing was saved"
+
+
 def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
     """A limit on BLAS and OpenMP threads while training (``--threads``), via threadpoolctl."""
     if threads is None:
@@ -449,58 +425,20 @@ def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
     return threadpool_limits(limits=threads)
 
 
-class StopRequest:
-    """Whether a stop was asked for, and by which signal (its exit status is 128 + signal)."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def exit_code(self) -> int:
-        """130 after Ctrl-C (SIGINT), 143 after SIGTERM."""
-        return 128 + (self.signum or signal.SIGINT)
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def _stop_on_interrupt() -> Iterator[StopRequest]:
-    """The first Ctrl-C or SIGTERM asks the loop to stop after its step; a second one aborts."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        if request():
-            raise KeyboardInterrupt
-        request.signum = signum
-
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    try:
-        yield request
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def train_text(args: argparse.Namespace) -> int:
-    """``dualtape train-text``: train (or resume), report, save and sample."""
+    """``dualtape train-text``: train (or resume), report, save and sample; the exit status
+    says how the run ended (see the module's docstring)."""
     from .model import TextError
-    from .trainer import RunLimits, run_training
+    from .trainer import run_training
 
     run = run_training
     try:
         if args.distributed:
             from .distributed import prepare_distributed
 
-            trainer, text, resumed, run = prepare_distributed(args, _prepare)
+            prepared, run = prepare_distributed(args, _prepare)
         else:
-            trainer, text, resumed = _prepare(args)
+            prepared = _prepare(args)
     except TextError as exc:
         return _fail("train-text", str(exc))
     except MemoryError:
@@ -508,39 +446,67 @@ def train_text(args: argparse.Namespace) -> int:
                      "--hidden, --batch or --seq-len")
     except KeyboardInterrupt:
         return INTERRUPTED
-    for line in _header(trainer, text, resumed):
-        _emit(line)
-    limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
-                       args.sample_chars, args.temperature, args.save, args.save_every)
-    reporter = _reporter(args.steps, args.time_limit)
+    except Exception as exc:  # a bug: still one line
+        return _fail("train-text", f"while preparing the run: {type(exc).__name__}: {exc}")
     stop = StopRequest()
-    try:
-        with _blas_threads(args.threads), _stop_on_interrupt() as stop:
+    output = Output(stop)
+    for line in _header(prepared):
+        output.line(line)
+    return _train(args, prepared, run, stop, output)
+
+
+def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
+           output: Output) -> int:
+    """The run itself, after the header: every way it ends, in one line and a status."""
+    import numpy as np
+
+    from .model import TextError
+    from .trainer import DivergedError, RunLimits
+
+    trainer = prepared.trainer
+    limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
+                       args.sample_chars, args.temperature, args.save or args.resume,
+                       args.save_every)
+    reporter = GuardedReporter.make(output, args.steps, args.time_limit)
+
+    def failed(message: str) -> int:
+        reporter.close()
+        return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
+
+    try:  # numpy's overflow warnings are noise here: a diverged model is reported below
+        with _blas_threads(args.threads), stop_on_signals(stop), np.errstate(all="ignore"):
             result = run(trainer, limits, reporter, stop)
-    except FloatingPointError as exc:
+    except DivergedError as exc:
+        return failed(str(exc))
+    except TextError as exc:  # the final save failed: it says what it tried; add what is kept
         reporter.close()
-        return _fail("train-text", f"{exc}; nothing was saved")
-    except TextError as exc:
-        reporter.close()
-        return _fail("train-text", str(exc))
+        if trainer.saved is not None:
+            return _fail("train-text", "{}; the last checkpoint written is {} (step {})".format(
+                exc, *trainer.saved))
+        kept = "" if prepared.before is None else f"; {prepared.before} was left as it was"
+        return _fail("train-text", f"{exc}{kept}")
     except MemoryError:
-        reporter.close()
-        return _fail("train-text", f"out of memory at step {trainer.step_count}; use a smaller "
-                     "--hidden, --batch or --seq-len")
+        return failed(f"out of memory at step {trainer.step_count}; use a smaller --hidden, "
+                      "--batch or --seq-len")
     except KeyboardInterrupt:
         reporter.close()
-        saved = ("nothing was saved" if trainer.saved is None
-                 else "saved {} at step {}".format(*trainer.saved))
-        _emit(f"aborted at step {trainer.step_count}; {saved}")
-        _emit(_next_step(trainer))
+        output.warn(f"aborted at step {trainer.step_count}; "
+                    f"{_on_disk(trainer, prepared.before)}")
+        output.warn(_next_step(trainer))
         return stop.exit_code
+    except Exception as exc:  # a bug: still one line, after the rescue save
+        return failed(f"the run failed at step {trainer.step_count}: "
+                      f"{type(exc).__name__}: {exc}")
     reporter.close()
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
-    _emit(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} steps "
-          f"in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
-    _emit(_next_step(trainer))
-    return stop.exit_code if result.reason == "interrupted" else 0
+    output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
+                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
+    output.line(_next_step(trainer))
+    if output.lost is not None:
+        to_stderr(f"dualtape train-text: {stop.cause}; stopped at step {trainer.step_count}, "
+                  f"{_on_disk(trainer, prepared.before)}")
+    return stop.status or 0  # 0 only when nothing asked the run to stop
 
 
 def sample_text(args: argparse.Namespace) -> int:
@@ -549,26 +515,36 @@ def sample_text(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .model import TextError, generate
-    from .trainer import load_checkpoint
+    from .trainer import CONFIG_RULES, load_checkpoint
 
+    output = Output(StopRequest())
     try:
         _check(args, {"chars": ("0 or more", _non_negative),
-                      "temperature": ("positive and finite", _positive_finite)})
+                      "temperature": ("positive and finite", _positive_finite),
+                      "seed": CONFIG_RULES["seed"]})
         checkpoint = load_checkpoint(args.checkpoint, _resolve(args.backend))
         pieces = generate(checkpoint.net, checkpoint.vocab, args.chars,
                           temperature=args.temperature, rng=np.random.default_rng(args.seed),
                           prime=args.prime)
-        _emit(args.prime, end="")
+        output.write(lambda: emit(args.prime, end=""))
         for piece in pieces:
-            _emit(piece, end="")
+            if output.lost is not None:
+                break
+            output.write(lambda piece=piece: emit(piece, end=""))
+        output.line("")
     except TextError as exc:
         return _fail("sample", str(exc))
     except FloatingPointError:
-        _emit("")
+        output.line("")
         return _fail("sample", f"{args.checkpoint}: the network's outputs became NaN or infinite "
                      "while sampling; the checkpoint cannot be sampled")
     except KeyboardInterrupt:
-        _emit("")
+        output.line("")
         return INTERRUPTED
-    _emit("")
-    return 0
+    except Exception as exc:  # a bug: still one line
+        output.line("")
+        return _fail("sample", f"{type(exc).__name__}: {exc}")
+    if output.lost is None or isinstance(output.lost, BrokenPipeError):
+        return 0  # done, or the reader left (`| head`): it had what it wanted
+    return _fail("sample", f"cannot write the text: {output.lost.strerror or output.lost}",
+                 OUTPUT_LOST)

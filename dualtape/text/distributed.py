@@ -1,41 +1,67 @@
 """``dualtape train-text --distributed``: one trainer per MPI rank, gradients averaged.
 
 ``mpiexec -n N dualtape train-text --distributed ...`` starts N copies of the command. They all
-read the corpus and build (or resume) the same model; rank 0's parameters are broadcast and the
-optimizer becomes a ``DataParallel``. ``--batch`` is per rank (the global batch is N times it);
-rank r draws its windows from the window generator jumped r times (PCG64 ``jumped``: streams
-2^127 draws apart), so rank 0 draws what a single process would. Only rank 0 prints, samples
-and writes checkpoints, which hold the wrapped optimizer's state and rank 0's generators, so
-they resume with any number of ranks (rank r > 0 jumps again from rank 0's stored stream).
-Each rank clips its own gradient (``--clip``) before the average.
+read the corpus and build (or resume) the same model, then check that they agree on
+everything the ranks must share (``shared_settings``: the architecture, optimizer and its
+settings, windows, batch, clip, limits, backend, the corpus's fingerprint, the vocabulary and
+the model itself); a rank that differs is named, with how, before any training. Rank 0's
+parameters are broadcast and the optimizer becomes a ``DataParallel``. ``--batch`` is per
+rank (the global batch is N times it); rank r draws its windows from the window generator
+jumped r times (PCG64 ``jumped``: streams 2^127 draws apart), so rank 0 draws what a single
+process would. Only rank 0 prints, samples and writes checkpoints, which hold the wrapped
+optimizer's state and rank 0's generators, so they resume with any number of ranks (rank
+r > 0 jumps again from rank 0's stored stream). Each rank clips its own gradient (``--clip``)
+before the average.
 
-The ranks stay in step: the loss is read as a mean over all ranks (a divergence anywhere stops
-every rank), and Ctrl-C and ``--time-limit`` are agreed in one small allreduce per step, so all
-ranks stop after the same step. Any other error on one rank (a full disk at rank 0's save)
-aborts every rank through ``MPI_Abort`` rather than leaving them waiting.
+The ranks stay in step: the loss is read as a mean over all ranks and every rank checks the
+(identical) parameters at every save point, so a divergence stops every rank at the same
+step; stop requests (Ctrl-C, SIGTERM, SIGHUP, rank 0's lost stdout) and ``--time-limit`` are
+agreed in one small allreduce per step, so all ranks stop after the same step and exit with
+the same status. Any other error on one rank (a failed sample on rank 0, out of memory)
+aborts every rank through ``MPI_Abort`` rather than leaving them waiting; rank 0 saves first
+when the error is its own. ``mpiexec`` itself relays the ranks' output: when its own stdout
+closes (``mpiexec ... | head``), MPICH's launcher dies of SIGPIPE and kills every rank at once
+(measured: no rank sees a signal or a failed write), so nothing is saved; send a distributed
+run's output to a file, and keep ``--save-every`` checkpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 import os
 import secrets
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import distributed
-from .model import TextError
-from .trainer import Reporter, RunLimits, RunResult, TextTrainer, run_training
+from ..backend import to_numpy
+from .console import StopRequest
+from .model import TextError, fingerprint
+from .trainer import (
+    DivergedError,
+    Reporter,
+    RunLimits,
+    RunResult,
+    TextTrainer,
+    run_training,
+)
 
-Prepared = tuple[TextTrainer, str, str | None]
-Runner = Callable[[TextTrainer, RunLimits, Reporter, Callable[[], bool]], RunResult]
+if TYPE_CHECKING:
+    from .cli import Prepared
+
+Runner = Callable[[TextTrainer, RunLimits, Reporter, StopRequest], RunResult]
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # set by MPICH's and Open MPI's mpiexec
-STOP_REASONS = {1: "interrupted", 2: "time"}
+TIME_UP = 1
+"""The stop code of a reached ``--time-limit``; a stop request's code is its exit status."""
+RUN_OPTIONS = ("steps", "time_limit", "log_every", "save_every")
+"""Options of the loop that every rank must share (the collectives happen at their steps)."""
 
 
 def _communicator() -> Any:
@@ -54,12 +80,12 @@ def _communicator() -> Any:
 
 
 def prepare_distributed(args: argparse.Namespace,
-                        prepare: Callable[[argparse.Namespace], Prepared]) -> tuple[
-                            TextTrainer, str, str, Runner]:
-    """``prepare(args)`` on every rank, then the trainer made data-parallel; returns the
-    trainer, the text, a header note (resume note, ranks and global batch) and the loop to
-    run. Rank 0 raises the ``TextError`` when any rank fails; the other ranks then exit with
-    status 1 quietly, and from here on print nothing on stdout."""
+                        prepare: Callable[[argparse.Namespace], Prepared]
+                        ) -> tuple[Prepared, Runner]:
+    """``prepare(args)`` on every rank, checked to agree, then the trainer made data-parallel;
+    returns what ``prepare`` did (its note telling the ranks and the global batch) and the
+    loop to run. Rank 0 raises the ``TextError`` when any rank fails or differs; the other
+    ranks then exit with status 1 quietly, and from here on print nothing on stdout."""
     comm = _communicator()
     rank, size = comm.Get_rank(), comm.Get_size()
     if rank != 0:
@@ -69,23 +95,76 @@ def prepare_distributed(args: argparse.Namespace,
     if args.backend in ("auto", "cupy") and _has_gpu():
         distributed.select_gpu(comm)
     try:
-        trainer, text, resumed = prepare(args)
+        prepared = prepare(args)
         error = None
     except TextError as exc:
         error = str(exc)
-    errors = comm.allgather(error)
-    if any(errors):
-        if rank != 0:
-            raise SystemExit(1)
-        failed = next(r for r, e in enumerate(errors) if e)
-        raise TextError(errors[failed] if failed == 0 else f"rank {failed}: {errors[failed]}")
+    except Exception as exc:  # out of memory, a bug: every rank must still hear of it
+        error = f"{type(exc).__name__}: {exc}"
+    _raise_on_rank_0(comm, comm.allgather(error))
+    trainer = prepared.trainer
+    everyone = comm.allgather(shared_settings(args, trainer, prepared.text))
+    _raise_on_rank_0(comm, [_difference(theirs, everyone[0]) for theirs in everyone])
     distributed.broadcast_parameters(trainer.net, comm=comm)
     trainer.optimizer = distributed.DataParallel(trainer.optimizer, comm)
     if rank:
         trainer.window_rng = np.random.Generator(trainer.window_rng.bit_generator.jumped(rank))
     batch = trainer.config.batch
     note = f"distributed: {size} ranks x batch {batch} = global batch {size * batch}"
-    return trainer, text, note if resumed is None else f"{resumed}; {note}", _runner(comm)
+    note = note if prepared.note is None else f"{prepared.note}; {note}"
+    return prepared._replace(note=note), _runner(comm)
+
+
+def _raise_on_rank_0(comm: Any, errors: list[str | None]) -> None:
+    """When any rank has an error: ``TextError`` on rank 0 with the first (naming its rank
+    when it is not 0's), a quiet exit with status 1 on the others."""
+    if not any(errors):
+        return
+    if comm.Get_rank() != 0:
+        raise SystemExit(1)
+    failed = next(r for r, e in enumerate(errors) if e)
+    raise TextError(errors[failed] if failed == 0 else f"rank {failed}: {errors[failed]}")
+
+
+def shared_settings(args: argparse.Namespace, trainer: TextTrainer, text: str
+                    ) -> dict[str, Any]:
+    """What every rank must have alike, by the option or thing a user would change: the
+    configuration, the loop's options, whether it saves, the backend, the corpus's
+    fingerprint, the vocabulary, and a digest of the model (parameters, optimizer state,
+    generators) with its step."""
+    config = dataclasses.asdict(trainer.config)
+    shared = {f"--{name.replace('_', '-')}": config[name] for name in (
+        "hidden", "dtype", "optimizer", "rate", "momentum", "l2", "clip", "seq_len", "batch",
+        "seed")}
+    shared.update({f"--{name.replace('_', '-')}": getattr(args, name) for name in RUN_OPTIONS})
+    shared["saving (--save or --resume)"] = bool(args.save or args.resume)
+    shared["--backend"] = trainer.backend.name
+    shared["corpus's SHA-256"] = fingerprint(text)
+    shared["vocabulary"] = "".join(trainer.vocab.symbols)
+    shared["step"] = trainer.step_count
+    shared["model digest (weights, optimizer state, generators)"] = _model_digest(trainer)
+    return shared
+
+
+def _model_digest(trainer: TextTrainer) -> str:
+    digest = hashlib.sha256()
+    for group in trainer.net.params:
+        for name in sorted(group):
+            digest.update(np.ascontiguousarray(to_numpy(group[name])).tobytes())
+    for key, value in sorted(trainer.optimizer.state_dict().items()):
+        digest.update(key.encode() + np.ascontiguousarray(value).tobytes())
+    states = [trainer.window_rng.bit_generator.state, trainer.sample_rng.bit_generator.state]
+    digest.update(json.dumps(states, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _difference(theirs: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """How a rank's shared settings differ from rank 0's; None when they do not."""
+    for what, value in reference.items():
+        if theirs.get(what) != value:
+            return (f"its {what} is {theirs.get(what)!r} but rank 0's is {value!r}; every "
+                    "rank must run the same command")
+    return None
 
 
 def _has_gpu() -> bool:
@@ -109,6 +188,9 @@ class GlobalSpeed:
     def text(self, message: str) -> None:
         self.reporter.text(message)
 
+    def warn(self, message: str) -> None:
+        self.reporter.warn(message)
+
 
 def _runner(comm: Any) -> Runner:
     """``run_training`` with the stops agreed over ``comm`` and only rank 0 sampling/saving."""
@@ -116,32 +198,36 @@ def _runner(comm: Any) -> Runner:
     rank, size = comm.Get_rank(), comm.Get_size()
 
     def run(trainer: TextTrainer, limits: RunLimits, reporter: Reporter,
-            stop_requested: Callable[[], bool]) -> RunResult:
+            stop_requested: StopRequest) -> RunResult:
         began = time.perf_counter()
         agreed = np.zeros(1, dtype=np.int64)
 
         def stop() -> bool:
             timed_out = limits.time_limit is not None and (
                 time.perf_counter() - began >= limits.time_limit)
-            agreed[0] = 2 if timed_out else int(stop_requested())
+            agreed[0] = stop_requested.status if stop_requested() else int(timed_out) * TIME_UP
             comm.Allreduce(mpi.IN_PLACE, agreed, op=mpi.MAX)
             return bool(agreed[0])
 
         own = dataclasses.replace(limits, time_limit=None)
         if rank:
-            own = dataclasses.replace(own, save=None, sample_chars=0)
+            own = dataclasses.replace(own, writes=False, sample_chars=0)
         try:
             result = run_training(trainer, own, GlobalSpeed(reporter, size), stop)
-        except FloatingPointError:  # raised on every rank in the same call
+        except DivergedError:  # raised on every rank at the same step
             if rank:
                 raise SystemExit(1) from None
             raise
         except BaseException as exc:  # this rank alone: stop them all rather than hang
-            print(f"dualtape train-text: error on rank {rank}: {exc!r}; stopping every rank",
-                  file=sys.stderr, flush=True)
-            comm.Abort(1)
+            print(f"dualtape train-text: error on rank {rank}: {type(exc).__name__}: {exc}; "
+                  "stopping every rank", file=sys.stderr, flush=True)
+            comm.Abort(stop_requested.exit_code if isinstance(exc, KeyboardInterrupt) else 1)
             raise
-        return dataclasses.replace(result, reason=STOP_REASONS.get(int(agreed[0]), result.reason),
+        code = int(agreed[0])
+        if code > TIME_UP:  # another rank's request: exit as it does
+            stop_requested.ask(code, "another rank asked to stop")
+        reason = {0: result.reason, TIME_UP: "time"}.get(code, "interrupted")
+        return dataclasses.replace(result, reason=reason,
                                    chars_per_second=result.chars_per_second * size)
 
     return run

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
@@ -140,9 +141,10 @@ class Vocabulary:
     @classmethod
     def from_json(cls, data: Any) -> Vocabulary:
         """The vocabulary ``to_json`` described; ``ValueError`` when ``data`` is not one."""
-        if not isinstance(data, dict) or not isinstance(data.get("symbols"), str):
+        if not isinstance(data, dict) or not isinstance(data.get("symbols"), str) or (
+                not isinstance(data.get("annotate_capitals", False), bool)):
             raise ValueError("not a vocabulary description")
-        return cls(list(data["symbols"]), bool(data.get("annotate_capitals", False)))
+        return cls(list(data["symbols"]), data.get("annotate_capitals", False))
 
 
 def random_windows(
@@ -234,10 +236,10 @@ def read_corpus(
     ``encoding``, empty) raises ``TextError``."""
     if path is None:
         return resources.files("dualtape").joinpath("data", BUILTIN_CORPUS).read_text("utf-8")
-    limit = int(max_mb * 1e6)
+    limit = int(min(max_mb * 1e6, sys.maxsize - 1))
     try:
         with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+            raw = _read_at_most(f, limit + 1)
     except OSError as exc:
         raise TextError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > limit:
@@ -258,6 +260,19 @@ def read_corpus(
     return text
 
 
+def _read_at_most(f: Any, size: int) -> bytes:
+    """Up to ``size`` bytes of ``f``, read a megabyte at a time (never allocating ``size``)."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = f.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def fingerprint(text: str) -> str:
     """The SHA-256 of ``text`` in UTF-8 (checkpoints record their corpus's)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -266,9 +281,10 @@ def fingerprint(text: str) -> str:
 def choose(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """A symbol drawn from ``probs ** (1 / temperature)``, renormalised, in float64."""
     p = np.asarray(probs, dtype=np.float64)
-    if temperature != 1.0:
-        logp = np.log(np.maximum(p, np.finfo(np.float64).tiny)) / temperature
-        p = np.exp(logp - logp.max())
+    if temperature != 1.0:  # shifted before the division, so no temperature makes it NaN
+        logp = np.log(np.maximum(p, np.finfo(np.float64).tiny))
+        with np.errstate(over="ignore"):  # -inf for all but the likeliest at tiny temperatures
+            p = np.exp((logp - logp.max()) / temperature)
     p = np.where(np.isfinite(p) & (p > 0), p, 0.0)
     total = p.sum()
     if not total > 0:

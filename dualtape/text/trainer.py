@@ -19,13 +19,21 @@ reads a value back from the device every step. The global gradient norm is clipp
 
 Random state: parameters come from ``seed``; the window and sample generators are
 ``default_rng([seed, 1])`` and ``default_rng([seed, 2])``. A checkpoint stores both generators'
-states, so a resumed run draws the windows it would have drawn without the stop.
+states, so a resumed run draws the windows it would have drawn without the stop (a step that
+raises puts the window generator back as it was).
+
+Saving: every save point checks first that the parameters and the optimizer state are finite;
+a diverged model is never written (``DivergedError``), so the last checkpoint stays. A
+checkpoint is read back only from a regular file, and every field of its training state is
+checked (``load_checkpoint``, ``Checkpoint.trainer``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -66,6 +74,14 @@ DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
 OPTIMIZERS = tuple(DEFAULT_RATES)
 OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
 """Arrays of optimizer state per parameter (momentum; Adam's two moments)."""
+GENERATORS = ("windows", "samples")
+"""The random generators a checkpoint stores (``extra["rng"]``)."""
+
+
+class DivergedError(FloatingPointError):
+    """Training diverged: the loss, a parameter or the optimizer state is NaN or infinite. Every
+    rank of a distributed run raises it at the same step (the loss is read as a mean over the
+    ranks; the parameters are the same on every rank)."""
 
 
 @dataclass
@@ -114,11 +130,14 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "seed": ("an integer from 0 to 2**63 - 1", lambda x: _is_int(x) and 0 <= x < 2**63),
     "corpus": ("a file path or null", lambda c: c is None or isinstance(c, str)),
     "encoding": ("the name of a text encoding", lambda e: isinstance(e, str)),
-    "corpus_sha256": ("a SHA-256 hex digest or null",
-                      lambda h: h is None or (isinstance(h, str) and len(h) == 64)),
+    "corpus_sha256": ("a SHA-256 hex digest or null", lambda h: h is None or (
+        isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h))),
 }
 """What each ``TrainConfig`` field must be: ``(requirement, test)``. The command line and
 ``load_checkpoint`` both check a run's configuration against these rules."""
+OPTIONAL_FIELDS = ("corpus_sha256",)
+"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint was added);
+any other missing field is damage."""
 
 
 def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
@@ -205,6 +224,7 @@ def clip_gradients(xp: Any, grads: list[dict[str, Array]], clip: float) -> list[
     if total is None:
         return grads
     norm = xp.sqrt(total)
+    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is "no clipping" in float32 too
     factor = clip / xp.maximum(norm, xp.full_like(norm, clip))
     return [{k: g * factor for k, g in group.items()} for group in grads]
 
@@ -276,6 +296,16 @@ class TextTrainer:
 
     def step(self) -> None:
         """One update on a batch of random windows; the loss stays on the device."""
+        drawn_from = self.window_rng.bit_generator.state
+        try:
+            self._step()
+        except BaseException:
+            self.window_rng.bit_generator.state = drawn_from  # as if the step never began
+            raise
+        self._loss_count += 1
+        self.step_count += 1
+
+    def _step(self) -> None:
         cfg, xp = self.config, self.xp
         window = random_windows(self.ids, cfg.seq_len, cfg.batch, self.window_rng)
         with device_context(self.backend):
@@ -293,23 +323,37 @@ class TextTrainer:
             self.optimizer.step(core.params, grads)
             value = value * scale
             self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
-        self._loss_count += 1
-        self.step_count += 1
 
     def read_loss(self) -> float | None:
         """The mean loss (nats/char) of the steps since the last read, read from the device;
-        None if there were none. A NaN or infinite loss raises ``FloatingPointError``."""
+        None if there were none. A NaN or infinite loss raises ``DivergedError``."""
         if self._loss_sum is None:
             return None
         value = float(to_numpy(self._loss_sum)) / self._loss_count
         value = mean_over_processes(self.optimizer, [value])[0]  # over all ranks: all raise or none
         self._loss_sum, self._loss_count = None, 0
         if not math.isfinite(value):
-            raise FloatingPointError(
-                f"training diverged: the loss is {value} near step {self.step_count}; "
-                f"lower --rate (now {self.config.rate}) or --clip (now {self.config.clip})"
-            )
+            raise self._diverged(f"the loss is {value} near step {self.step_count}")
         return value
+
+    def _diverged(self, what: str) -> DivergedError:
+        return DivergedError(f"training diverged: {what}; lower --rate (now "
+                             f"{self.config.rate:g}) or --clip (now {self.config.clip:g})")
+
+    def check_finite(self, state: dict[str, np.ndarray] | None = None) -> None:
+        """``DivergedError`` unless every parameter and every array of the optimizer's state
+        (``state``: its ``state_dict()``, taken when not given) is finite."""
+        xp = self.xp
+        with device_context(self.backend):
+            finite = all(bool(xp.all(xp.isfinite(p))) for group in self.net.params
+                         for p in group.values())
+        what = "parameters hold"
+        if finite:
+            state = self.optimizer.state_dict() if state is None else state
+            finite = all(np.isfinite(v).all() for v in state.values() if v.dtype.kind == "f")
+            what = "optimizer state holds"
+        if not finite:
+            raise self._diverged(f"the {what} NaN or infinity at step {self.step_count}")
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
         """Text from the current network, drawn with the trainer's sample generator."""
@@ -318,7 +362,10 @@ class TextTrainer:
 
     def save(self, path: str | Path, *, replace: bool = True) -> None:
         """Write a checkpoint: network, vocabulary, config, step, optimizer and RNG state
-        (``replace`` as in ``dualtape.save``)."""
+        (``replace`` as in ``dualtape.save``). A model that is not finite is not written
+        (``DivergedError``); a file that cannot be written raises ``TextError``."""
+        state = self.optimizer.state_dict()
+        self.check_finite(state)
         extra: dict[str, Any] = {
             "text_format": TEXT_FORMAT,
             "vocabulary": self.vocab.to_json(),
@@ -327,12 +374,14 @@ class TextTrainer:
             "rng": {"windows": self.window_rng.bit_generator.state,
                     "samples": self.sample_rng.bit_generator.state},
         }
-        for key, value in self.optimizer.state_dict().items():
+        for key, value in state.items():
             extra[f"optimizer/{key}"] = np.asarray(value)
         try:
             save(self.net, path, extra=extra, replace=replace)
         except OSError as exc:
             raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # a destination io refuses
+            raise TextError(f"cannot write checkpoint {path}: {exc}") from None
         self.saved = (str(path), self.step_count)
 
     def save_or_fall_back(self, path: str | Path, warn: Callable[[str], None]) -> str:
@@ -390,7 +439,9 @@ class Checkpoint:
 
     def trainer(self, ids: np.ndarray, config: TrainConfig | None = None,
                 reseed: bool = False) -> TextTrainer:
-        """A trainer continuing from here (``config`` may change rates, windows, seed)."""
+        """A trainer continuing from here (``config`` may change rates, windows, seed). The
+        optimizer state must fit the network, cover every parameter or none, and have taken
+        as many steps as the checkpoint records; else ``TextError``."""
         config = config or self.config
         check_memory(config, len(self.vocab), self.net.backend)
         optimizer = make_optimizer(config)
@@ -398,14 +449,38 @@ class Checkpoint:
             optimizer.load_state_dict(self.optimizer_state, self.net.params)
         except ValueError as exc:
             raise TextError(f"the checkpoint's optimizer state does not fit: {exc}") from None
+        count = sum(len(group) for group in self.net.params)
+        if optimizer.state and len(optimizer.state) != count:
+            raise TextError(f"the checkpoint's optimizer state covers {len(optimizer.state)} of "
+                            f"the {count} parameters; the file was edited or damaged")
+        if optimizer.steps != self.step:
+            raise TextError(f"the checkpoint's optimizer has taken {optimizer.steps} steps but "
+                            f"the checkpoint is at step {self.step}; the file was edited or "
+                            "damaged")
         return TextTrainer(self.net, self.vocab, config, optimizer, ids, step=self.step,
                            rngs=None if reseed else self.rngs)
+
+
+KINDS_OF_FILE = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                 (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                 (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular_file(path: str | Path, what: str) -> None:
+    """``TextError`` when ``path`` exists but is not a regular file (or a link to one): a FIFO
+    would block its reader and a device never ends. ``OSError`` when it cannot be examined."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in KINDS_OF_FILE if test(mode)), "not a file")
+        raise TextError(f"{what} {path} is {kind}, not a regular file; a checkpoint is a file "
+                        "written by train-text --save")
 
 
 def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Checkpoint:
     """A train-text checkpoint read onto ``backend``; any problem raises ``TextError``."""
     where = backend if isinstance(backend, Backend) else resolve_backend(backend)
     try:
+        check_regular_file(path, "checkpoint")
         net, extra = load_with_extra(path, backend=where.name, device=where.device)
     except OSError as exc:
         raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
@@ -417,16 +492,15 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
     if version is None:
         raise TextError(f"{path} holds a dualtape network but is not a train-text checkpoint "
                         "(it has no vocabulary)")
-    if not isinstance(version, int) or version > TEXT_FORMAT:
+    if not _is_int(version) or version < 1:
+        raise TextError(f"{path}: the checkpoint's text_format must be a format number from 1, "
+                        f"got {version!r}; the file was edited or damaged")
+    if version > TEXT_FORMAT:
         raise TextError(f"{path} is a train-text checkpoint of format {version!r}, newer than "
                         f"this dualtape reads ({TEXT_FORMAT}); upgrade dualtape")
     try:
-        vocab = Vocabulary.from_json(extra.get("vocabulary"))
-        config = TrainConfig(**extra["config"])
-        step, rngs = extra["step"], dict(extra["rng"])
-        for state in rngs.values():
-            _generator(state)
-    except (KeyError, TypeError, ValueError) as exc:
+        vocab, config, step, rngs = _training_state(extra)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TextError(f"{path}: the checkpoint's training state is damaged ({exc})") from None
     problem = config_problem(config)
     if problem is None and not (_is_int(step) and step >= 0):
@@ -442,11 +516,53 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
         hidden = check_text_network(net, len(vocab))
     except TextError as exc:
         raise TextError(f"{path}: {exc}") from None
-    if hidden != list(config.hidden):
-        raise TextError(f"{path}: the network's hidden sizes {hidden} differ from its "
-                        f"recorded configuration {config.hidden}")
     state = {k[len("optimizer/"):]: v for k, v in extra.items() if k.startswith("optimizer/")}
+    mismatch = _mismatch(config, net, vocab, hidden, state)
+    if mismatch is not None:
+        raise TextError(f"{path}: {mismatch}; the file was edited or damaged")
     return Checkpoint(net, vocab, config, int(step), state, rngs)
+
+
+def _training_state(extra: dict[str, Any]) -> tuple[Vocabulary, TrainConfig, Any, dict]:
+    """The vocabulary, configuration, step and generator states a checkpoint's ``extra``
+    holds; ``KeyError``, ``TypeError``, ``ValueError`` or ``OverflowError`` naming what is
+    missing or malformed."""
+    vocab = Vocabulary.from_json(extra.get("vocabulary"))
+    stored = extra["config"]
+    if not isinstance(stored, dict):
+        raise TypeError(f"config is a {type(stored).__name__}, not a mapping")
+    missing = [f.name for f in dataclasses.fields(TrainConfig)
+               if f.name not in stored and f.name not in OPTIONAL_FIELDS]
+    if missing:
+        raise KeyError(f"config lacks {', '.join(missing)}")
+    config = TrainConfig(**stored)
+    rngs = extra["rng"]
+    if not isinstance(rngs, dict) or sorted(rngs) != sorted(GENERATORS):
+        raise ValueError(f"rng holds {sorted(rngs) if isinstance(rngs, dict) else rngs!r}, "
+                         f"not the states of {' and '.join(GENERATORS)}")
+    for state in rngs.values():
+        _generator(state)
+    return vocab, config, extra["step"], dict(rngs)
+
+
+def _mismatch(config: TrainConfig, net: Any, vocab: Vocabulary, hidden: list[int],
+              state: dict[str, np.ndarray]) -> str | None:
+    """How a checkpoint's configuration contradicts its network, vocabulary or optimizer
+    state; None when they agree."""
+    if hidden != list(config.hidden):
+        return (f"the network's hidden sizes {hidden} differ from its recorded configuration "
+                f"{config.hidden}")
+    if net.dtype != config.dtype:
+        return f"the network is {net.dtype} but its configuration says {config.dtype}"
+    if vocab.annotate_capitals != config.annotate_capitals:
+        return (f"the vocabulary's capital annotation ({vocab.annotate_capitals}) differs from "
+                f"its configuration's ({config.annotate_capitals})")
+    if vocab.characters > config.vocab:
+        return (f"the vocabulary keeps {vocab.characters} characters, more than its "
+                f"configuration's --vocab {config.vocab}")
+    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype.kind == "f"):
+        return "the optimizer state holds NaN or infinity"
+    return None
 
 
 class Reporter(Protocol):
@@ -461,10 +577,14 @@ class Reporter(Protocol):
     def text(self, message: str) -> None:
         """A message or a sample, printed whole."""
 
+    def warn(self, message: str) -> None:
+        """A warning, printed whole where the user will see it."""
+
 
 @dataclass
 class RunLimits:
-    """When the loop stops, reports, samples and saves (None or 0 = never)."""
+    """When the loop stops, reports, samples and saves (None or 0 = never). ``writes`` False
+    (MPI ranks other than 0) checks the model at every save point without writing it."""
 
     steps: int | None = None
     time_limit: float | None = None
@@ -474,6 +594,7 @@ class RunLimits:
     temperature: float = 0.8
     save: str | None = None
     save_every: int = 0
+    writes: bool = True
 
 
 @dataclass
@@ -493,11 +614,15 @@ def run_training(
     reporter: Reporter,
     stop_requested: Callable[[], bool] = lambda: False,
 ) -> RunResult:
-    """Train until a limit or a stop request (without limits: until a stop request). Saves
-    every ``save_every`` steps (a failed save warns and training goes on) and at the end when
-    ``save`` is set (falling back to a path next to it, see ``save_or_fall_back``); a diverged
-    run raises ``FloatingPointError`` and is not saved. Ends with a sample unless one was just
-    printed, after the final save, so an abort while sampling loses nothing."""
+    """Train until a limit or a stop request (without limits: until a stop request).
+
+    With ``save``, it saves every ``save_every`` steps (a failed save warns and training goes
+    on) and at the end (falling back to a path next to it, see ``save_or_fall_back``). Every
+    save point first checks that the model is finite: a diverged one is never written, and
+    ``DivergedError`` (also raised for a NaN loss) ends the run with the last checkpoint kept.
+    Any other exception in the loop (a failed sample, step or report) saves first and is then
+    raised. Ends with a sample unless one was just printed, after the final save, so an abort
+    while sampling loses nothing."""
     start = last = time.perf_counter()
     done = since_log = 0
     paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
@@ -527,38 +652,57 @@ def run_training(
                           f"{limits.temperature:g}) ---\n{text}\n---")
 
     def checkpoint() -> None:
+        if not limits.writes:
+            trainer.check_finite()
+            return
         try:
             trainer.save(limits.save)
         except TextError as exc:
-            reporter.text(f"warning: {exc}; training goes on and tries again at the next save")
+            reporter.warn(f"warning: {exc}; training goes on and tries again at the next save")
             return
         reporter.text(f"saved {limits.save} at step {trainer.step_count}")
 
     def final_checkpoint() -> None:
-        where = trainer.save_or_fall_back(limits.save, reporter.text)
-        reporter.text(f"saved {where} at step {trainer.step_count}")
+        trainer.check_finite()
+        if limits.writes:
+            where = trainer.save_or_fall_back(limits.save, reporter.warn)
+            reporter.text(f"saved {where} at step {trainer.step_count}")
 
-    while True:
-        if limits.steps is not None and done >= limits.steps:
-            reason = "steps"
-            break
-        if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
-            reason = "time"
-            break
-        if stop_requested():
-            reason = "interrupted"
-            break
-        trainer.step()
-        done += 1
-        since_log += 1
-        reporter.advance()
-        if limits.log_every and done % limits.log_every == 0:
-            log()
-        if limits.sample_every and done % limits.sample_every == 0:
-            pause(show_sample)
-        if limits.save and limits.save_every and done % limits.save_every == 0:
-            pause(checkpoint)
-    log()
+    def rescue() -> None:
+        """Save what was trained before a failure ended the loop; a failure to save warns."""
+        if limits.save and limits.writes:
+            try:
+                final_checkpoint()
+            except Exception as exc:
+                reporter.warn(f"warning: {exc}")
+
+    try:
+        while True:
+            if limits.steps is not None and done >= limits.steps:
+                reason = "steps"
+                break
+            if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
+                reason = "time"
+                break
+            if stop_requested():
+                reason = "interrupted"
+                break
+            trainer.step()
+            done += 1
+            since_log += 1
+            reporter.advance()
+            if limits.log_every and done % limits.log_every == 0:
+                log()
+            if limits.sample_every and done % limits.sample_every == 0:
+                pause(show_sample)
+            if limits.save and limits.save_every and done % limits.save_every == 0:
+                pause(checkpoint)
+        log()
+    except DivergedError:
+        raise
+    except Exception:
+        rescue()
+        raise
     seconds = time.perf_counter() - start
     speed = done * trainer.chars_per_step / max(seconds - total_paused, 1e-9)
     if limits.save:
