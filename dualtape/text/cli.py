@@ -18,8 +18,10 @@ How a run stops, and its exit status:
   point) stops and writes nothing: the last checkpoint stays, and the message says which file
   holds what. Any other failure during
   training (a sample or a step that raises, out of memory) saves first, then reports. A
-  failed periodic save warns and training goes on; a failed final save falls back to
-  ``NAME.stepN.npz`` next to it, then in the temporary folder, and says where.
+  failed periodic save warns and training goes on; a failed final save falls back to a new
+  ``NAME.stepN.RANDOM.npz`` next to it, then to a new private temporary folder (never
+  replacing a file nor following a link there: ``TextTrainer.save_or_fall_back``), and says
+  where.
 - 2: the command line does not parse (argparse's usage message).
 - 74: stdout went away (a pipe whose reader left, ``| head``; a full disk; a terminal that
   hung up): the run stops after the current step, saves, and says so on stderr.
@@ -231,7 +233,6 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
 
     from ..io import check_destination, read_header
     from .model import TextError
-    from .trainer import check_regular_file
 
     flag = "--save" if path != resume else "--resume (which saves back to it)"
     try:
@@ -240,7 +241,6 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
             pass  # the folder takes a new file (read-only file systems, quotas)
         if not target.exists():
             return None
-        check_regular_file(target, flag)
         step = read_header(target).get("extra", {}).get("step")
         same = resume is not None and os.path.samefile(target, resume)
     except OSError as exc:

@@ -30,10 +30,10 @@ checked (``load_checkpoint``, ``Checkpoint.trainer``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-import os
-import stat
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -390,9 +390,6 @@ class TextTrainer:
         ``NAME.stepN.npz`` in a new private folder (``tempfile.mkdtemp()``, mode 0700), passing
         each failure to ``warn``. The fallbacks never replace a file nor follow a link
         (``replace=False``). The path written; ``TextError`` naming every try when all fail."""
-        import contextlib
-        import secrets
-
         path = Path(path)
         name, suffix = f"{path.stem}.step{self.step_count}", path.suffix or ".npz"
         errors: list[str] = []
@@ -461,26 +458,10 @@ class Checkpoint:
                            rngs=None if reseed else self.rngs)
 
 
-KINDS_OF_FILE = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-                 (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
-                 (stat.S_ISSOCK, "a socket"))
-
-
-def check_regular_file(path: str | Path, what: str) -> None:
-    """``TextError`` when ``path`` exists but is not a regular file (or a link to one): a FIFO
-    would block its reader and a device never ends. ``OSError`` when it cannot be examined."""
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in KINDS_OF_FILE if test(mode)), "not a file")
-        raise TextError(f"{what} {path} is {kind}, not a regular file; a checkpoint is a file "
-                        "written by train-text --save")
-
-
 def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Checkpoint:
     """A train-text checkpoint read onto ``backend``; any problem raises ``TextError``."""
     where = backend if isinstance(backend, Backend) else resolve_backend(backend)
     try:
-        check_regular_file(path, "checkpoint")
         net, extra = load_with_extra(path, backend=where.name, device=where.device)
     except OSError as exc:
         raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None

@@ -69,10 +69,6 @@ MUTANTS = [
             "ranks that do not write skip the check at periodic save points (they then hang)",
             MPI),
     # --- reading checkpoints -------------------------------------------------------------------
-    trainer('        check_regular_file(path, "checkpoint")\n', "",
-            "a FIFO or a device is opened as a checkpoint", SAFETY),
-    trainer("    if not stat.S_ISREG(mode):", "    if stat.S_ISDIR(mode):",
-            "only folders are refused as checkpoints", SAFETY),
     trainer("if not _is_int(version) or version < 1:", "if not _is_int(version) or version < 0:",
             "text_format 0 is read as a known format", SAFETY),
     trainer("    if missing:\n", "    if missing and False:\n",
@@ -115,8 +111,6 @@ MUTANTS = [
     cli("same = resume is not None and os.path.samefile(target, resume)",
         "same = resume is not None and str(target) == resume",
         "the resumed checkpoint is recognised by its spelling, not as the same file", SAFETY),
-    cli("        check_regular_file(target, flag)\n", "",
-        "an existing FIFO or device at --save is opened to read its header", SAFETY),
     cli("before = _check_save_path(args.save or args.resume, args.resume, args.overwrite)",
         "before = None if args.save is None else _check_save_path(args.save, args.resume, "
         "args.overwrite)",
