@@ -112,7 +112,8 @@ def test_backends_none_of_which_can_run_are_refused(capsys):
     missing = sorted({"cupy", "torch"} - set(available_backends()))
     if not missing:
         pytest.skip("cupy and torch both work here")
-    line = refusal(capsys, "--backends", missing[0])
+    line = refusal(capsys, "--backends", missing[0], "--references", "none",
+                   "--workloads", "update/matrix-60x60")
     assert "none of the requested backends can run here" in line and missing[0] in line
     status, out = bench(capsys, "--backends", f"numpy,{missing[0]}", "--references", "none",
                         "--workloads", "update/matrix-60x60")
