@@ -7,8 +7,10 @@ Run from the repository root, e.g. the full CPU run behind ``bench/results/``::
         --markdown 'bench/results/{date}-cpu.md' --json 'bench/results/{date}-cpu.json' \\
         --plot 'bench/results/{date}-cpu.png'
 
-``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here; it runs
-the same code (``dualtape.benchmarks.cli.execute``), reference rows included.
+``{date}`` in a path becomes today's date. Every ``dualtape bench`` option works here, with the
+same checks before anything is timed; it runs the same code (``dualtape.benchmarks.cli.execute``),
+reference rows included, and its own sections go into the ``--markdown`` page, written
+atomically with the rest.
 """
 
 from __future__ import annotations
@@ -99,30 +101,28 @@ def targets(results: Sequence[Result], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def sections(args: argparse.Namespace, results: Sequence[Result], meta: dict[str, Any]
+             ) -> list[str]:
+    """The markdown sections this script adds after ``dualtape bench``'s report."""
+    found = [targets(results, meta)]
+    if args.rerun_without_openblas_env:
+        found.append(openblas_rerun(args))
+    if args.profile:
+        from bench.profile_train import section
+
+        found.append(section(args.threads or 1))
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the comparison; returns the exit status."""
+    """Run the comparison; returns the exit status (``dualtape bench``'s)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     today = date.today().isoformat()
     for name in ("json", "markdown", "plot"):
-        if getattr(args, name):
+        if getattr(args, name) is not None:
             setattr(args, name, getattr(args, name).replace("{date}", today))
     quoted = " ".join(f"'{a}'" if "{" in a else a for a in argv)
-    results, meta = bench_cli.execute(args, command=f"python bench/compare_devices.py {quoted}")
-    extra = [targets(results, meta)]
-    if args.rerun_without_openblas_env:
-        extra.append(openblas_rerun(args))
-    if args.profile:
-        from bench.profile_train import section
-
-        extra.append(section(args.threads or 1))
-    for text in extra:
-        print(text)
-        if args.markdown:
-            with open(args.markdown, "a") as f:
-                f.write("\n" + text + "\n")
-    return 1 if any(r.error for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    done = bench_cli.execute(args, command=f"python bench/compare_devices.py {quoted}",
+                             extra=lambda results, meta: sections(args, results, meta))
+    return done.status

@@ -77,10 +77,11 @@ def bench(capsys, *options: str) -> tuple[int | str | None, str]:
 
 
 def refusal(capsys, *options: str) -> str:
-    """The one line ``dualtape bench`` refuses ``options`` with, before timing anything."""
+    """The one line ``dualtape bench`` refuses ``options`` with, before printing (notes
+    included) or timing anything."""
     status, out = bench(capsys, *options)
     assert isinstance(status, str) and status.startswith("dualtape bench: "), status
-    assert "\n" not in status and "|" not in out
+    assert "\n" not in status and out == "", out
     return status
 
 
@@ -111,7 +112,8 @@ def test_backends_none_of_which_can_run_are_refused(capsys):
     missing = sorted({"cupy", "torch"} - set(available_backends()))
     if not missing:
         pytest.skip("cupy and torch both work here")
-    line = refusal(capsys, "--backends", missing[0])
+    line = refusal(capsys, "--backends", missing[0], "--references", "none",
+                   "--workloads", "update/matrix-60x60")
     assert "none of the requested backends can run here" in line and missing[0] in line
     status, out = bench(capsys, "--backends", f"numpy,{missing[0]}", "--references", "none",
                         "--workloads", "update/matrix-60x60")
@@ -182,3 +184,16 @@ def test_compare_devices_states_its_targets_in_times_faster_than_numpy():
     assert "| reference | its median | × faster than numpy | target | met |" in text
     assert "| naive | 50.0 ms | 0.20× | ≤ 0.25× | yes |" in text
     assert "| torch-autograd | 8.0 ms | 1.25× | < 1× | no |" in text
+
+
+def test_each_row_is_compared_with_numpy_in_its_own_dtype():
+    def row(runner: str, ms: float, dtype: str) -> Result:
+        result = timed(runner, ms, reference=runner != "numpy")
+        result.dtype = dtype
+        return result
+
+    results = [row("numpy", 2.0, "float32"), row("numpy", 8.0, "float64"),
+               row("naive", 4.0, "float32"), row("naive", 4.0, "float64")]
+    naive = [line for line in report.table(results).splitlines() if "| ref:naive |" in line]
+    assert naive[0].endswith("| float32 | 4.00 | 4.00–4.00 | 0.50× |")
+    assert naive[1].endswith("| float64 | 4.00 | 4.00–4.00 | 2.00× |")

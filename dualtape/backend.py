@@ -4,7 +4,10 @@ The namespace of a computation always comes from its data (``namespace_of``); th
 backend only decides where *new* arrays are created (parameters, states, ``asarray``).
 Selection, lowest to highest priority: the ``DUALTAPE_BACKEND`` environment variable (read
 lazily, on first use), ``set_backend``, then ``with use_backend(...)``. Without any of them the
-backend is numpy.
+backend is numpy. A device is checked when it is chosen: one that is not a device of the backend
+(``"cuda:x"``, ``"gpu"`` for numpy) raises ``ValueError``, one this machine lacks (``"cuda"`` on a
+CPU-only torch, ``"cuda:7"`` with fewer GPUs, ``"mps"`` off Apple silicon, a CuPy index past the
+device count) raises ``BackendUnavailable`` saying why.
 """
 
 from __future__ import annotations
@@ -99,17 +102,100 @@ def _default_device(name: str, xp: Any) -> Any:
 
 
 def _normalise_device(name: str, xp: Any, device: Any) -> Any:
+    """``device`` checked for backend ``name``: ``ValueError`` for what is not a device of that
+    backend, ``BackendUnavailable`` for a device this machine does not have."""
     if device is None:
         return _default_device(name, xp)
-    if name == "cupy" and isinstance(device, int):
-        return importlib.import_module("cupy").cuda.Device(device)
+    if name == "cupy":
+        return _cupy_device(device)
     if name == "torch":
-        return importlib.import_module("torch").device(device)
-    if name == "array_api_strict" and isinstance(device, str):
-        return xp.Device(device)
-    if name == "numpy" and device != "cpu":
+        return _torch_device(device)
+    if name == "array_api_strict":
+        try:
+            return device if isinstance(device, xp.Device) else xp.Device(str(device))
+        except ValueError as exc:
+            raise ValueError(f"backend 'array_api_strict': {exc}") from None
+    if device != "cpu":
         raise ValueError(f"backend 'numpy' has only the device 'cpu', not {device!r}")
     return device
+
+
+def _is_index(device: Any) -> bool:
+    return isinstance(device, int | np.integer) and not isinstance(device, bool)
+
+
+def _index(device: Any, name: str) -> int:
+    """A device index as an ``int``; ``ValueError`` when it is negative."""
+    if device < 0:
+        raise ValueError(f"backend {name!r}: a device index is >= 0, not {device}")
+    return int(device)
+
+
+def _cupy_device(device: Any) -> Any:
+    """A ``cupy.cuda.Device`` from an index or a Device, checked against the device count."""
+    cupy = importlib.import_module("cupy")
+    if isinstance(device, cupy.cuda.Device):
+        index = device.id
+    elif _is_index(device):
+        index = _index(device, "cupy")
+    else:
+        raise ValueError(f"backend 'cupy': a device is an index 0, 1, ... or a "
+                         f"cupy.cuda.Device, not {device!r}")
+    count = cupy.cuda.runtime.getDeviceCount()
+    if index >= count:
+        raise BackendUnavailable(f"backend 'cupy' has no device {index}: CuPy sees {count} "
+                                 f"CUDA device{'s' if count != 1 else ''} here")
+    return cupy.cuda.Device(index)
+
+
+def _torch_device(device: Any) -> Any:
+    """A ``torch.device`` that works here: cpu, an existing CUDA device (``"cuda"`` becomes the
+    current one), mps where there is one, or another type torch can allocate on."""
+    torch = importlib.import_module("torch")
+    if _is_index(device):
+        device = f"cuda:{_index(device, 'torch')}"  # an index is a CUDA device, as for CuPy
+    elif not isinstance(device, str | torch.device):
+        raise ValueError(f"backend 'torch': a device is a string such as 'cpu', 'cuda:1' or "
+                         f"'mps', a CUDA index or a torch.device, not {device!r}")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"backend 'torch': {device!r} is not a device; devices are written "
+                         "'cpu', 'cuda', 'cuda:1', 'mps', ...") from None
+    where = f"backend 'torch' device {str(device)!r}"
+    if chosen.type == "cpu":
+        if chosen.index not in (None, 0):
+            raise ValueError(f"{where}: torch has one CPU device, 'cpu'")
+        return torch.device("cpu")
+    if chosen.type == "meta":
+        raise ValueError(f"{where}: meta tensors hold no values, so nothing can run on them")
+    if chosen.type == "cuda":
+        chosen = _torch_cuda(torch, chosen, where)
+    elif chosen.type == "mps" and not torch.backends.mps.is_available():
+        built = torch.backends.mps.is_built()
+        raise BackendUnavailable(f"{where}: " + ("this machine has no MPS device (Apple silicon)"
+                                                 if built else "torch was built without MPS"))
+    try:
+        torch.empty(0, device=chosen)
+    except Exception as exc:  # a device type torch knows but cannot use here
+        raise BackendUnavailable(f"{where} does not work here: {exc}") from exc
+    return chosen
+
+
+def _torch_cuda(torch: Any, chosen: Any, where: str) -> Any:
+    """``chosen`` (type cuda) with its index, or why it cannot run here."""
+    if not torch.backends.cuda.is_built():
+        raise BackendUnavailable(f"{where}: this torch ({torch.__version__}) was built without "
+                                 "CUDA; install a CUDA build of torch")
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise BackendUnavailable(f"{where}: torch finds no CUDA device on this machine")
+    if chosen.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    if chosen.index >= count:
+        raise BackendUnavailable(f"{where} does not exist: torch sees {count} CUDA "
+                                 f"device{'s' if count != 1 else ''} here")
+    return chosen
 
 
 def resolve_backend(name: str, device: Any = None) -> Backend:
@@ -316,13 +402,17 @@ _dtype_names: dict[tuple[type, Any], str] = {}  # keyed with the type: libraries
 
 
 def dtype_name(dtype: Any) -> str:
-    """``"float32"`` or ``"float64"`` for a dtype object or name; anything else raises."""
+    """``"float32"`` or ``"float64"`` for a dtype object of any backend, a numpy scalar type
+    (``np.float32``) or a name; anything else raises ``ValueError``."""
     key = (type(dtype), dtype)
     try:
         return _dtype_names[key]
     except (KeyError, TypeError):
         pass
-    name = str(dtype).rsplit(".", 1)[-1]
+    if isinstance(dtype, type) and issubclass(dtype, np.generic):
+        name = np.dtype(dtype).name
+    else:
+        name = str(dtype).rsplit(".", 1)[-1]
     if name not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
     with contextlib.suppress(TypeError):

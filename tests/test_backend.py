@@ -77,7 +77,8 @@ def test_env_variable_is_read_once_then_kept(fresh_selection, monkeypatch):
 
 def test_env_variable_with_unknown_name_raises_on_first_use(fresh_selection, monkeypatch):
     monkeypatch.setenv("DUALTAPE_BACKEND", "tensorflow")
-    with pytest.raises(ValueError, match="tensorflow"):
+    with pytest.raises(ValueError, match="^environment variable DUALTAPE_BACKEND: unknown "
+                       "backend 'tensorflow'"):
         dualtape.get_backend()
 
 
@@ -244,3 +245,75 @@ def test_asarray_of_a_scalar_keeps_shape_0d(backend, value):
     a = dualtape.asarray(value)
     assert tuple(a.shape) == ()
     assert float(dualtape.to_numpy(a)) == float(value)
+
+
+# --- selection details ----------------------------------------------------------------------
+
+
+def test_an_empty_env_variable_means_numpy(fresh_selection, monkeypatch):
+    monkeypatch.setenv("DUALTAPE_BACKEND", "")
+    assert dualtape.get_backend().name == "numpy"
+
+
+def test_use_backend_beats_set_backend_which_beats_the_env_variable(fresh_selection,
+                                                                   monkeypatch):
+    monkeypatch.setenv("DUALTAPE_BACKEND", "numpy")
+    with dualtape.use_backend("array_api_strict", "device1"):
+        dualtape.set_backend("numpy")
+        assert dualtape.get_backend().name == "array_api_strict"
+    assert dualtape.get_backend().name == "numpy"
+
+
+# --- arrays of two backends or devices ------------------------------------------------------
+
+
+def _strict(device: str = "CPU_DEVICE"):
+    with dualtape.use_backend("array_api_strict", device):
+        return dualtape.asarray([1.0, 2.0])
+
+
+def test_mixing_backends_raises_type_error_naming_both():
+    with pytest.raises(TypeError, match="array_api_strict, numpy"):
+        bk.namespace_of(np.zeros(2), _strict())
+    with pytest.raises(TypeError, match="x is a array_api_strict array .* lives on numpy"):
+        bk.check_same_place(_strict(), np.zeros(2), "x", "the layer")
+    with pytest.raises(TypeError, match="x is a numpy array .* lives on array_api_strict"):
+        bk.check_same_place(np.zeros(2), _strict(), "x", "the layer")
+
+
+def test_mixing_devices_raises_value_error_naming_both():
+    with pytest.raises(ValueError, match="device1.* lives on .*CPU_DEVICE"):
+        bk.check_same_place(_strict("device1"), _strict(), "x", "the layer")
+    bk.check_same_place(_strict("device1"), _strict("device1"), "x", "the layer")
+    bk.check_same_place(np.zeros(2), np.ones(3), "x", "the layer")
+
+
+def test_move_changes_the_device_within_a_backend():
+    target = bk.resolve_backend("array_api_strict", "device1")
+    moved = bk.move(_strict(), target)
+    assert bk.backend_of(moved) == target
+    np.testing.assert_array_equal(dualtape.to_numpy(moved), [1.0, 2.0])
+
+
+# --- dtype names and the host generator -----------------------------------------------------
+
+
+def test_dtype_name_reads_every_backends_dtypes_and_numpy_scalar_types():
+    import array_api_strict
+
+    for dtype in ("float32", np.dtype("float32"), np.float32, array_api_strict.float32):
+        assert bk.dtype_name(dtype) == "float32"
+    assert bk.dtype_name(np.float64) == "float64"
+
+
+@pytest.mark.parametrize("dtype", ["float16", np.float16, np.int32, "int64", None], ids=repr)
+def test_dtype_name_refuses_what_is_not_float32_or_float64(dtype):
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        bk.dtype_name(dtype)
+
+
+def test_host_rng_takes_seed_0_and_refuses_negative_or_boolean_seeds():
+    assert bk.host_rng(0).integers(1 << 30) == np.random.default_rng(0).integers(1 << 30)
+    for seed in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="seed"):
+            bk.host_rng(seed)

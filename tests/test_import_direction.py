@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dualtape"
-APPLICATIONS = ("dualtape.text", "dualtape.benchmarks", "dualtape.cli")
+APPLICATIONS = ("dualtape.text", "dualtape.benchmarks", "dualtape.cli", "dualtape.__main__")
 
 
 def module_name(path: Path, root: Path) -> str:

@@ -1,10 +1,15 @@
-"""conda-env.yml and pyproject.toml name the same packages (and the same minimum versions)."""
+"""The package's metadata: conda-env.yml and pyproject.toml name the same packages (and the
+same minimum versions); the license ships in the wheel and the sdist; ``python -m dualtape``."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -165,3 +170,114 @@ def test_a_missing_backend_is_reported_once_not_once_per_test():
                if line.startswith("SKIPPED [")]
     assert run.returncode == 0, run.stdout[-2000:]
     assert len(reasons) == len(set(reasons)), "\n".join(reasons)
+
+
+# --- the license, in the metadata, the wheel and the sdist ----------------------------------
+
+LICENSE = ROOT / "LICENSE"
+BSD_2_CLAUSE = [
+    "Redistribution and use in source and binary forms, with or without modification, are "
+    "permitted provided that the following conditions are met:",
+    "1. Redistributions of source code must retain the above copyright notice, this list of "
+    "conditions and the following disclaimer.",
+    "2. Redistributions in binary form must reproduce the above copyright notice, this list of "
+    "conditions and the following disclaimer in the documentation and/or other materials "
+    "provided with the distribution.",
+    'THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS"',
+]
+
+
+def pyproject() -> dict:
+    if sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_license_file_is_the_bsd_2_clause_text_the_metadata_names():
+    text = " ".join(LICENSE.read_text().split())
+    assert text.startswith("BSD 2-Clause License Copyright (c) 2026, the dualtape authors ")
+    for clause in BSD_2_CLAUSE:
+        assert clause in text, clause
+    assert "3." not in text, "a third clause makes it another license"
+    project = pyproject()["project"]
+    assert project["license"] == "BSD-2-Clause"
+    assert project["license-files"] == ["LICENSE"]
+
+
+def test_the_build_backend_is_new_enough_for_license_files():
+    # setuptools reads PEP 639's license expression and license-files from 77.0 on.
+    requires = [split(r) for r in pyproject()["build-system"]["requires"]]
+    assert [name for name, _ in requires] == ["setuptools"]
+    spec = requires[0][1]
+    assert spec.startswith(">=") and int(spec[2:].split(".")[0]) >= 77, spec
+
+
+@pytest.fixture(scope="module")
+def distributions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel and sdist of this checkout, built as pip builds them: the build requirements
+    of pyproject.toml installed apart (not the test environment's setuptools), then
+    setuptools' PEP 517 hooks, in a copy of the files git would commit."""
+    folder = tmp_path_factory.mktemp("build")
+    requires = pyproject()["build-system"]["requires"]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target",
+                    str(folder / "backend"), *requires], check=True, timeout=300)
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                             "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (folder / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, folder / "src" / name)
+    hooks = ("from setuptools import build_meta as hooks; "
+             "hooks.build_wheel('../dist'); hooks.build_sdist('../dist')")
+    built = subprocess.run([sys.executable, "-S", "-c", hooks], cwd=folder / "src",
+                           env={**os.environ, "PYTHONPATH": str(folder / "backend")},
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,), (sdist,) = (list((folder / "dist").glob(pattern)) for pattern in ("*.whl",
+                                                                               "*.tar.gz"))
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_the_wheel_carries_the_license_and_declares_it(distributions):
+    with zipfile.ZipFile(distributions["wheel"]) as wheel:
+        names = wheel.namelist()
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        assert wheel.read(f"{info}/licenses/LICENSE") == LICENSE.read_bytes()
+        metadata = wheel.read(f"{info}/METADATA").decode()
+    assert "License-Expression: BSD-2-Clause" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    assert "dualtape/__main__.py" in names
+
+
+def test_the_sdist_carries_the_license(distributions):
+    with tarfile.open(distributions["sdist"]) as sdist:
+        top = sdist.getnames()[0].split("/")[0]
+        assert sdist.extractfile(f"{top}/LICENSE").read() == LICENSE.read_bytes()
+        assert "License-File: LICENSE" in sdist.extractfile(f"{top}/PKG-INFO").read().decode()
+
+
+# --- python -m dualtape -----------------------------------------------------------------------
+
+
+def dualtape_module(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dualtape", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def test_python_m_dualtape_is_the_dualtape_command(capsys):
+    from dualtape.cli import main
+
+    done = dualtape_module("info")
+    assert done.returncode == 0 and main(["info"]) == 0
+    assert done.stdout == capsys.readouterr().out
+    assert dualtape_module("--version").stdout.startswith("dualtape ")
+
+
+def test_python_m_dualtape_exits_with_the_commands_status():
+    refused = dualtape_module("bench", "--threads", "0")
+    assert refused.returncode == 1
+    assert refused.stderr == "dualtape bench: --threads must be at least 1, got 0\n"
+    usage = dualtape_module()
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: dualtape")

@@ -1,15 +1,23 @@
 """The ``dualtape bench`` command: its options, their checks, and the printed report.
 
-A request that cannot run (an unknown workload, backend, dtype or reference, a torch reference
-without torch, backends none of which works here) is one line on stderr and exit status 1,
-before anything is timed.
+A request that cannot run is one line on stderr and exit status 1, before anything is timed:
+an unknown, empty or repeated workload, backend, dtype or reference; a torch reference without
+torch; backends none of which works here; ``--threads`` below 1; a ``--json``, ``--markdown``
+or ``--plot`` file that could not be written (its folder missing, a folder, read-only, not a
+regular file, two options naming one file, a plot format matplotlib does not write). A backend
+that cannot run here (``torch:cuda`` on a CPU-only torch) beside ones that can is skipped with a
+note. The files are written atomically once the report is printed; one that still fails then (a
+full disk) is a line on stderr and exit status 1, as is a failed row.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Backend, BackendUnavailable, available_backends, resolve_backend
@@ -22,41 +30,64 @@ from .measure import (
     BackendRunner,
     Result,
     Runner,
+    Timing,
     Workload,
     limited_threads,
     measure_workload,
+    require_threadpoolctl,
     select_workloads,
 )
+from .output import destination
 
 NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM): torch is not installed; "
             "`pip install torch` adds them")
+OUTPUTS = ("json", "markdown", "plot")
+DEFAULTS = {"dtypes": ",".join(DTYPES), "references": "all"}
 
 
 def _refused(message: str) -> SystemExit:
     return SystemExit(f"dualtape bench: {message}")
 
 
+def _names(option: str, text: str, example: str) -> list[str]:
+    """The comma-separated names given to ``option``; refused when there is none or one of
+    them is given twice."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise _refused(f"{option} needs at least one name, e.g. {example}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise _refused(f"{option} names {', '.join(repeated)} more than once")
+    return names
+
+
 def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
     """``numpy,cupy,torch:cuda`` -> backends, plus notes on those unavailable here; refused
-    when none of the named backends works here.
+    when none of the named backends works here, or two name the same backend and device.
 
     Default: every available backend except array_api_strict (a correctness backend)."""
     if text is None:
         names = [b for b in available_backends() if b not in SPEED_BACKENDS_EXCLUDED]
     else:
-        names = [s.strip() for s in text.split(",") if s.strip()]
-        if not names:
-            raise _refused("--backends needs at least one name, e.g. numpy,cupy")
-    backends, unavailable = [], []
+        names = _names("--backends", text, "numpy,cupy")
+    backends: list[Backend] = []
+    given: list[str] = []
+    unavailable = []
     for item in names:
         name, _, device = item.partition(":")
         try:
             where = int(device) if device.isdigit() else device or None
-            backends.append(resolve_backend(name, where))
+            chosen = resolve_backend(name, where)
         except BackendUnavailable as exc:
             unavailable.append(f"{item}: {exc}")
+            continue
         except ValueError as exc:
             raise _refused(str(exc)) from None
+        if chosen in backends:
+            raise _refused(f"--backends {given[backends.index(chosen)]} and {item} are the "
+                           "same backend and device")
+        backends.append(chosen)
+        given.append(item)
     if not backends:
         raise _refused("none of the requested backends can run here: " + "; ".join(unavailable))
     return backends, [f"skipped backend {reason}" for reason in unavailable]
@@ -67,28 +98,29 @@ def reference_runners(wanted: str) -> tuple[list[Runner], list[str]]:
     torch rows are missing from "all"."""
     from . import references
 
-    if wanted == "none":
+    names = _names("--references", wanted, "naive")
+    if names == ["none"]:
         return [], []
     found: list[Runner] = [BoundRunner(), *references.reference_runners()]
     torch = references.torch_installed()
-    if wanted == "all":
+    if names == ["all"]:
         return found, [] if torch else [NO_TORCH]
-    names = {s.strip() for s in wanted.split(",") if s.strip()}
     known = {r.label for r in found}
-    needs_torch = sorted(n for n in names - known
-                         if n.partition(":")[0] in references.TORCH_REFERENCES)
+    unknown = sorted(set(names) - known)
+    needs_torch = [n for n in unknown if n.partition(":")[0] in references.TORCH_REFERENCES]
     if needs_torch and not torch:
         raise _refused(f"--references {', '.join(needs_torch)} needs torch, which is not "
                        "installed here: pip install torch")
-    if names - known or not names:
-        raise _refused(f"unknown references {sorted(names - known)}; here: all, none or "
+    if unknown:
+        raise _refused(f"unknown references {unknown}; here: all, none or "
                        f"{', '.join(sorted(known))}")
     return [r for r in found if r.label in names], []
 
 
 def _workloads(text: str | None, quick: bool) -> list[Workload]:
     try:
-        chosen = select_workloads(text.split(",") if text else None, quick)
+        chosen = select_workloads(None if text is None else
+                                  _names("--workloads", text, "lstm,train/one-time-step"), quick)
     except ValueError as exc:
         raise _refused(str(exc)) from None
     if not chosen:
@@ -97,10 +129,69 @@ def _workloads(text: str | None, quick: bool) -> list[Workload]:
 
 
 def _dtypes(text: str) -> list[str]:
-    dtypes = [d.strip() for d in text.split(",")]
+    dtypes = _names("--dtypes", text, "float32")
     if set(dtypes) - set(DTYPES):
         raise _refused(f"--dtypes takes {', '.join(DTYPES)}, got {text}")
     return dtypes
+
+
+def _threads(n: int | None) -> int | None:
+    if n is not None:
+        if n < 1:
+            raise _refused(f"--threads must be at least 1, got {n}")
+        require_threadpoolctl()
+    return n
+
+
+def _outputs(args: argparse.Namespace) -> dict[str, str]:
+    """``{"--json": path, ...}`` for the files asked for, each checked writable; refused when
+    one cannot be written or two options name the same file."""
+    from . import report
+
+    chosen: dict[str, str] = {}
+    targets: dict[Any, str] = {}
+    for name in OUTPUTS:
+        path, option = getattr(args, name), f"--{name}"
+        if path is None:
+            continue
+        try:
+            if name == "plot":
+                report.plot_format(path)
+            target = destination(option, path)
+        except ValueError as exc:
+            raise _refused(str(exc)) from None
+        if target in targets:
+            raise _refused(f"{targets[target]} and {option} name the same file, {path}")
+        targets[target] = option
+        chosen[option] = path
+    return chosen
+
+
+@dataclass(frozen=True)
+class Request:
+    """A checked ``dualtape bench`` request: what to time, on what, and the files to write."""
+
+    dtypes: list[str]
+    workloads: list[Workload]
+    runners: list[Runner]
+    notes: list[str]
+    outputs: dict[str, str]
+    timing: Timing
+    threads: int | None
+
+
+def check(args: argparse.Namespace) -> Request:
+    """Every option of ``args`` checked before anything is timed; a refusal raises
+    ``SystemExit`` with one line."""
+    threads = _threads(args.threads)
+    outputs = _outputs(args)
+    dtypes = _dtypes(args.dtypes)
+    workloads = _workloads(args.workloads, args.quick)
+    backends, notes = parse_backends(args.backends)
+    references, reference_notes = reference_runners(args.references)
+    runners: list[Runner] = [*(BackendRunner(b) for b in backends), *references]
+    return Request(dtypes, workloads, runners, notes + reference_notes, outputs,
+                   QUICK if args.quick else FULL, threads)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,47 +237,92 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
+@dataclass
+class BenchRun:
+    """What ``execute`` did: the results, the machine details, and the options (``--json``,
+    ...) whose file could not be written."""
+
+    results: list[Result]
+    meta: dict[str, Any]
+    unwritten: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 when a row failed or a file was not written, else 0."""
+        return 1 if self.unwritten or any(r.error for r in self.results) else 0
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``dualtape bench`` with parsed ``args``; 1 when a row failed, else 0."""
-    results, _ = execute(args)
-    return 1 if any(r.error for r in results) else 0
+    """Run ``dualtape bench`` with parsed ``args``; the exit status (``BenchRun.status``, 130
+    after Ctrl-C)."""
+    try:
+        return execute(args).status
+    except KeyboardInterrupt:
+        print("dualtape bench: interrupted", file=sys.stderr)
+        return 130
 
 
-def execute(args: argparse.Namespace,
-            command: str | None = None) -> tuple[list[Result], dict[str, Any]]:
-    """Check, measure, print and write what ``args`` asks for; return the results and the
-    machine details. ``command`` is the command line recorded for re-running."""
+def command_line(args: argparse.Namespace) -> str:
+    """The ``dualtape bench`` command that repeats ``args`` (options at their default left out)."""
+    words = ["dualtape", "bench", *(["--quick"] if args.quick else [])]
+    for name in ("backends", "dtypes", "workloads", "references", "threads", *OUTPUTS):
+        value = getattr(args, name)
+        if value is not None and value != DEFAULTS.get(name):
+            words += [f"--{name}", shlex.quote(str(value))]
+    return " ".join(words)
+
+
+def execute(args: argparse.Namespace, command: str | None = None,
+            extra: Callable[[list[Result], dict[str, Any]], Sequence[str]] | None = None,
+            ) -> BenchRun:
+    """Check, measure, print and write what ``args`` asks for. ``command`` is the command line
+    recorded for re-running (default: ``command_line(args)``); ``extra(results, meta)`` gives
+    markdown sections printed after the report and added to the ``--markdown`` page."""
     from . import report
 
-    if args.plot:
-        report.require_matplotlib()
-    dtypes = _dtypes(args.dtypes)
-    workloads = _workloads(args.workloads, args.quick)
-    backends, notes = parse_backends(args.backends)
-    references, reference_notes = reference_runners(args.references)
-    for note in notes + reference_notes:
+    request = check(args)
+    for note in request.notes:
         print(f"note: {note}")
-    runners: list[Runner] = [*(BackendRunner(b) for b in backends), *references]
-    timing = QUICK if args.quick else FULL
     results: list[Result] = []
-    with limited_threads(args.threads):
-        meta = report.system_info(args.threads, [r.label for r in runners])
+    with limited_threads(request.threads):
+        meta = report.system_info(request.threads, [r.label for r in request.runners])
         print(report.header_text(meta), flush=True)
         started = time.perf_counter()
-        for workload in workloads:
+        for workload in request.workloads:
             print(f"... {workload.key}", file=sys.stderr, flush=True)
-            results += measure_workload(workload, runners, dtypes, timing)
+            results += measure_workload(workload, request.runners, request.dtypes,
+                                        request.timing)
     meta["seconds"] = round(time.perf_counter() - started, 1)
-    meta["command"] = command or "dualtape bench " + " ".join(sys.argv[2:])
+    meta["command"] = command or command_line(args)
     sections = [("Times", report.table(results)),
                 (f"References, {report.FASTER}", report.ratios(results)),
                 ("Distance from the structural bound", report.bound_distance(results))]
     print("\n\n".join(f"{title}:\n{body}" for title, body in sections if body))
     print(report.how_to_read(results))
-    if args.json:
-        report.write_json(args.json, results, meta)
-    if args.markdown:
-        report.write_markdown(args.markdown, results, meta)
-    if args.plot:
-        report.plot(args.plot, results)
-    return results, meta
+    more = list(extra(results, meta)) if extra else []
+    for text in more:
+        print(text)
+    sys.stdout.flush()
+    return BenchRun(results, meta, write_outputs(request.outputs, results, meta, more))
+
+
+def write_outputs(outputs: dict[str, str], results: list[Result], meta: dict[str, Any],
+                  extra: Sequence[str] = ()) -> list[str]:
+    """Write each file of ``outputs`` (``{"--json": path, ...}``); the options whose file
+    could not be written, each said in one line on stderr."""
+    from . import report
+
+    writers = {
+        "--json": lambda path: report.write_json(path, results, meta),
+        "--markdown": lambda path: report.write_markdown(path, results, meta, extra),
+        "--plot": lambda path: report.plot(path, results),
+    }
+    failed = []
+    for option, path in outputs.items():
+        try:
+            writers[option](path)
+        except Exception as exc:  # one file that fails must not keep the others unwritten
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"dualtape bench: {option} {path} was not written: {reason}", file=sys.stderr)
+            failed.append(option)
+    return failed

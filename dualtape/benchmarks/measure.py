@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import math
 import sys
 import time
@@ -342,17 +343,25 @@ def measure_workload(
     return results
 
 
+def require_threadpoolctl() -> None:
+    """Refuse (``SystemExit`` with the fix) a thread limit without threadpoolctl."""
+    if importlib.util.find_spec("threadpoolctl") is None:
+        raise SystemExit("dualtape bench: --threads needs threadpoolctl: "
+                         "pip install 'dualtape[bench]'")
+
+
 @contextlib.contextmanager
 def limited_threads(n: int | None) -> Iterator[None]:
-    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n``."""
+    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n`` >= 1
+    (``ValueError`` below 1); ``None``: no limit."""
     if n is None:
         yield
         return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        raise SystemExit("dualtape bench: --threads needs threadpoolctl: "
-                         "pip install 'dualtape[bench]'") from None
+    if n < 1:
+        raise ValueError(f"a thread limit must be at least 1, got {n}")
+    require_threadpoolctl()
+    from threadpoolctl import threadpool_limits
+
     torch = sys.modules.get("torch")
     previous = torch.get_num_threads() if torch is not None else None
     with threadpool_limits(limits=n):

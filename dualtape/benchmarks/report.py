@@ -4,7 +4,8 @@ Every ratio is "× faster than numpy": dualtape-on-numpy's median divided by the
 workload and dtype (> 1: the row is faster than dualtape on numpy).
 
 Kept apart from ``measure.py`` so the timing code stays small; imported only when a
-benchmark runs. matplotlib and threadpoolctl are imported lazily, inside the functions.
+benchmark runs. Files are written atomically (``output.py``): a failure leaves no half file.
+matplotlib and threadpoolctl are imported lazily, inside the functions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from .bound import LABEL as BOUND_LABEL
 from .measure import WORKLOADS, Result
+from .output import write_atomically
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
             "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
@@ -244,13 +246,16 @@ def how_to_read(results: Sequence[Result]) -> str:
 
 
 def write_json(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
-    """All samples and the machine details as JSON."""
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1)
+    """All samples and the machine details as JSON, written atomically."""
+    record = {"meta": meta, "results": [r.as_dict() for r in results]}
+    text = json.dumps(record, indent=1) + "\n"
+    write_atomically(path, lambda f: f.write(text.encode()))
 
 
-def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
-    """A results page: how to re-run it, the machine, the table and the ratios."""
+def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any],
+                   extra: Sequence[str] = ()) -> None:
+    """A results page, written atomically: how to re-run it, the machine, the table, the
+    ratios, and the ``extra`` sections (markdown) at the end."""
     gpus = " + " + ", ".join(meta["gpus"]) if meta["gpus"] else ""
     text = "\n\n".join([
         f"# dualtape bench on {meta['cpu']}{gpus}",
@@ -261,9 +266,9 @@ def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any]) -
         "## Distance from the structural bound\n\n" + (bound_distance(results)
                                                           or "Not measured in this run."),
         how_to_read(results),
+        *extra,
     ])
-    with open(path, "w") as f:
-        f.write(text + "\n")
+    write_atomically(path, lambda f: f.write((text + "\n").encode()))
 
 
 def require_matplotlib() -> None:
@@ -272,9 +277,24 @@ def require_matplotlib() -> None:
         raise SystemExit("dualtape bench: --plot needs matplotlib: pip install 'dualtape[bench]'")
 
 
+def plot_format(path: str) -> str:
+    """The image format ``path``'s suffix names (``png``, ``pdf``, ``svg``, ...), or
+    ``ValueError`` when matplotlib writes no such format."""
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1][1:].lower()
+    if suffix not in formats:
+        raise ValueError(f"--plot {path}: the name must end in a format matplotlib writes: "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
+    return suffix
+
+
 def plot(path: str, results: Sequence[Result]) -> None:
     """× faster than numpy (same dtype) against batch size (train, fifty time steps) and hidden
-    size (one LSTM step forwards, and backwards): one colour per row, one line style per dtype."""
+    size (one LSTM step forwards, and backwards): one colour per row, one line style per dtype;
+    written atomically, in the format ``path``'s suffix names."""
     require_matplotlib()
     import matplotlib
 
@@ -314,5 +334,7 @@ def plot(path: str, results: Sequence[Result]) -> None:
             scale.set_minor_formatter(NullFormatter())
         axis.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_atomically(path, lambda f: fig.savefig(f, format=plot_format(path), dpi=120))
+    finally:
+        plt.close(fig)
