@@ -13,6 +13,7 @@ import stat
 import pytest
 
 from bench import compare_devices
+from dualtape import files
 from dualtape.benchmarks import output
 from dualtape.benchmarks.cli import command_line
 from dualtape.cli import build_parser, main
@@ -70,7 +71,7 @@ def test_a_write_that_fails_halfway_leaves_the_old_file_and_no_temporary(tmp_pat
         raise failure
 
     with pytest.raises(type(failure)):
-        output.write_atomically(target, half)
+        files.write_atomically(target, half)
     assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]
 
 
@@ -78,11 +79,11 @@ def test_a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path
     kept = tmp_path / "kept.json"
     kept.write_text("old")
     kept.chmod(0o640)
-    output.write_atomically(kept, lambda f: f.write(b"new"))
+    files.write_atomically(kept, lambda f: f.write(b"new"))
     assert kept.read_text() == "new" and stat.S_IMODE(kept.stat().st_mode) == 0o640
     previous = os.umask(0o027)
     try:
-        output.write_atomically(tmp_path / "new.json", lambda f: f.write(b"new"))
+        files.write_atomically(tmp_path / "new.json", lambda f: f.write(b"new"))
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
@@ -92,7 +93,7 @@ def test_a_symlink_is_followed_and_stays_a_link(tmp_path):
     (tmp_path / "results").mkdir()
     link = tmp_path / "latest.json"
     link.symlink_to(tmp_path / "results" / "r.json")
-    output.write_atomically(link, lambda f: f.write(b"new"))
+    files.write_atomically(link, lambda f: f.write(b"new"))
     assert link.is_symlink() and (tmp_path / "results" / "r.json").read_text() == "new"
 
 

@@ -25,46 +25,29 @@ hold) and the member's ``.npy`` header against its declaration; data is read thr
 that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
 missing or unopenable path raises the ``OSError`` of opening it.
 
-Saving writes ``.NAME.dualtape-partial.HOST.PID.XXXXXXXX`` in the destination's folder (HOST:
-the host name and, on Linux, the PID namespace; NAME shortened to fit 255 bytes), fsyncs it,
-renames it over the destination and fsyncs the folder: a crash or ``kill -9`` leaves the old
-file or the new one. A new file gets ``0666 & ~umask``, a replaced one keeps its mode. Before
-writing, ``save`` deletes such temporary files of the same destination only when they are
-provably a dead writer's: this host and PID namespace, a PID that no longer runs, a regular
-file (``lstat``; opened with ``O_NOFOLLOW | O_NONBLOCK``) of this user, empty or starting like
-a zip archive. Anything else (another host's over NFS, a live or reused PID, older versions'
-``.NAME.PID.XXXXXXXX``, a link, a FIFO) stays; without ``os.getuid`` nothing is deleted.
-
-What is followed where: ``load`` and friends follow a symlink given as ``path``.
-``save(..., replace=True)`` (the default) follows a symlink given as ``path`` and replaces its
-target. ``save(..., replace=False)`` follows links in the folders of ``path`` but not at
-``path`` itself, which must not exist: the file is hard-linked into place (``os.link``), so an
-existing file, or a link planted meanwhile, is never replaced nor followed
-(``FileExistsError``); file systems without hard links cannot save this way. Errors name the
-user's path.
+Saving is crash-safe and deletes only what it provably created (``files.write_atomically``:
+a temporary file in the same folder, fsync, rename; a dead writer's temporary files removed,
+nothing else). ``load`` and friends follow a symlink given as ``path``; ``save`` follows one
+unless ``replace=False``, which never replaces a file nor follows a link at ``path``
+(``FileExistsError``). Errors name the user's path.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
-import re
-import socket
-import stat
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_backend
+from .files import open_regular, write_atomically
 from .layers import LAYER_KINDS
 from .network import Network
 from .recurrent import RecurrentNetwork
@@ -83,10 +66,8 @@ DEFLATE_RATIO = 1032
 """The most bytes deflate can produce from one compressed byte (258-byte matches in 2 bits)."""
 OPTIMIZER_PREFIX = "optimizer/"
 """The ``extra`` names under which optimizer state is stored."""
-TEMPORARY_MARKER = "dualtape-partial"
-"""The word that marks ``save``'s temporary files."""
-NAME_MAX = 255
-"""The longest file name, in bytes, on common file systems."""
+ZIP_SIGNATURE = b"PK\x03\x04"
+"""How a zip archive, and so a save's partial file, starts."""
 UNSUPPORTED_FLAGS = 0x01 | 0x20 | 0x40
 """Zip flag bits for encryption, patched data and strong encryption."""
 JSON_DEPTH = 100
@@ -159,7 +140,8 @@ def save(
     except ValueError as exc:  # integers too long for JSON text
         raise TypeError(f"save: an extra value cannot be written as JSON ({exc})") from None
     arrays["__header__"] = np.frombuffer(encoded, dtype=np.uint8)
-    _write_atomically(arrays, path, replace)
+    write_atomically(path, lambda f: np.savez(f, **arrays), replace=replace,
+                     signature=ZIP_SIGNATURE)
 
 
 def _network_arrays(net: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
@@ -248,172 +230,6 @@ def _not_json(value: Any, where: str, depth: int) -> str | None:
     return f"{where} is a {type(value).__name__}, which is not JSON-able"
 
 
-def check_destination(path: str | os.PathLike, *, replace: bool = True) -> Path:
-    """The file ``save`` would write for ``path``: with ``replace``, a symlink at ``path`` is
-    followed and an existing file is replaced; without, ``path`` itself (links in its folders
-    followed), which must not exist. An ``OSError`` naming ``path`` when it is a folder, not a
-    regular file (FIFO, device, socket), read-only, exists and ``replace`` is false, or when its
-    folder is missing or not writable."""
-    given = Path(path)
-    if replace:
-        target = Path(os.path.realpath(path))
-    else:
-        target = Path(os.path.realpath(given.parent)) / given.name
-    try:
-        found = os.stat(target) if replace else os.lstat(target)
-    except FileNotFoundError:
-        found = None
-    except OSError as exc:  # a link loop, a file used as a folder, no permission
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    if found is not None:
-        if stat.S_ISDIR(found.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
-        if not replace:
-            raise FileExistsError(errno.EEXIST, "it exists (replace=False never replaces a "
-                                  "file)", str(path))
-        if not stat.S_ISREG(found.st_mode):
-            raise OSError(errno.EINVAL, f"it is {_file_kind(found.st_mode)}, not a regular "
-                          "file", str(path))
-        if not found.st_mode & 0o222 or not os.access(target, os.W_OK):
-            raise PermissionError(errno.EACCES, "the file is read-only", str(path))
-    if not target.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path))
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "its folder is not writable", str(path))
-    return target
-
-
-def _file_kind(mode: int) -> str:
-    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket",
-             stat.S_ISDIR: "a folder", stat.S_ISLNK: "a symbolic link"}
-    return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
-
-
-def _write_atomically(arrays: dict[str, np.ndarray], path: str | os.PathLike,
-                      replace: bool) -> None:
-    target = check_destination(path, replace=replace)
-    _remove_stale_temporaries(target)
-    mode = stat.S_IMODE(os.stat(target).st_mode) if replace and target.exists() \
-        else 0o666 & ~_umask()
-    try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temporary_prefix(target.name))
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    try:
-        with os.fdopen(handle, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)
-            os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)  # fails on anything at target, a link included
-            os.unlink(tmp)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-    _fsync_folder(target.parent)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the rename durable where the platform allows opening a folder."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _writer() -> str:
-    """This process's host for temporary names: the host name (characters other than letters,
-    digits, ``.`` and ``-`` escaped as ``_xx``) and, where readable, ``+`` the PID namespace,
-    so PIDs are only compared where they mean the same process."""
-    host = "".join(c if re.fullmatch(r"[A-Za-z0-9.-]", c) else
-                   "".join(f"_{b:02x}" for b in c.encode("utf-8", "surrogateescape"))
-                   for c in socket.gethostname())
-    try:
-        space = re.sub(r"\D", "", os.readlink("/proc/self/ns/pid"))
-    except OSError:
-        return host
-    return f"{host}+{space}"
-
-
-def _temporary_stem(name: str) -> str:
-    """``.NAME.dualtape-partial.``, NAME shortened so a whole temporary name fits NAME_MAX."""
-    tail = f".{TEMPORARY_MARKER}.{_writer()}.{os.getpid()}.XXXXXXXX"
-    room = max(NAME_MAX - 1 - len(os.fsencode(tail)), 0)
-    short = os.fsdecode(os.fsencode(name)[:room])
-    return f".{short}.{TEMPORARY_MARKER}."
-
-
-def _temporary_prefix(name: str) -> str:
-    return f"{_temporary_stem(name)}{_writer()}.{os.getpid()}."
-
-
-def _remove_stale_temporaries(target: Path) -> None:
-    """Delete the temporary files of ``target`` that a process of this host which no longer
-    runs left (``kill -9``), when they are this user's regular files and look like a partial
-    archive. A file in doubt stays."""
-    if not hasattr(os, "getuid"):
-        return
-    stem = _temporary_stem(target.name)
-    ours = re.compile(re.escape(_writer()) + r"\.([1-9][0-9]*)\.[a-z0-9_]{8}")
-    try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return
-    for name in names:
-        match = ours.fullmatch(name[len(stem):]) if name.startswith(stem) else None
-        if match is not None and not _process_runs(int(match.group(1))):
-            _remove_if_partial_archive(target.parent / name)
-
-
-def _remove_if_partial_archive(entry: Path) -> None:
-    """Unlink ``entry`` if it is a regular file of this user that is empty or starts like a
-    zip archive; nothing else is opened, no link is followed."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        seen = os.lstat(entry)
-        if not stat.S_ISREG(seen.st_mode) or seen.st_uid != os.getuid():
-            return
-        fd = os.open(entry, flags)
-        try:
-            opened = os.fstat(fd)
-            same = (opened.st_dev, opened.st_ino) == (seen.st_dev, seen.st_ino)
-            start = os.read(fd, 4) if same else None
-        finally:
-            os.close(fd)
-        if start in (b"", b"PK\x03\x04"):
-            os.unlink(entry)
-    except OSError:  # gone already, or not ours to remove: the save goes on
-        return
-
-
-def _process_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 # --- loading ---------------------------------------------------------------------------------
 
 
@@ -435,32 +251,15 @@ def _open(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
     """The zip archive at ``path``, a regular file opened without blocking, its directory
     checked before any member is read."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError:  # a socket cannot be opened at all: say what it is, if it is one
-        found = _stat_or_none(path)
-        if found is None or stat.S_ISREG(found.st_mode):
-            raise
-        fd = None
-    else:
-        found = os.fstat(fd)
-    if not stat.S_ISREG(found.st_mode):
-        if fd is not None:
-            os.close(fd)
-        raise ValueError(f"{path}: not a regular file ({_file_kind(found.st_mode)}); "
-                         "networks load only from regular files")
-    with open(fd, "rb") as f:
+        f, found = open_regular(path)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; networks load only from regular files") from None
+    with f:
         with _unreadable(path, "not a zip archive"):
             archive = zipfile.ZipFile(f)
         with archive:
             _check_directory(archive, found.st_size, path)
             yield archive
-
-
-def _stat_or_none(path: str | os.PathLike) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except OSError:
-        return None
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import pytest
 
 import dualtape
 import dualtape.io
+from dualtape import files
 from dualtape.backend import resolve_backend
 from dualtape.text import trainer as text_train
 from dualtape.text.model import TextError
@@ -196,10 +197,10 @@ def dead_pid() -> int:
 def dead_writer_prefix(name: str, writer: str | None = None, pid: int | None = None) -> str:
     """The start of the temporary file's name that a save of ``name`` by process ``pid``
     (default: one that has exited) of ``writer`` (default: this host) would leave."""
-    stem = dualtape.io._temporary_stem(name)
-    ours = f"{stem}{dualtape.io._writer()}.{os.getpid()}."
-    assert dualtape.io._temporary_prefix(name) == ours
-    return f"{stem}{writer or dualtape.io._writer()}.{pid or dead_pid()}."
+    stem = files._temporary_stem(name)
+    ours = f"{stem}{files._writer()}.{os.getpid()}."
+    assert files._temporary_prefix(name) == ours
+    return f"{stem}{writer or files._writer()}.{pid or dead_pid()}."
 
 
 def partial_archive(p: Path) -> Path:
@@ -228,7 +229,7 @@ def kept_files(folder: Path, **specs) -> dict[str, Path]:
 
 
 def test_temporary_files_not_provably_a_dead_writers_are_left(path):
-    host = dualtape.io._writer()
+    host = files._writer()
     kept = kept_files(
         path.parent,
         live=(None, os.getppid(), None),  # its writer still runs (or its PID was reused)
@@ -276,7 +277,7 @@ def test_a_symlink_named_like_a_temporary_file_is_left_and_not_followed(path, tm
 def test_temporary_names_are_marked_and_fit_long_destination_names(tmp_path):
     long_name = "é" * 123 + ".npz"  # 250 bytes: the temporary name must cut it (mid-letter)
     dualtape.save(deep_net(), tmp_path / long_name)
-    prefix = dualtape.io._temporary_prefix(long_name)
+    prefix = files._temporary_prefix(long_name)
     assert ".dualtape-partial." in prefix and f".{os.getpid()}." in prefix
     assert len(os.fsencode(prefix)) + 8 <= 255
     stale = partial_archive(tmp_path / os.fsdecode(
@@ -310,8 +311,8 @@ def test_kill_9_while_saving_leaves_the_old_file_and_the_next_save_cleans_up(tmp
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert dualtape.load_extra(target)["which"] == "old"
     [left] = [p for p in tmp_path.iterdir() if p != target]
-    assert re.fullmatch(re.escape(dualtape.io._temporary_stem("net.npz") +
-                                  dualtape.io._writer()) + r"\.\d+\.[a-z0-9_]{8}", left.name)
+    assert re.fullmatch(re.escape(files._temporary_stem("net.npz") +
+                                  files._writer()) + r"\.\d+\.[a-z0-9_]{8}", left.name)
     dualtape.save(deep_net(), target, extra={"which": "newer"})
     assert [p.name for p in tmp_path.iterdir()] == ["net.npz"]
     assert dualtape.load_extra(target)["which"] == "newer"

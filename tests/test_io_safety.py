@@ -487,7 +487,8 @@ def test_array_data_that_ends_early_is_an_error_not_an_endless_loop():
 SPECIAL_CALLS = """
 import json, sys
 import dualtape
-from dualtape.io import check_destination, read_header
+from dualtape.files import check_destination
+from dualtape.io import read_header
 
 calls = {"load": dualtape.load, "load_extra": dualtape.load_extra,
          "load_with_extra": dualtape.load_with_extra, "read_header": read_header,

@@ -4,7 +4,7 @@ Every ratio is "× faster than numpy": dualtape-on-numpy's median divided by the
 workload and dtype (> 1: the row is faster than dualtape on numpy).
 
 Kept apart from ``measure.py`` so the timing code stays small; imported only when a
-benchmark runs. Files are written atomically (``output.py``): a failure leaves no half file.
+benchmark runs. Files are written atomically (``dualtape.files``): a failure leaves no half file.
 matplotlib and threadpoolctl are imported lazily, inside the functions.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..files import write_atomically
 from .bound import LABEL as BOUND_LABEL
 from .measure import WORKLOADS, Result
-from .output import write_atomically
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
             "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")

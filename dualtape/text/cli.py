@@ -229,16 +229,13 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
     file would be lost: one that is not a regular dualtape file (such as the training text),
     or another run's checkpoint unless it is the one resumed or ``overwrite`` is given.
     Returns what is there now (``"PATH (step N)"``), None when nothing is."""
-    import tempfile
-
-    from ..io import check_destination, read_header
+    from ..files import check_destination
+    from ..io import read_header
     from .model import TextError
 
     flag = "--save" if path != resume else "--resume (which saves back to it)"
     try:
-        target = check_destination(path)
-        with tempfile.TemporaryFile(dir=target.parent):
-            pass  # the folder takes a new file (read-only file systems, quotas)
+        target = check_destination(path, probe=True)
         if not target.exists():
             return None
         step = read_header(target).get("extra", {}).get("step")
