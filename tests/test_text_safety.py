@@ -537,12 +537,14 @@ def test_a_diverging_resumed_run_never_writes_nan_over_the_checkpoint(capsys, co
     good = tmp_path / "m.npz"
     assert run(capsys, "train-text", str(corpus), *SMALL, "--steps", "30", "--sample-chars", "0",
                "--save", str(good))[0] == 0
+    before = good.read_bytes()
     code, _, err = run(capsys, "train-text", "--resume", str(good), "--rate", "1e30", "--clip",
                        "0", "--save-every", "1", "--save", str(good), "--sample-chars", "0",
                        "--steps", "20")
-    assert code == 1 and err.count("\n") == 1 and "training diverged" in err
-    assert err.rstrip().endswith(f"saved {good} at step {load_checkpoint(good).step}")
-    assert run(capsys, "sample", str(good), "--chars", "5")[0] == 0  # still usable
+    # its first step leaves finite weights near 1e27, which the loss check at the save sees
+    one_line(err, f"nats per character (more than 100 x ln {len(load_checkpoint(good).vocab)} = ")
+    assert code == 1 and good.read_bytes() == before
+    assert err.rstrip().endswith(f"{good} (step 30) was left as it was")
 
 
 def test_a_run_that_diverges_before_its_first_save_leaves_the_file_as_it_was(capsys, corpus,

@@ -14,10 +14,11 @@ How a run stops, and its exit status:
 
 - 0: the step or time limit was reached; the checkpoint was written before the final sample.
 - 1: an error, in one line on stderr. Bad input stops before training. A diverged run (a NaN
-  or infinite loss, parameter or optimizer state, seen when the loss is read or at a save
-  point) stops and writes nothing: the last checkpoint stays, and the message says which file
-  holds what. Any other failure during
-  training (a sample or a step that raises, out of memory) saves first, then reports. A
+  or infinite loss, parameter or optimizer state seen when the loss is read or at a save
+  point, or at a save point a loss above ``trainer.DIVERGED_FACTOR · ln V``) stops and writes
+  nothing: the last checkpoint stays, and the message says which file holds what. Any other
+  failure during training (a sample or a step that raises, out of memory) saves first, then
+  reports. A
   failed periodic save warns and training goes on; a failed final save falls back to a new
   ``NAME.stepN.RANDOM.npz`` next to it, then to a new private temporary folder (never
   replacing a file nor following a link there: ``TextTrainer.save_or_fall_back``), and says

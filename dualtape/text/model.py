@@ -154,7 +154,11 @@ def random_windows(
     uniformly random offsets. Input is ``window[:-1]``, target (next symbol) ``window[1:]``."""
     if len(ids) < seq_len + 1:
         raise ValueError(f"random_windows: {len(ids)} symbols, need at least {seq_len + 1}")
-    starts = rng.integers(0, len(ids) - seq_len, size=batch)
+    return windows_at(ids, rng.integers(0, len(ids) - seq_len, size=batch), seq_len)
+
+
+def windows_at(ids: np.ndarray, starts: np.ndarray, seq_len: int) -> np.ndarray:
+    """``(seq_len + 1, len(starts))`` ids: the windows of ``ids`` beginning at ``starts``."""
     return ids[starts[None, :] + np.arange(seq_len + 1)[:, None]]
 
 

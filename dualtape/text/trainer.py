@@ -66,6 +66,7 @@ from .model import (
     one_hot,
     random_windows,
     sample,
+    windows_at,
 )
 
 TEXT_FORMAT = 1
@@ -74,6 +75,11 @@ DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
 OPTIMIZERS = tuple(DEFAULT_RATES)
 OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
 """Arrays of optimizer state per parameter (momentum; Adam's two moments)."""
+DIVERGED_FACTOR = 100
+"""A network whose loss per character exceeds this many times ``ln V`` (a uniform guess over
+``V`` symbols costs ``ln V``) has diverged, though its weights may still be finite: one step at
+``--rate 1e30`` leaves weights near 1e27 and a loss near 1e28, while a new model starts near
+``ln V`` and clipped training stays within a few times that."""
 GENERATORS = ("windows", "samples")
 """The random generators a checkpoint stores (``extra["rng"]``)."""
 
@@ -309,8 +315,7 @@ class TextTrainer:
         cfg, xp = self.config, self.xp
         window = random_windows(self.ids, cfg.seq_len, cfg.batch, self.window_rng)
         with device_context(self.backend):
-            hot = one_hot(xp, from_host(window, self.backend), len(self.vocab),
-                          getattr(xp, cfg.dtype))
+            hot = self._one_hot(window)
             core = self._logits
             tape, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
             value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
@@ -323,6 +328,11 @@ class TextTrainer:
             self.optimizer.step(core.params, grads)
             value = value * scale
             self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
+
+    def _one_hot(self, window: np.ndarray) -> Array:
+        """Host symbol ids ``(seq_len + 1, batch)`` as one-hot rows on the device."""
+        return one_hot(self.xp, from_host(window, self.backend), len(self.vocab),
+                       getattr(self.xp, self.config.dtype))
 
     def read_loss(self) -> float | None:
         """The mean loss (nats/char) of the steps since the last read, read from the device;
@@ -342,18 +352,40 @@ class TextTrainer:
 
     def check_finite(self, state: dict[str, np.ndarray] | None = None) -> None:
         """``DivergedError`` unless every parameter and every array of the optimizer's state
-        (``state``: its ``state_dict()``, taken when not given) is finite."""
+        (``state``: its ``state_dict()``, taken when not given) is finite, and the network's
+        loss on ``batch`` windows spread evenly through the corpus is at most
+        ``DIVERGED_FACTOR · ln V``: one step can leave weights that are finite but so large
+        that the network is useless (``--rate 1e30``). Every rank of a distributed run holds
+        the same parameters and corpus, so every rank decides alike without communicating."""
         xp = self.xp
         with device_context(self.backend):
             finite = all(bool(xp.all(xp.isfinite(p))) for group in self.net.params
                          for p in group.values())
-        what = "parameters hold"
+        what = "the parameters hold NaN or infinity"
         if finite:
             state = self.optimizer.state_dict() if state is None else state
             finite = all(np.isfinite(v).all() for v in state.values() if v.dtype.kind == "f")
-            what = "optimizer state holds"
+            what = "the optimizer state holds NaN or infinity"
+        if finite:
+            loss, bound = self.spread_loss(), DIVERGED_FACTOR * math.log(len(self.vocab))
+            finite = loss <= bound  # False for NaN too
+            what = (f"the network's loss is {loss:.3g} nats per character (more than "
+                    f"{DIVERGED_FACTOR} x ln {len(self.vocab)} = {bound:.0f}, a hundred uniform "
+                    "guesses)")
         if not finite:
-            raise self._diverged(f"the {what} NaN or infinity at step {self.step_count}")
+            raise self._diverged(f"{what} at step {self.step_count}")
+
+    def spread_loss(self) -> float:
+        """The loss per character of the network as it is now (a forward pass only) on
+        ``batch`` windows whose starts are spread evenly through the corpus."""
+        cfg, xp, core = self.config, self.xp, self._logits
+        starts = np.linspace(0, len(self.ids) - cfg.seq_len - 1, cfg.batch).astype(np.int64)
+        window = windows_at(self.ids, starts, cfg.seq_len)
+        with device_context(self.backend):
+            hot = self._one_hot(window)
+            _, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
+            value, _ = softmax_cross_entropy(xp, ys, hot[1:, ...])
+            return float(to_numpy(value)) / cfg.seq_len
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
         """Text from the current network, drawn with the trainer's sample generator."""

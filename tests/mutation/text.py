@@ -52,6 +52,9 @@ MUTANTS = [
     trainer("finite = all(np.isfinite(v).all() for v in state.values() if v.dtype.kind == \"f\")",
             "finite = True",
             "check_finite ignores the optimizer state"),
+    trainer("            finite = loss <= bound  # False for NaN too",
+            "            finite = True",
+            "finite weights too large to be of use (one step at --rate 1e30) are saved"),
     trainer("        self.check_finite(state)\n", "",
             "save writes a model without checking it is finite"),
     trainer("        except ValueError as exc:  # a destination io refuses\n"
