@@ -9,10 +9,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import __version__
-from .backend import KNOWN_BACKENDS, BackendUnavailable, available_backends, resolve_backend
+from . import __version__, kernels
+from .backend import (
+    FLOAT_DTYPES,
+    KNOWN_BACKENDS,
+    BackendUnavailable,
+    available_backends,
+    resolve_backend,
+)
 from .benchmarks import cli as bench_cli
-from .kernels import blas
+from .kernels import blas, numba_cell
 from .text import cli as text_cli
 from .text.console import OUTPUT_LOST, silence_stdout
 
@@ -31,11 +37,23 @@ def info(args: argparse.Namespace) -> int:
         mark = "available" if name in usable else "unavailable"
         print(f"  {name:<17} {mark}, default device {chosen.device}")
     print(f"auto selects: {resolve_backend('auto').name}")
+    print(f"LSTM loops on numpy: {_cpu_loops()}")
     if blas.available():
         print("SGD on numpy: one BLAS pass per large parameter (numpy's OpenBLAS)")
     else:
         print("SGD on numpy: two numpy passes per parameter (numpy bundles no OpenBLAS here)")
     return 0
+
+
+def _cpu_loops() -> str:
+    """Which LSTM loop numpy runs; for the compiled one, how long it took to be ready."""
+    path, why = kernels.cpu_path()
+    if path != "compiled":
+        return f"{'ufunc loop' if path == 'ufuncs' else 'generic code'} ({why})"
+    seconds = sum(numba_cell.warm_up(dtype) for dtype in FLOAT_DTYPES)
+    how = ("loaded from the disk cache" if numba_cell.loaded_from_cache() else
+           "compiled now and cached on disk: later runs load it")
+    return f"compiled (numba {numba_cell.version()}; ready in {seconds:.1f} s, {how})"
 
 
 def build_parser() -> argparse.ArgumentParser:

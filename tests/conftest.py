@@ -9,21 +9,32 @@ import pytest
 
 import dualtape
 from dualtape.backend import BackendUnavailable, resolve_backend, use_backend
+from dualtape.kernels import cpu_path
 
 BACKEND_PARAMS = [
     pytest.param(("numpy", None), id="numpy"),
+    pytest.param(("numpy", "ufuncs"), id="numpy-ufuncs"),
     pytest.param(("array_api_strict", None), id="strict"),
     pytest.param(("array_api_strict", "device1"), id="strict-device1"),
     pytest.param(("cupy", None), id="cupy", marks=pytest.mark.gpu),
     pytest.param(("torch", None), id="torch"),
 ]
+"""Each backend and device, and numpy twice: with its default LSTM loop (compiled where numba
+is installed) and with the ufunc loop (``DUALTAPE_JIT=0``), so every numpy test checks both."""
 
 
 @pytest.fixture(params=BACKEND_PARAMS)
-def backend(request: pytest.FixtureRequest):
-    """Each available backend (and array_api_strict's second fake device) in turn, selected for
-    new arrays; unavailable ones skip with the reason."""
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Each available backend (and array_api_strict's second fake device, and numpy's ufunc
+    loop) in turn, selected for new arrays; unavailable ones skip with the reason."""
     name, device = request.param
+    if device == "ufuncs":
+        path, why = cpu_path()
+        if path != "compiled":
+            UNAVAILABLE_REASONS.add(reason := f"Skipped: numpy runs the ufunc loop anyway: {why}")
+            pytest.skip(reason[len("Skipped: "):])
+        monkeypatch.setenv("DUALTAPE_JIT", "0")
+        device = None
     try:
         chosen = resolve_backend(name, device)
     except BackendUnavailable as exc:

@@ -5,7 +5,6 @@ Each finder returns the tool or the reason it is missing, so tests skip with tha
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import glob
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dualtape.kernels.sequence import StepwiseCell
 
 HOST_SHIM = Path(__file__).with_name("cuda_host.cpp")
 
@@ -98,7 +99,7 @@ def build_host_library(cxx: str, cu_file: Path, out_dir: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(target))
 
 
-class HostCell:
+class HostCell(StepwiseCell):
     """A ``Cell`` that runs the host build of the CUDA kernels on numpy arrays, launched with
     ``grid`` x ``block`` emulated threads; checks each operand is C-contiguous of one dtype."""
 
@@ -108,9 +109,6 @@ class HostCell:
         self._forward = getattr(library, f"lstm_forward_{ctype}")
         self._backward = getattr(library, f"lstm_backward_{ctype}")
         self.dtype, self.grid, self.block = np.dtype(dtype), grid, block
-
-    def scope(self) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
 
     def _pointer(self, a: np.ndarray) -> ctypes.c_void_p:
         assert a.dtype == self.dtype and a.flags.c_contiguous, (a.dtype, a.strides)

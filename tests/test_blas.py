@@ -94,8 +94,8 @@ def test_momentum_l2_or_a_small_parameter_keep_the_numpy_passes(monkeypatch, cas
 
 
 def test_without_the_library_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
-    monkeypatch.setattr(blas, "_routines", lambda: {})
-    assert not blas.available()
+    monkeypatch.setattr(blas, "_routines", lambda: blas.Routines({}, {}))
+    assert not blas.available() and blas.gemm("float64") is None
     with dualtape.use_backend("numpy"):
         fast = train(np.asarray)
         monkeypatch.setenv("DUALTAPE_FUSED", "0")
@@ -131,23 +131,39 @@ def test_the_blas_pass_brings_no_thread_pool_of_its_own():
 
 
 @needs_blas
-def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch):
-    """The first-use check: a library whose axpy adds twice a·x is refused."""
+@pytest.mark.parametrize("routine", ["axpy", "gemm"])
+def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch, routine):
+    """The first-use check: a library whose axpy adds twice a·x, or whose gemm multiplies
+    twice, is refused (for both routines: they come from one library)."""
     blas._routines.cache_clear()
     real_load = blas._load
 
     def doubled(path):
-        routines = real_load(path)
-        return {dtype: lambda n, a, x, ix, y, iy, f=f: f(n, 2 * a, x, ix, y, iy)
-                for dtype, f in routines.items()}
+        found = real_load(path)
+        if routine == "axpy":
+            return found._replace(axpy={d: lambda n, a, *rest, f=f: f(n, 2 * a, *rest)
+                                        for d, f in found.axpy.items()})
+        return found._replace(gemm={d: lambda *args, f=f: f(*args[:6], 2 * args[6], *args[7:])
+                                    for d, f in found.gemm.items()})
 
     monkeypatch.setattr(blas, "_load", doubled)
     try:
-        assert not blas.available()
+        assert not blas.available() and blas.gemm("float32") is None
     finally:
         blas._routines.cache_clear()
     monkeypatch.undo()
     assert blas.available() == bool(blas._library_paths())
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gemm_multiplies_by_a_transposed_operand_as_numpy_does(dtype):
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(7, 9)).astype(dtype), rng.normal(size=(5, 9)).astype(dtype)
+    c = np.full((7, 5), np.nan, dtype=dtype)
+    blas.gemm(dtype)(blas.ROW_MAJOR, blas.NO_TRANS, blas.TRANS, 7, 5, 9, 1.0, a.ctypes.data, 9,
+                     b.ctypes.data, 9, 0.0, c.ctypes.data, 5)
+    np.testing.assert_allclose(c, a @ b.T, rtol=0, atol=32 * np.finfo(dtype).eps)
 
 
 def test_no_library_beside_numpy_means_no_blas_pass(monkeypatch):

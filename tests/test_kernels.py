@@ -11,9 +11,17 @@ import pytest
 
 import dualtape
 from dualtape.backend import namespace_of
-from dualtape.kernels import SequencePath, cupy_cell, numpy_cell, sequence_path
+from dualtape.kernels import (
+    SequencePath,
+    cpu_path,
+    cupy_cell,
+    numpy_cell,
+    selfcheck,
+    sequence_path,
+)
 from dualtape.kernels import sequence as loops
 from dualtape.kernels.cupy_cell import CupyCell
+from dualtape.kernels.numba_cell import NumbaCell
 from dualtape.kernels.numpy_cell import NumpyCell
 from dualtape.layers.lstm import fused_disagreement
 
@@ -55,7 +63,8 @@ def test_fast_paths_are_on_by_default(backend, monkeypatch):
     like = backend.xp.ones((2, 3), dtype=backend.xp.float64)
     path = sequence_path(backend.xp, like, fused_disagreement)
     if backend.name == "numpy":
-        assert isinstance(path.cell, NumpyCell)
+        compiled = cpu_path()[0] == "compiled"
+        assert isinstance(path.cell, NumbaCell if compiled else NumpyCell)
     elif backend.name == "cupy":
         assert isinstance(path.cell, CupyCell), "the fused kernels are CuPy's default"
     else:
@@ -161,7 +170,7 @@ def fake_cupy_path(device_id: int) -> tuple[SequencePath, types.SimpleNamespace]
 
 
 def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
-    monkeypatch.setattr(cupy_cell, "_VERDICTS", {})
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     calls = []
 
     def failing(path, like):
@@ -179,7 +188,7 @@ def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
 
 
 def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
-    monkeypatch.setattr(cupy_cell, "_VERDICTS", {})
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
 
     def raising(path, like):
         raise RuntimeError("no kernel image for this device")

@@ -271,7 +271,11 @@ def test_python_m_dualtape_is_the_dualtape_command(capsys):
 
     done = dualtape_module("info")
     assert done.returncode == 0 and main(["info"]) == 0
-    assert done.stdout == capsys.readouterr().out
+
+    def timeless(text: str) -> str:  # how long the compiled loops took to be ready varies
+        return re.sub(r"\(numba [^)]*\)", "(numba)", text)
+
+    assert timeless(done.stdout) == timeless(capsys.readouterr().out)
     assert dualtape_module("--version").stdout.startswith("dualtape ")
 
 

@@ -1,9 +1,11 @@
 """Optional fast paths, chosen by backend; the generic code in ``layers/`` is their reference.
 
 ``DUALTAPE_FUSED`` (read at each call): ``0`` = the generic code everywhere; unset or ``1`` =
-the fast paths: the numpy in-place loop, and on CuPy the fused ``lstm.cu`` kernels, each device
-and dtype of which first passes a self-check against the generic code (on a mismatch: one
-warning, then the generic code).
+the fast paths. On numpy: the compiled loops (``numba_cell``) where numba is installed and
+numpy bundles OpenBLAS, else the in-place ufunc loop (``numpy_cell``); ``DUALTAPE_JIT=0``
+(also read at each call) keeps the ufunc loop. On CuPy: the fused ``lstm.cu`` kernels. The
+compiled loops (per dtype) and the CUDA kernels (per device and dtype) first pass a self-check
+against the generic code (on a mismatch: one warning, then the generic code).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, NamedTuple
 
 import array_api_compat
 
+from . import selfcheck
 from .sequence import Cell
 
 
@@ -34,11 +37,17 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     for the generic code.
 
     ``self_check(path, like)`` describes how ``path`` disagrees with the generic code, or
-    returns None; it runs once per CUDA device and dtype before the fused kernels are used.
+    returns None; it runs once per dtype before the compiled loops are used, and once per
+    CUDA device and dtype before the fused kernels are.
     """
-    if os.environ.get("DUALTAPE_FUSED", "") == "0":
+    if _generic_only():
         return None
     if array_api_compat.is_numpy_namespace(xp):
+        if cpu_path()[0] == "compiled":
+            path = _compiled_path()
+            if selfcheck.verified(("numba", like.dtype.name), "compiled CPU LSTM loops",
+                                  f"the CPU ({like.dtype.name})", lambda: self_check(path, like)):
+                return path
         return _numpy_path()
     if array_api_compat.is_cupy_namespace(xp):
         from . import cupy_cell
@@ -46,6 +55,35 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
         path = _cupy_path()
         return path if cupy_cell.verified(path, like, self_check) else None
     return None
+
+
+def cpu_path() -> tuple[str, str | None]:
+    """The LSTM loop numpy arrays take now, and why not a faster one: ``("compiled", None)``,
+    ``("ufuncs", why)`` or ``("generic", why)`` (a failed self-check is not foreseen here)."""
+    if _generic_only():
+        return "generic", "DUALTAPE_FUSED=0 asks for the generic code"
+    if os.environ.get("DUALTAPE_JIT", "") == "0":
+        return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
+    why = _compiled_unavailable()
+    return ("ufuncs", why) if why else ("compiled", None)
+
+
+def _generic_only() -> bool:
+    return os.environ.get("DUALTAPE_FUSED", "") == "0"
+
+
+@functools.cache
+def _compiled_unavailable() -> str | None:
+    from .numba_cell import unavailable
+
+    return unavailable()
+
+
+@functools.cache
+def _compiled_path() -> SequencePath:
+    from .numba_cell import NumbaCell
+
+    return SequencePath(importlib.import_module("numpy"), NumbaCell())
 
 
 @functools.cache

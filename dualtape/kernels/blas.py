@@ -1,14 +1,15 @@
-"""BLAS ``axpy`` (``y += a·x`` in one pass) for numpy arrays, from the OpenBLAS numpy bundles.
+"""numpy's own BLAS, called directly: ``axpy`` for SGD and ``gemm`` for compiled loops.
 
 numpy has no fused multiply-add: ``w − rate·g`` takes two ufunc passes, a product into scratch
 and a sum. numpy's wheels (2.0 and later, from PyPI) bundle scipy-openblas64; this module calls
-its ``cblas_saxpy``/``cblas_daxpy`` through ctypes. It is the library numpy itself loaded, so
-the update runs on numpy's own BLAS threads: a second BLAS (SciPy's, say) would bring a second
-thread pool, and on 2 cores training ran 2.5x slower while the two pools spun. The library is
-found by its file name beside numpy and checked against numpy on a small array at first use;
-where it is not there (conda's numpy, MKL, Accelerate) ``axpy`` declines and SGD keeps numpy's
-two passes. BLAS rounds ``a·x + y`` once where numpy rounds the product and the sum, so results
-agree with numpy to one rounding, not bit for bit.
+its ``cblas_saxpy``/``cblas_daxpy`` through ctypes, and hands its ``cblas_sgemm``/``cblas_dgemm``
+to compiled code (``numba_cell``, which calls them without the interpreter). It is the library
+numpy itself loaded, so the work runs on numpy's own BLAS threads: a second BLAS (SciPy's, say)
+would bring a second thread pool, and on 2 cores training ran 2.5x slower while the two pools
+spun. The library is found by its file name beside numpy and checked against numpy on small
+arrays at first use; where it is not there (conda's numpy, MKL, Accelerate) ``axpy`` declines,
+SGD keeps numpy's two passes, and ``gemm`` is None. BLAS rounds ``a·x + y`` once where numpy
+rounds the product and the sum, so results agree with numpy to one rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import glob
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,36 +36,66 @@ def _library_paths() -> list[str]:
     return found
 
 
-def _load(path: str) -> dict[np.dtype, Axpy]:
-    """The ILP64 ``axpy`` routines of the library at ``path`` (64-bit sizes, as the ``64_``
-    suffix of their names says)."""
+GEMM = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int64] * 3,
+                       ctypes.c_double, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                       ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)
+"""``cblas_dgemm``'s ctypes type (``order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+beta, c, ldc``, sizes 64-bit); ``cblas_sgemm`` has the same with float scalars (``GEMM32``)."""
+GEMM32 = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int64] * 3,
+                         ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                         ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+"""The CBLAS enum values ``gemm`` takes."""
+
+
+class Routines(NamedTuple):
+    """The checked routines of one library, by dtype."""
+
+    axpy: dict[np.dtype, Axpy]
+    gemm: dict[np.dtype, Any]
+
+
+def _load(path: str) -> Routines:
+    """The ILP64 ``axpy`` and ``gemm`` routines of the library at ``path`` (64-bit sizes, as the
+    ``64_`` suffix of their names says)."""
     library = ctypes.CDLL(path)
-    routines = {}
-    for dtype, name, ctype in ((np.float32, "saxpy", ctypes.c_float),
-                               (np.float64, "daxpy", ctypes.c_double)):
-        routine = getattr(library, f"scipy_cblas_{name}64_")
+    axpy, gemm = {}, {}
+    for dtype, prefix, ctype, gemm_type in ((np.float32, "s", ctypes.c_float, GEMM32),
+                                            (np.float64, "d", ctypes.c_double, GEMM)):
+        routine = getattr(library, f"scipy_cblas_{prefix}axpy64_")
         routine.restype = None
         routine.argtypes = [ctypes.c_int64, ctype, ctypes.c_void_p, ctypes.c_int64,
                             ctypes.c_void_p, ctypes.c_int64]
-        routines[np.dtype(dtype)] = routine
-    return routines
+        axpy[np.dtype(dtype)] = routine
+        gemm[np.dtype(dtype)] = gemm_type((f"scipy_cblas_{prefix}gemm64_", library))
+    return Routines(axpy, gemm)
 
 
-def _agrees(routines: dict[np.dtype, Axpy]) -> bool:
-    """Whether each routine computes ``y + a·x`` on a small array as numpy does (to rounding)."""
-    for dtype, routine in routines.items():
+def _agrees(routines: Routines) -> bool:
+    """Whether each routine computes what numpy does on small arrays (to rounding): ``y + a·x``,
+    and ``a @ b.T`` (one operand transposed, as the compiled loops call it)."""
+    for dtype, routine in routines.axpy.items():
         x = np.linspace(-1.0, 1.0, 37, dtype=dtype)
         y = np.linspace(2.0, -3.0, 37, dtype=dtype)
         expected = y.astype(np.float64) - 0.25 * x.astype(np.float64)
         routine(x.size, -0.25, x.ctypes.data, 1, y.ctypes.data, 1)
         if not np.allclose(y, expected, rtol=0, atol=8 * np.finfo(dtype).eps):
             return False
+    for dtype, routine in routines.gemm.items():
+        a = np.linspace(-1.0, 1.0, 15, dtype=dtype).reshape(3, 5)
+        b = np.linspace(2.0, -3.0, 20, dtype=dtype).reshape(4, 5)
+        c = np.full((3, 4), np.nan, dtype=dtype)
+        routine(ROW_MAJOR, NO_TRANS, TRANS, 3, 4, 5, 1.0, a.ctypes.data, 5, b.ctypes.data, 5,
+                0.0, c.ctypes.data, 4)
+        expected = a.astype(np.float64) @ b.astype(np.float64).T
+        if not np.allclose(c, expected, rtol=0, atol=16 * np.finfo(dtype).eps):
+            return False
     return True
 
 
 @functools.cache
-def _routines() -> dict[np.dtype, Axpy]:
-    """The checked ``axpy`` routines by dtype; empty when numpy bundles no such library."""
+def _routines() -> Routines:
+    """The checked routines by dtype; empty when numpy bundles no such library."""
     for path in _library_paths():
         try:
             routines = _load(path)
@@ -72,12 +103,18 @@ def _routines() -> dict[np.dtype, Axpy]:
             continue
         if _agrees(routines):
             return routines
-    return {}
+    return Routines({}, {})
 
 
 def available() -> bool:
-    """Whether numpy's bundled OpenBLAS is there (and passed its check) for ``axpy``."""
-    return bool(_routines())
+    """Whether numpy's bundled OpenBLAS is there (and passed its check)."""
+    return bool(_routines().axpy)
+
+
+def gemm(dtype: Any) -> Any:
+    """numpy's ``cblas_sgemm`` or ``cblas_dgemm`` for ``dtype`` as a ctypes function, for
+    compiled code to call (see ``GEMM``); None where numpy bundles no OpenBLAS."""
+    return _routines().gemm.get(np.dtype(dtype))
 
 
 def axpy(a: float, x: Any, y: Any) -> bool:
@@ -85,7 +122,7 @@ def axpy(a: float, x: Any, y: Any) -> bool:
     C-contiguous, aligned numpy arrays of one shape and of dtype float32 or float64, ``y``
     writeable and not overlapping ``x`` (numpy buffers an overlap, BLAS would not); otherwise
     False, and ``y`` is untouched."""
-    routine = _routines().get(y.dtype) if type(y) is np.ndarray else None
+    routine = _routines().axpy.get(y.dtype) if type(y) is np.ndarray else None
     if routine is None or type(x) is not np.ndarray or (
         x.dtype != y.dtype or x.shape != y.shape or not y.flags.writeable
         or not (x.flags.c_contiguous and y.flags.c_contiguous)

@@ -9,14 +9,15 @@ caller falls back to the generic path.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.resources
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from . import selfcheck
+from .sequence import StepwiseCell
 
 Array = Any
 BLOCK = 256
@@ -74,12 +75,9 @@ def _checked(kernel: str, *arrays: Array) -> Any:
     return _function(kernel, dtype.name, _device_id(arrays[0]))
 
 
-class CupyCell:
+class CupyCell(StepwiseCell):
     """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction,
     with the per-step views made once per sequence."""
-
-    def scope(self) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
 
     def forward_steps(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                       gates: Array) -> Callable[[int], None]:
@@ -114,19 +112,10 @@ def verified(path: Any, like: Array, self_check: Any) -> bool:
     on ``like``'s device and dtype; run once for each, with one warning on a mismatch or an
     exception (then the caller uses the generic code)."""
     device, dtype = like.device.id, like.dtype.name
-    key = (device, dtype)
-    if key not in _VERDICTS:
-        try:
-            with path.module.cuda.Device(device):
-                problem = self_check(path, like)
-        except Exception as exc:  # a kernel that cannot even run is a failed check too
-            problem = f"the check raised {type(exc).__name__}: {exc}"
-        if problem:
-            warnings.warn(f"dualtape: the fused CUDA LSTM kernels disagree with the generic code "
-                          f"on CUDA device {device} ({dtype}): {problem}; using the generic code",
-                          RuntimeWarning, stacklevel=4)
-        _VERDICTS[key] = not problem
-    return _VERDICTS[key]
 
+    def check() -> str | None:
+        with path.module.cuda.Device(device):
+            return self_check(path, like)
 
-_VERDICTS: dict[tuple[int, str], bool] = {}
+    return selfcheck.verified(("cupy", device, dtype), "fused CUDA LSTM kernels",
+                              f"CUDA device {device} ({dtype})", check)

@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from .sequence import StepwiseCell
+
 Array = Any
 
 
-class NumpyCell:
+class NumpyCell(StepwiseCell):
     """``Cell`` for numpy arrays: ``dot`` and in-place ufuncs on views made once per sequence,
     outputs passed positionally (cheaper than ``out=``), constants as 0-d arrays (half the cost
     of a Python float). Forward, 7 calls a step: σ as ``1/(1+exp(-x))`` (``exp`` may overflow to

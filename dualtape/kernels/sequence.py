@@ -6,8 +6,9 @@ output gate and ``h = o*c'`` after it (one matrix product with ``U_o`` for all s
 backward loop the output-gate gradients, their share of each cell gradient (one product with
 ``U_o``), ``dh*o`` and the factors ``c*f(1-f)`` and ``ĉ*i(1-i)``; after it the ĉ gradients. Each
 step then costs one matrix product with ``U_fi`` (the f and i rows of ``U``) and the pointwise
-update, both done by a *cell*: in-place ufuncs on numpy (``numpy_cell``), one CUDA kernel on
-CuPy (``cupy_cell``). The generic ``layers/lstm.py`` code is the reference these loops are
+update, both done by a *cell*: one compiled call per direction on numpy with numba
+(``numba_cell``), else in-place ufuncs (``numpy_cell``); one CUDA kernel per step on CuPy
+(``cupy_cell``). The generic ``layers/lstm.py`` code is the reference these loops are
 tested against.
 """
 
@@ -21,30 +22,58 @@ Array = Any
 
 
 class Cell(Protocol):
-    """One recurrent LSTM step each way, bound once per sequence to its buffers.
+    """The recurrent part of an LSTM sequence, each direction one call over every step.
 
-    ``forward_steps(U_fi, projected, r, cells, gates)`` returns ``step(t)``: the recurrent
-    product ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i = σ(projected[t, :, :2o] + r)`` into
+    ``forward_loop(U_fi, projected, r, cells, gates)`` runs t = 0 … T-1: the recurrent product
+    ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i = σ(projected[t, :, :2o] + r)`` into
     ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``, with ĉ already in ``gates[t, :, 3o:]``.
-    Steps run in order t = 0 … T-1; ``cells`` (T+1, B, o) holds ``c_0`` before the first and
-    every cell after the last (a cell may keep them elsewhere in between); ``r`` is scratch,
-    and so are ``projected``'s f and i blocks (nothing reads them after the loop).
-    ``backward_steps(U_fi, gates, rec, q, carry, dfi, dc)`` returns ``step(t)``, run for
-    t = T-1 … 0: the cell gradient ``d = carry + rec + q[t]`` into ``dc[t]``, the factors
-    ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) multiplied by ``d`` in place, ``carry = d*f``,
-    then, for t > 0, the recurrent product ``rec = dfi[t] U_fi`` (B, o) for the step before
-    (the loop does that of t = 0 itself, when the first cell's gradient is wanted).
-    Every buffer is C-contiguous; binding is where per-step views are made, once per call.
-    ``scope()`` is the context the loops run in (numpy: overflow to inf is expected).
+    ``cells`` (T+1, B, o) holds ``c_0`` before the loop and every cell after it (a cell may keep
+    them elsewhere in between); ``r`` is scratch, and so are ``projected``'s f and i blocks
+    (nothing reads them after the loop).
+    ``backward_loop(U_fi, gates, rec, q, carry, dfi, dc)`` runs t = T-1 … 0: the cell gradient
+    ``d = carry + rec + q[t]`` into ``dc[t]``, the factors ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]``
+    (B, 2o) multiplied by ``d`` in place, ``carry = d*f``, then, for t > 0, the recurrent
+    product ``rec = dfi[t] U_fi`` (B, o) for the step before (the caller does that of t = 0,
+    when the first cell's gradient is wanted). Every buffer is C-contiguous.
     """
 
-    def scope(self) -> contextlib.AbstractContextManager: ...
+    def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
+                     gates: Array) -> None: ...
+
+    def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
+                      dfi: Array, dc: Array) -> None: ...
+
+
+class StepwiseCell:
+    """A ``Cell`` whose loops call one step at a time from Python: subclasses give
+    ``forward_steps``/``backward_steps``, which bind the buffers once per sequence (where the
+    per-step views are made) and return ``step(t)``, and ``scope()``, the context the loop
+    runs in (numpy: overflow to inf is expected)."""
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
     def forward_steps(self, U_fi: Array, projected: Array, r: Array, cells: Array,
-                      gates: Array) -> Callable[[int], None]: ...
+                      gates: Array) -> Callable[[int], None]:
+        raise NotImplementedError
 
     def backward_steps(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
-                       dfi: Array, dc: Array) -> Callable[[int], None]: ...
+                       dfi: Array, dc: Array) -> Callable[[int], None]:
+        raise NotImplementedError
+
+    def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
+                     gates: Array) -> None:
+        step = self.forward_steps(U_fi, projected, r, cells, gates)
+        with self.scope():
+            for t in range(cells.shape[0] - 1):
+                step(t)
+
+    def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
+                      dfi: Array, dc: Array) -> None:
+        step = self.backward_steps(U_fi, gates, rec, q, carry, dfi, dc)
+        with self.scope():
+            for t in reversed(range(dc.shape[0])):
+                step(t)
 
 
 def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:
@@ -70,10 +99,7 @@ def forward_sequence(
     recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
     mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
-    step = cell.forward_steps(U[: 2 * n], projected, recurrent, cells, gates)
-    with cell.scope():
-        for t in range(steps):
-            step(t)
+    cell.forward_loop(U[: 2 * n], projected, recurrent, cells, gates)
     rows = steps * batch
     o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
     mod.matmul(cells[:-1].reshape(rows, n), U[2 * n : 3 * n].T, out=o)
@@ -114,10 +140,7 @@ def backward_sequence(
     carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout of dc_last
     carry[...] = dc_last
     rec = mod.zeros_like(carry)
-    step = cell.backward_steps(U[: 2 * n], gates, rec, q, carry, dfi, dc)
-    with cell.scope():
-        for t in reversed(range(steps)):
-            step(t)
+    cell.backward_loop(U[: 2 * n], gates, rec, q, carry, dfi, dc)
     da_g = mod.multiply(g, g, out=q)  # q is free again
     mod.subtract(one, da_g, out=da_g)
     da_g *= i

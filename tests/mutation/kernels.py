@@ -3,7 +3,10 @@
 from run_mutants import Mutant
 
 SEQ, CUPY = "dualtape/kernels/sequence.py", "dualtape/kernels/cupy_cell.py"
-BLAS = "dualtape/kernels/blas.py"
+BLAS, CHECK = "dualtape/kernels/blas.py", "dualtape/kernels/selfcheck.py"
+LOOPS, NUMBA = "dualtape/kernels/_numba_loops.py", "dualtape/kernels/numba_cell.py"
+INIT = "dualtape/kernels/__init__.py"
+JIT = ("tests/test_numba_cell.py", "tests/test_kernels.py", "tests/test_lstm.py")
 T = ("tests/test_kernels.py", "tests/test_lstm.py", "tests/test_aliasing.py")
 LAYOUTS = ("tests/test_layouts.py",)
 MUTANTS = [
@@ -22,18 +25,56 @@ MUTANTS = [
     Mutant(SEQ, "    carry += carried_0\n", "", "dc_0 misses the output gate's share", T),
     Mutant(SEQ, "    dfi[..., :n] *= cells[:-1]", "    dfi[..., :n] *= cells[1:]",
            "the forget factor uses the next cell", T),
-    Mutant(CUPY, "        _VERDICTS[key] = not problem", "        _VERDICTS[key] = True",
+    Mutant(CHECK, "        _VERDICTS[key] = not problem", "        _VERDICTS[key] = True",
            "a failed self-check still enables the kernels", T),
-    Mutant(CUPY, '            problem = f"the check raised {type(exc).__name__}: {exc}"',
+    Mutant(CHECK, '            problem = f"the check raised {type(exc).__name__}: {exc}"',
            "            problem = None", "a self-check that raises counts as passed", T),
     Mutant(CUPY, "        if a.dtype != dtype or not a.flags.c_contiguous:",
            "        if a.dtype != dtype:", "non-contiguous operands reach the raw kernels", T),
-    Mutant("dualtape/kernels/__init__.py", 'if os.environ.get("DUALTAPE_FUSED", "") == "0":',
-           'if os.environ.get("DUALTAPE_FUSED", "0") == "0":', "fast paths off by default", T),
+    Mutant("dualtape/kernels/__init__.py", 'return os.environ.get("DUALTAPE_FUSED", "") == "0"',
+           'return os.environ.get("DUALTAPE_FUSED", "0") == "0"', "fast paths off by default", T),
     Mutant(BLAS, "or not (x.flags.c_contiguous and y.flags.c_contiguous)",
            "or not y.flags.c_contiguous", "BLAS reads a strided x as contiguous",
            ("tests/test_blas.py",)),
     Mutant(BLAS, "or not (x.flags.aligned and y.flags.aligned) or np.may_share_memory(x, y)",
            "or not (x.flags.aligned and y.flags.aligned)", "BLAS updates an overlapping pair",
            ("tests/test_blas.py", "tests/test_optim_chunks.py")),
+    # --- the compiled CPU loops ---------------------------------------------------------------
+    Mutant(LOOPS, "g[j] = one / (one + fast_exp(-(a[j] + rb[j])))",
+           "g[j] = one / (one + fast_exp(a[j] + rb[j]))", "σ of the negated gate", JIT),
+    Mutant(LOOPS, "c_next[j] = g[j] * c[j] + g[n + j] * g[3 * n + j]",
+           "c_next[j] = g[j] * c[j] + g[n + j] * g[2 * n + j]",
+           "the new cell takes the output gate for ĉ", JIT),
+    Mutant(LOOPS, "for j in range(2 * n):  # f and i", "for j in range(n):  # f and i",
+           "the input gate is never computed", JIT),
+    Mutant(LOOPS, "    for t in range(steps - 1, -1, -1):", "    for t in range(steps - 1, 0, -1):",
+           "the loop back skips its first step", JIT),
+    Mutant(LOOPS, "                carry_b[j] = d[j] * f[j]", "                carry_b[j] = d[j]",
+           "the carried cell gradient misses the forget gate", JIT),
+    Mutant(LOOPS, "                factors[n + j] *= d[j]\n", "",
+           "the input gate's factor is not multiplied by the cell gradient", JIT),
+    Mutant(LOOPS, "* r + c[5]) * r * r", "* r + c[5]) * r",
+           "float32 exp's polynomial one power short", JIT),
+    Mutant(LOOPS, "(np.int32(n) + 127) << 23", "(np.int32(n) + 126) << 23",
+           "float32 exp's scale off by a power of two", JIT),
+    Mutant(LOOPS, "e = 1.0 + 2.0 * px /", "e = 1.0 + px /", "float64 exp's Padé form halved",
+           JIT),
+    Mutant(LOOPS, "            above = x if not x < low else low  # NaN stays NaN\n"
+                  "            y = above if not above > high else high\n"
+                  "            n = (y * log2e",
+           "            above = x if x > low else low  # NaN stays NaN\n"
+           "            y = above if not above > high else high\n"
+           "            n = (y * log2e", "float32 exp turns NaN into a number", JIT),
+    Mutant(LOOPS, "LN2_HI32, LN2_LO32 = 0.693359375, -2.12194440e-4",
+           "LN2_HI32, LN2_LO32 = 0.693359375, 0.0", "float32 exp's range reduction inexact", JIT),
+    Mutant(NUMBA, "        if a.dtype != dtype or not a.flags.c_contiguous:",
+           "        if a.dtype != dtype:", "strided operands reach the compiled loops", JIT),
+    Mutant(NUMBA, '    if blas.gemm("float64") is None or blas.gemm("float32") is None:',
+           "    if False:", "compiled loops offered without a BLAS to call", JIT),
+    Mutant(NUMBA, "    return np.ascontiguousarray(U_fi)", "    return U_fi",
+           "a Fortran-order U read as C order", JIT),
+    Mutant(INIT, 'if os.environ.get("DUALTAPE_JIT", "") == "0":', "if False:",
+           "DUALTAPE_JIT=0 ignored", JIT),
+    Mutant(INIT, 'if selfcheck.verified(("numba", like.dtype.name),',
+           'if selfcheck.verified(("numba",),', "one self-check for both dtypes", JIT),
 ]

@@ -1,0 +1,126 @@
+"""The compiled LSTM loops and the vectorizable ``exp`` behind ``numba_cell`` (imports numba).
+
+The loops keep ``NumpyCell``'s order of operations (``sequence.Cell`` states the contract);
+``gemm`` is a ctypes ``cblas_?gemm`` (``blas.GEMM``) passed in at each call, so the compiled
+code caches on disk without a process-specific address in it, and ``one`` is 1 in the arrays'
+dtype, so float32 arithmetic stays float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic, overload
+
+from .blas import NO_TRANS, ROW_MAJOR, TRANS
+
+# Cephes's constants: the split of ln 2 for the range reduction, and exp(r) on |r| <= ln2/2
+LOG2E = 1.4426950408889634
+LN2_HI32, LN2_LO32 = 0.693359375, -2.12194440e-4
+EXP32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+         1.6666665459e-1, 5.0000001201e-1)
+LN2_HI64, LN2_LO64 = 6.93145751953125e-1, 1.42860682030941723212e-6
+EXP64_P = (1.26177193074810590878e-4, 3.02994407707441961300e-2, 9.99999999999999999910e-1)
+EXP64_Q = (3.00198505138664455042e-6, 2.52448340349684104192e-3, 2.27265548208155028766e-1,
+           2.00000000000000000009e0)
+
+
+@intrinsic
+def _bits_as_float(typingctx: Any, bits: Any) -> Any:
+    """The float whose bits are ``bits`` (int32 -> float32, int64 -> float64): LLVM's
+    bitcast, which vectorizes (numba has no scalar ``view``)."""
+    target = {types.int32: types.float32, types.int64: types.float64}.get(bits)
+    if target is None:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], context.get_value_type(target))
+
+    return target(bits), codegen
+
+
+def fast_exp(x: float) -> float:
+    """``exp(x)`` in ``x``'s precision, in compiled code only (see the overload below)."""
+    raise NotImplementedError("fast_exp runs only inside numba-compiled code")
+
+
+@overload(fast_exp, inline="always")
+def _fast_exp(x: Any) -> Any:
+    if x == types.float32:
+        f = x.cast_python_value
+        low, high, log2e, magic = f(-87.33), f(88.3), f(LOG2E), f(1.5 * 2**23)
+        hi, lo, c = f(LN2_HI32), f(LN2_LO32), tuple(f(k) for k in EXP32)
+        one = f(1.0)
+
+        def exp32(x: Any) -> Any:
+            above = x if not x < low else low  # NaN stays NaN
+            y = above if not above > high else high
+            n = (y * log2e + magic) - magic  # round to nearest
+            r = y - n * hi - n * lo
+            p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r * r
+            scale = _bits_as_float(np.int32((np.int32(n) + 127) << 23))  # numba widens int32 sums
+            return (p + r + one) * scale
+
+        return exp32
+    if x == types.float64:
+        low, high, magic = -708.3, 709.0, 1.5 * 2.0**52
+        p0, p1, p2 = EXP64_P
+        q0, q1, q2, q3 = EXP64_Q
+
+        def exp64(x: Any) -> Any:
+            above = x if not x < low else low  # NaN stays NaN
+            y = above if not above > high else high
+            n = (y * LOG2E + magic) - magic  # round to nearest
+            r = y - n * LN2_HI64 - n * LN2_LO64
+            rr = r * r
+            px = r * ((p0 * rr + p1) * rr + p2)
+            e = 1.0 + 2.0 * px / ((((q0 * rr + q1) * rr + q2) * rr + q3) - px)
+            return e * _bits_as_float((np.int64(n) + 1023) << 52)
+
+        return exp64
+    return None
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def forward_loop(gemm: Any, U_fi: Any, projected: Any, r: Any, cells: Any, gates: Any,
+                 one: Any) -> None:
+    """Every step forwards: ``r = c_t U_fiᵀ``, ``f, i = σ(a + r)``, ``c_{t+1} = f c_t + i ĉ``."""
+    steps, batch, four_n = gates.shape
+    n = four_n // 4
+    zero = one - one
+    for t in range(steps):
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, batch, 2 * n, n, one, cells[t].ctypes.data, n,
+             U_fi.ctypes.data, n, zero, r.ctypes.data, 2 * n)
+        for b in range(batch):
+            a, rb, g = projected[t, b], r[b], gates[t, b]
+            for j in range(2 * n):  # f and i: few operands, so LLVM vectorizes it
+                g[j] = one / (one + fast_exp(-(a[j] + rb[j])))
+            c, c_next = cells[t, b], cells[t + 1, b]
+            for j in range(n):
+                c_next[j] = g[j] * c[j] + g[n + j] * g[3 * n + j]
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def backward_loop(gemm: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any, dfi: Any,
+                  dc: Any, one: Any) -> None:
+    """Every step back, t = T-1 … 0: ``d = carry + rec + q_t``, ``dfi_t *= d``, ``carry = d f``,
+    and for t > 0 ``rec = dfi_t U_fi``."""
+    steps, batch, n = dc.shape
+    zero = one - one
+    for t in range(steps - 1, -1, -1):
+        for b in range(batch):  # loops of few operands each, so LLVM vectorizes them
+            d, q_t, rb, carry_b = dc[t, b], q[t, b], rec[b], carry[b]
+            for j in range(n):
+                d[j] = carry_b[j] + rb[j] + q_t[j]
+            factors = dfi[t, b]
+            for j in range(n):
+                factors[j] *= d[j]
+                factors[n + j] *= d[j]
+            f = gates[t, b]
+            for j in range(n):
+                carry_b[j] = d[j] * f[j]
+        if t:
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
+                 2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)

@@ -1,0 +1,111 @@
+"""The LSTM's time loops compiled for the CPU by numba: each direction is one call.
+
+``NumbaCell.forward_loop`` and ``backward_loop`` run a whole sequence's recurrence without the
+interpreter: per step the recurrent product through numpy's own ``cblas_?gemm``
+(``blas.gemm``, called from compiled code, on numpy's BLAS threads), then the pointwise update,
+which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm call that no loop can
+vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp`` written out: Cephes's
+range reduction ``x = n·ln 2 + r`` with its polynomial (float32) or Padé form (float64) for
+``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN stays NaN and the result is within
+2 ulp of numpy's (``tests/test_numba_cell.py``). Functions are compiled on first use for each
+dtype and cached on disk (numba's ``cache=True``: beside this file, or in the user's cache
+folder when the install is read-only), so later processes load them.
+
+Only numpy arrays, only where numba imports and numpy bundles OpenBLAS (``unavailable()``
+says why not); ``kernels.sequence_path`` checks the loops against the generic code once per
+dtype before using them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import time
+from typing import Any
+
+import numpy as np
+
+from . import blas
+
+Array = Any
+
+
+def unavailable() -> str | None:
+    """Why the compiled loops cannot run here, or None when they can."""
+    if importlib.util.find_spec("numba") is None:
+        return "numba is not installed (pip install 'dualtape[jit]')"
+    try:
+        _compiled()
+    except Exception as exc:  # an llvmlite or numba that does not load on this machine
+        return f"numba does not load here: {type(exc).__name__}: {exc}"
+    if blas.gemm("float64") is None or blas.gemm("float32") is None:
+        return "this numpy bundles no OpenBLAS for compiled code to call (not a PyPI wheel)"
+    return None
+
+
+class NumbaCell:
+    """``Cell`` whose two loops are one compiled call each (numpy arrays, float32/float64)."""
+
+    def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
+                     gates: Array) -> None:
+        forward, _ = _compiled()
+        U_fi = _operands(U_fi, projected, r, cells, gates)
+        forward(blas.gemm(U_fi.dtype), U_fi, projected, r, cells, gates, U_fi.dtype.type(1))
+
+    def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
+                      dfi: Array, dc: Array) -> None:
+        _, backward = _compiled()
+        U_fi = _operands(U_fi, gates, rec, q, carry, dfi, dc)
+        backward(blas.gemm(U_fi.dtype), U_fi, gates, rec, q, carry, dfi, dc, U_fi.dtype.type(1))
+
+
+def _operands(U_fi: Array, *buffers: Array) -> Array:
+    """``U_fi`` in C order (a copy when it is not); ``ValueError`` unless every buffer is a
+    C-contiguous numpy array of its dtype, float32 or float64 (the loops index raw memory)."""
+    dtype = U_fi.dtype
+    for a in buffers:
+        if type(a) is not np.ndarray:
+            raise ValueError(f"NumbaCell: operands must be numpy arrays, got {type(a).__name__}")
+        if a.dtype != dtype or not a.flags.c_contiguous:
+            raise ValueError(f"NumbaCell: operands must be C-contiguous {dtype} arrays, got "
+                             f"{a.dtype} with strides {a.strides}")
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"NumbaCell: float32 or float64 only, got {dtype}")
+    return np.ascontiguousarray(U_fi)
+
+
+def warm_up(dtype: Any) -> float:
+    """Compile (or load from the cache) both loops for ``dtype`` and run them on a tiny
+    sequence; the seconds it took."""
+    began = time.perf_counter()
+    rng = np.random.default_rng(0)
+    n, dtype = 2, np.dtype(dtype)
+    U_fi = rng.uniform(-1, 1, (2 * n, n)).astype(dtype)
+    projected, gates = (np.zeros((1, 1, 4 * n), dtype) for _ in range(2))
+    cells = np.zeros((2, 1, n), dtype)
+    cell = NumbaCell()
+    cell.forward_loop(U_fi, projected, np.empty((1, 2 * n), dtype), cells, gates)
+    cell.backward_loop(U_fi, gates, np.zeros((1, n), dtype), np.zeros((1, 1, n), dtype),
+                       np.zeros((1, n), dtype), np.zeros((1, 1, 2 * n), dtype),
+                       np.empty((1, 1, n), dtype))
+    return time.perf_counter() - began
+
+
+def loaded_from_cache() -> bool:
+    """Whether every loop compiled so far in this process came from the disk cache."""
+    return not any(sum(f.stats.cache_misses.values()) for f in _compiled())
+
+
+def version() -> str:
+    """The numba version the loops are compiled with."""
+    import numba
+
+    return numba.__version__
+
+
+@functools.cache
+def _compiled() -> tuple[Any, Any]:
+    """The two compiled loops (numba is imported here, on first use)."""
+    from ._numba_loops import backward_loop, forward_loop
+
+    return forward_loop, backward_loop

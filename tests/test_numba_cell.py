@@ -1,0 +1,257 @@
+"""The compiled CPU loops (numba): their exp, their agreement with the ufunc loop and the generic
+code on every shape the ufunc loop is tested on, their refusals, and their cache on disk."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.kernels import SequencePath, cpu_path, numba_cell, selfcheck, sequence_path
+from dualtape.kernels import sequence as loops
+from dualtape.kernels.numba_cell import NumbaCell
+from dualtape.kernels.numpy_cell import NumpyCell
+from dualtape.layers.lstm import fused_disagreement
+
+WHY_NOT = numba_cell.unavailable()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no compiled loops: {WHY_NOT}")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def exp_of(x: np.ndarray) -> np.ndarray:
+    """``fast_exp`` of every element, computed in compiled code."""
+    from numba import njit
+
+    from dualtape.kernels._numba_loops import fast_exp
+
+    @njit
+    def apply(x, out):
+        for k in range(x.size):
+            out[k] = fast_exp(x[k])
+
+    out = np.empty_like(x)
+    apply(x, out)
+    return out
+
+
+@pytest.mark.parametrize("dtype, low, high", [("float32", -87.3, 88.3),
+                                              ("float64", -708.3, 709.0)])
+def test_fast_exp_is_within_two_ulp_of_exp_over_its_whole_range(dtype, low, high):
+    x = np.concatenate([np.linspace(low, high, 200_001), np.linspace(-1, 1, 20_001),
+                        np.array([0.0, -0.0, 1e-30, -1e-30])]).astype(dtype)
+    exact = np.exp(x.astype(np.longdouble))
+    ulps = np.abs(exp_of(x) - exact) / np.spacing(exact.astype(dtype))
+    assert float(ulps.max()) <= 2.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fast_exp_keeps_nan_and_saturates_infinities(dtype):
+    got = exp_of(np.array([np.nan, np.inf, -np.inf, 1e30, -1e30], dtype=dtype))
+    tiny, huge = exp_of(np.array([-1e30, 1e30], dtype=dtype))
+    assert np.isnan(got[0]) and got[1] == got[3] == huge and got[2] == got[4] == tiny
+    assert huge > np.finfo(dtype).max / 4 and 0 < tiny <= 2 * np.finfo(dtype).tiny
+
+
+def sequence(cell, U, c0, projected, dhs, dc_last):
+    """Everything the two loops and the work around them give, through ``sequence.py``."""
+    cells, gates, hs = loops.forward_sequence(np, cell, U, c0, projected.copy())
+    blocks, dc0 = loops.backward_sequence(np, cell, U, cells, gates, dhs, dc_last)
+    return cells, gates, hs, *blocks, dc0
+
+
+SHAPES = [(batch, n, steps) for batch in (1, 3, 64) for n in (1, 5, 512) for steps in (1, 3, 50)
+          if (batch, n, steps) != (64, 512, 50)]  # that one takes 10 s; (64, 512, 3) is here
+"""Every combination of the sizes the ufunc loop is tested on: batch, cells, time steps."""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch, n, steps", SHAPES)
+def test_compiled_loops_equal_the_ufunc_loops(batch, n, steps, dtype):
+    rng = np.random.default_rng(batch * 1000 + n + steps)
+    U = (rng.uniform(-1, 1, (3 * n, n)) / np.sqrt(n)).astype(dtype)
+    c0, dc_last = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(2))
+    projected = rng.uniform(-3, 3, (steps, batch, 4 * n)).astype(dtype)
+    dhs = rng.uniform(-1, 1, (steps, batch, n)).astype(dtype)
+    compiled = sequence(NumbaCell(), U, c0, projected, dhs, dc_last)
+    ufuncs = sequence(NumpyCell(), U, c0, projected, dhs, dc_last)
+    tolerance = 2e-6 if dtype == "float32" else 1e-13
+    for name, a, b in zip(("cells", "gates", "hs", "dfi", "da_o", "da_g", "dc0"), compiled,
+                          ufuncs, strict=True):
+        scale = 1.0 + float(np.abs(b).max())
+        assert float(np.abs(a - b).max()) <= tolerance * scale, name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_compiled_path_is_numpys_default_and_passes_its_self_check(monkeypatch, dtype):
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    monkeypatch.delenv("DUALTAPE_FUSED", raising=False)
+    like = np.ones((2, 3), dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fused_disagreement(SequencePath(np, NumbaCell()), like) is None
+        assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumbaCell)
+    monkeypatch.setenv("DUALTAPE_JIT", "0")
+    assert cpu_path() == ("ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop")
+    assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumpyCell)
+
+
+def test_the_compiled_loops_check_themselves_once_for_each_dtype(monkeypatch):
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    checked = []
+
+    def check(path, like):
+        checked.append(like.dtype.name)
+        return None
+
+    for dtype in ("float32", "float64", "float32", "float64"):
+        assert isinstance(sequence_path(np, np.ones((1, 2), dtype=dtype), check).cell, NumbaCell)
+    assert checked == ["float32", "float64"]
+
+
+class OffByOneStep(NumbaCell):
+    """A planted bug in the compiled forward loop's inputs: each step reads the next step's
+    projection (the last reads its own)."""
+
+    def forward_loop(self, U_fi, projected, r, cells, gates):
+        shifted = np.concatenate([projected[1:], projected[-1:]])
+        super().forward_loop(U_fi, shifted, r, cells, gates)
+
+
+def test_a_compiled_loop_that_disagrees_is_not_used(monkeypatch):
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    like = np.ones((2, 3), dtype="float64")
+    path = SequencePath(np, OffByOneStep())
+    with pytest.warns(RuntimeWarning, match=r"compiled CPU LSTM loops disagree .* \(float64\)"):
+        assert not selfcheck.verified(("numba", "float64"), "compiled CPU LSTM loops",
+                                      "the CPU (float64)", lambda: fused_disagreement(path, like))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_compiled_loop_back_calls_no_transcendental_function(dtype):
+    """The backward loop reads the gates the forward pass kept: no exp, tanh or log in its
+    machine code (the forward loop's exp is written out, so its IR is checked for the same
+    calls: a libm exp there would mean a scalar, unvectorized loop)."""
+    from numba import njit
+
+    numba_cell.warm_up(dtype)
+    for function in numba_cell._compiled():  # compiled afresh: cached code has no IR to show
+        fresh = njit(boundscheck=False, error_model="numpy")(function.py_func)
+        signature = next(s for s in function.signatures if str(s[1].dtype) == dtype)
+        fresh.compile(signature)
+        ir = fresh.inspect_llvm(signature)
+        assert "define" in ir
+        calls = {name for name in ("@exp", "@expf", "@tanh", "@tanhf", "@log", "@logf",
+                                   "llvm.exp") if name in ir}
+        assert not calls, f"{function.__name__} calls {calls}"
+
+
+@pytest.mark.parametrize("operand", ["strided", "float16", "mixed", "list"])
+def test_compiled_loops_refuse_operands_they_cannot_index(operand):
+    U_fi, projected, r = np.ones((4, 2)), np.zeros((1, 1, 8)), np.empty((1, 4))
+    cells, gates = np.zeros((2, 1, 2)), np.zeros((1, 1, 8))
+    if operand == "strided":
+        gates = np.zeros((1, 1, 16))[..., ::2]
+    elif operand == "float16":
+        U_fi, projected, r, cells, gates = (a.astype(np.float16)
+                                            for a in (U_fi, projected, r, cells, gates))
+    elif operand == "mixed":
+        cells = cells.astype(np.float32)
+    else:
+        r = r.tolist()
+    with pytest.raises(ValueError, match="NumbaCell: "):
+        NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
+
+
+def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused():
+    rng = np.random.default_rng(4)
+    U = np.asfortranarray(rng.uniform(-1, 1, (15, 5)))
+    c0, projected = rng.uniform(-1, 1, (2, 5)), rng.uniform(-1, 1, (3, 2, 20))
+    expected = loops.forward_sequence(np, NumpyCell(), U, c0, projected.copy())
+    got = loops.forward_sequence(np, NumbaCell(), U, c0, projected.copy())
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("missing", ["numba", "blas"])
+def test_without_numba_or_numpys_openblas_the_reason_is_given(monkeypatch, missing):
+    if missing == "numba":
+        real = numba_cell.importlib.util.find_spec
+        monkeypatch.setattr(numba_cell.importlib.util, "find_spec",
+                            lambda name: None if name == "numba" else real(name))
+        assert numba_cell.unavailable() == "numba is not installed (pip install 'dualtape[jit]')"
+    else:
+        monkeypatch.setattr(numba_cell.blas, "gemm", lambda dtype: None)
+        assert "bundles no OpenBLAS" in numba_cell.unavailable()
+
+
+def test_training_gives_the_same_numbers_on_both_cpu_loops(monkeypatch):
+    """A whole train_recurrent run (two LSTMs, a dense top) on the compiled and on the ufunc
+    loop: the same losses and weights to float64 rounding."""
+
+    def train():
+        with dualtape.use_backend("numpy"):
+            rng = np.random.default_rng(3)
+            net = dualtape.RecurrentNetwork([
+                dualtape.LSTM(4, 9, seed=1, dtype="float64", init="scaled"),
+                dualtape.LSTM(9, 3, seed=2, dtype="float64", init="scaled"),
+                dualtape.FullyConnected(3, 4, seed=3, dtype="float64"), dualtape.Logit()])
+            xs = rng.uniform(-1, 1, (20, 5, 4))
+            optimizer = dualtape.Adam(0.01)
+            losses = [dualtape.train_recurrent(net, xs, (xs + 1) / 2, optimizer)[0]
+                      for _ in range(5)]
+            return losses, [np.array(p) for group in net.params for p in group.values()]
+
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    compiled = train()
+    monkeypatch.setenv("DUALTAPE_JIT", "0")
+    ufuncs = train()
+    np.testing.assert_allclose(compiled[0], ufuncs[0], rtol=1e-12)
+    for a, b in zip(compiled[1], ufuncs[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
+
+
+WARM_UP = ("import json, sys; from dualtape.kernels import numba_cell as c; c.warm_up('float32');"
+           " f, b = c._compiled(); print(json.dumps([sum(f.stats.cache_hits.values()),"
+           " sum(f.stats.cache_misses.values()), sum(b.stats.cache_hits.values())]))")
+
+
+def warm_up_in_a_new_process(env: dict[str, str], path: Path | None = None) -> list[int]:
+    """``[forward cache hits, forward misses, backward hits]`` of a fresh process's warm-up."""
+    env = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1"}
+    if path is not None:
+        env["PYTHONPATH"] = str(path)
+    done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True,
+                          env=env, cwd=path or ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [int(v) for v in done.stdout.split("[")[1].split("]")[0].split(",")]
+
+
+def test_a_second_process_loads_the_compiled_loops_from_the_disk_cache(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    warm_up_in_a_new_process(env)
+    hits, misses, backward_hits = warm_up_in_a_new_process(env)
+    assert hits >= 1 and misses == 0 and backward_hits >= 1
+    assert any((tmp_path / "cache").rglob("*.nbc")), "the cache is where NUMBA_CACHE_DIR says"
+
+
+def test_a_read_only_install_compiles_into_the_users_cache_folder(tmp_path):
+    """Where the package's folder takes no ``__pycache__`` (site-packages not writable; here a
+    file stands where the folder would be, which even root cannot write through), numba caches
+    in the user's cache folder, and the next process loads from there."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "dualtape", site / "dualtape",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "dualtape" / "kernels" / "__pycache__").write_text("not a folder")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "user-cache"), "NUMBA_CACHE_DIR": ""}
+    warm_up_in_a_new_process(env, site)
+    hits, misses, _ = warm_up_in_a_new_process(env, site)
+    assert hits >= 1 and misses == 0
+    assert any((tmp_path / "user-cache").rglob("*.nbc"))
