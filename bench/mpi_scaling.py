@@ -24,8 +24,8 @@ import numpy as np
 import dualtape
 from dualtape import distributed
 from dualtape.backend import resolve_backend
-from dualtape.benchmarks.measure import limited_threads
 from dualtape.text.model import read_corpus
+from dualtape.text.threads import limited_threads
 from dualtape.text.trainer import TextTrainer, TrainConfig
 
 WARMUP = 3

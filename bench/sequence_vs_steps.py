@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 import dualtape
-from dualtape.benchmarks.measure import limited_threads
 from dualtape.losses import squared_error
+from dualtape.text.threads import limited_threads
 
 
 def stepwise_train(rnet: dualtape.RecurrentNetwork, xs: np.ndarray, opt: dualtape.SGD) -> float:

@@ -93,8 +93,8 @@ def test_workload(benchmark, bench_backend, workload, dtype):
     benchmark.extra_info.update(backend=runner.label, dtype=dtype, batch=workload.batch,
                                 steps=workload.steps, size=workload.size)
     result = host_arrays(benchmark(timed))
-    if workload.op == "sgd":  # updates in place and returns nothing
-        return
+    if workload.op in ("sgd", "text"):  # updates in place and returns nothing (text: checked
+        return  # against JAX's and torch's numbers in test_char_model.py)
     assert result and all(np.all(np.isfinite(a)) for a in result)
     if benchmark.disabled:  # one call: numpy in float64 on the same rounded inputs is the oracle
         checked = compared(workload, dtype)
@@ -109,7 +109,8 @@ def test_workload(benchmark, bench_backend, workload, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("workload", [w for w in WORKLOADS if w.op != "sgd"], ids=lambda w: w.key)
+@pytest.mark.parametrize("workload", [w for w in WORKLOADS if w.op not in ("sgd", "text")],
+                         ids=lambda w: w.key)
 def test_comparisons_are_well_conditioned(workload, dtype):
     """What ``test_workload`` compares moves by less than a tenth of its tolerance when the
     inputs move by one rounding of the dtype: a run in that dtype, on any BLAS kernel, can then

@@ -17,9 +17,9 @@ from dualtape.benchmarks.measure import (
     Result,
     Timing,
     backend_label,
-    limited_threads,
     measure_workload,
 )
+from dualtape.text.threads import limited_threads
 
 TICK = 1 / 1024
 WORKLOAD = WORKLOADS[0]

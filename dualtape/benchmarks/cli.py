@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Backend, BackendUnavailable, available_backends, resolve_backend
+from ..text.threads import limited_threads
 from .bound import BoundRunner
 from .measure import (
     DTYPES,
@@ -32,7 +33,6 @@ from .measure import (
     Runner,
     Timing,
     Workload,
-    limited_threads,
     measure_workload,
     require_threadpoolctl,
     select_workloads,
@@ -41,6 +41,9 @@ from .output import destination
 
 NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM): torch is not installed; "
             "`pip install torch` adds them")
+NO_JAX = "no JAX reference row (jax, text group): JAX is not installed; `pip install jax` adds it"
+NO_LIBRARY = {"torch": NO_TORCH, "jax": NO_JAX}
+"""The note ``--references all`` prints when a library of reference rows is missing."""
 OUTPUTS = ("json", "markdown", "plot")
 DEFAULTS = {"dtypes": ",".join(DTYPES), "references": "all"}
 
@@ -93,28 +96,41 @@ def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
     return backends, [f"skipped backend {reason}" for reason in unavailable]
 
 
-def reference_runners(wanted: str) -> tuple[list[Runner], list[str]]:
-    """The reference rows ``--references`` asks for (all, none or a list), and a note when the
-    torch rows are missing from "all"."""
+def reference_runners(wanted: str, threads: int | None = None
+                      ) -> tuple[list[Runner], list[str]]:
+    """The reference rows ``--references`` asks for (all, none or a list), and notes: the
+    torch or JAX rows missing from "all", and what a JAX row's threads are (``threads``:
+    the ``--threads`` limit)."""
     from . import references
 
     names = _names("--references", wanted, "naive")
     if names == ["none"]:
         return [], []
-    found: list[Runner] = [BoundRunner(), *references.reference_runners()]
-    torch = references.torch_installed()
+    found: list[Runner] = [BoundRunner(), *references.reference_runners(threads)]
+    missing = references.missing_libraries()
     if names == ["all"]:
-        return found, [] if torch else [NO_TORCH]
+        chosen, notes = found, [NO_LIBRARY[library] for library in missing]
+    else:
+        chosen, notes = _listed(names, found, missing), []
+    return chosen, notes + [r.note for r in chosen if isinstance(r, references.JaxRunner)]
+
+
+def _listed(names: list[str], found: list[Runner], missing: list[str]) -> list[Runner]:
+    """The runners of ``found`` that ``names`` lists; refused when a name needs a library
+    of ``missing``, or is unknown."""
+    from . import references
+
     known = {r.label for r in found}
     unknown = sorted(set(names) - known)
-    needs_torch = [n for n in unknown if n.partition(":")[0] in references.TORCH_REFERENCES]
-    if needs_torch and not torch:
-        raise _refused(f"--references {', '.join(needs_torch)} needs torch, which is not "
-                       "installed here: pip install torch")
+    for library in missing:
+        absent = [n for n in unknown if n.partition(":")[0] in references.LIBRARIES[library][0]]
+        if absent:
+            raise _refused(f"--references {', '.join(absent)} needs {library}, which is not "
+                           f"installed here: pip install {library}")
     if unknown:
         raise _refused(f"unknown references {unknown}; here: all, none or "
                        f"{', '.join(sorted(known))}")
-    return [r for r in found if r.label in names], []
+    return [r for r in found if r.label in names]
 
 
 def _workloads(text: str | None, quick: bool) -> list[Workload]:
@@ -188,7 +204,7 @@ def check(args: argparse.Namespace) -> Request:
     dtypes = _dtypes(args.dtypes)
     workloads = _workloads(args.workloads, args.quick)
     backends, notes = parse_backends(args.backends)
-    references, reference_notes = reference_runners(args.references)
+    references, reference_notes = reference_runners(args.references, threads)
     runners: list[Runner] = [*(BackendRunner(b) for b in backends), *references]
     return Request(dtypes, workloads, runners, notes + reference_notes, outputs,
                    QUICK if args.quick else FULL, threads)
@@ -205,11 +221,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
                         help="comma-separated dtypes (default: float32,float64)")
     parser.add_argument("--workloads", metavar="LIST",
-                        help="groups (lstm, update, train), names or group/name; default: all")
+                        help="groups (lstm, update, train, text), names or group/name; "
+                             "default: all")
     parser.add_argument("--references", default="all", metavar="LIST",
                         help="reference rows: all (default), none, or a list of "
-                             "structural-bound, naive, torch-autograd, torch.nn.LSTM "
-                             "(the torch ones need torch)")
+                             "structural-bound, naive, torch-autograd, torch.nn.LSTM, jax "
+                             "(the torch ones need torch, jax needs JAX)")
     parser.add_argument("--quick", action="store_true",
                         help="fewer, shorter samples and no run above batch 32 (under a minute)")
     parser.add_argument("--threads", type=int, metavar="N",
@@ -227,11 +244,12 @@ def register(commands: Any) -> None:
     """Add the ``bench`` subcommand to ``dualtape``'s subparsers."""
     parser = commands.add_parser(
         "bench", help="time the LSTM workloads on every backend, with reference rows",
-        description="Time Grenade's LSTM workloads (groups lstm, update, train) on each "
+        description="Time Grenade's LSTM workloads (groups lstm, update, train) and the "
+        "main job (group text: a training step of train-text's default model) on each "
         "backend, interleaved round-robin; print the median ms per call, min–max and how many "
-        "times faster than dualtape on numpy each row is. Reference rows (ref:naive, "
-        "ref:torch-autograd, ref:torch.nn.LSTM, ref:structural-bound) compare dualtape with "
-        "other implementations of the same maths.",
+        "times faster than dualtape on numpy each row is, and characters per second for the "
+        "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, ref:jax, "
+        "ref:structural-bound) compare dualtape with other implementations.",
     )
     add_arguments(parser)
     parser.set_defaults(run=run)
@@ -295,6 +313,7 @@ def execute(args: argparse.Namespace, command: str | None = None,
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["command"] = command or command_line(args)
     sections = [("Times", report.table(results)),
+                ("Characters per second", report.throughput(results)),
                 (f"References, {report.FASTER}", report.ratios(results)),
                 ("Distance from the structural bound", report.bound_distance(results))]
     print("\n\n".join(f"{title}:\n{body}" for title, body in sections if body))

@@ -7,7 +7,9 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 - ``update``: matrix-60x60, matrix-512x512: one SGD step with momentum on one parameter;
 - ``train``: one-, ten- and fifty-time-steps of ``train_recurrent`` on
   ``[LSTM(40, 512), LSTM(512, 40)]``, ``SGD(rate=0.1)``, target = input, batch 1, and fifty time
-  steps at batch 32 and 256.
+  steps at batch 32 and 256;
+- ``text``: the main job, one ``TextTrainer.step`` of train-text's default model with Adam
+  (``char_model.py``); its rows also report characters per second.
 
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
@@ -16,19 +18,17 @@ maths in torch autograd, ``torch.nn.LSTM``) live in ``references.py`` beside thi
 have the same two methods. Each workload is timed on every runner and
 dtype in turn, round-robin, so drift in the machine's speed hits all of them alike.
 
-Heavy imports (torch, matplotlib, threadpoolctl) happen inside functions, so ``dualtape --help``
-stays fast.
+Heavy imports (torch, JAX, matplotlib, threadpoolctl) happen inside functions, so
+``dualtape --help`` stays fast. ``limited_threads`` (``text/threads.py``, shared with train-text)
+limits the BLAS, OpenMP and torch threads of a run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import importlib.util
 import math
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -39,6 +39,8 @@ from ..backend import use_backend as _use_backend
 from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
+from ..text.threads import threadpoolctl_installed
+from . import char_model
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -48,9 +50,10 @@ SEED = 20240601
 
 @dataclass(frozen=True)
 class Workload:
-    """One timed operation: ``op`` is forwards, backwards, sgd or train; ``size`` is the LSTM
-    width (lstm group, and the hidden layer in train) or the matrix side (update group);
-    ``n_in`` the width of the input and, in train, of the output."""
+    """One timed operation: ``op`` is forwards, backwards, sgd, train or text; ``size`` is the
+    LSTM width (lstm group, the hidden layer in train, each of the ``layers`` LSTMs in text) or
+    the matrix side (update group); ``n_in`` the width of the input and, in train, of the
+    output (in text, the vocabulary); ``steps`` the time steps (in text, the window length)."""
 
     group: str
     name: str
@@ -59,6 +62,12 @@ class Workload:
     batch: int = 1
     steps: int = 1
     n_in: int = N_IN
+    layers: int = 1
+
+    @property
+    def chars_per_call(self) -> int | None:
+        """Characters a call trains on (``steps · batch``) for the text group, else None."""
+        return self.steps * self.batch if self.op == "text" else None
 
     @property
     def key(self) -> str:
@@ -74,6 +83,8 @@ class Workload:
 
         ``params`` is a list of LSTM parameter dicts (dualtape's layout); batch-1 inputs keep
         their batch axis: ``x`` (1, 40), ``c``/``dc``/``dh`` (1, n), ``xs`` (T, batch, 40).
+        The text group's data is ``char_model.host_data``'s (corpus ids and the network's
+        parameters).
         """
         rng = np.random.default_rng(SEED)
 
@@ -81,6 +92,8 @@ class Workload:
             return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
         n, n_in = self.size, self.n_in
+        if self.op == "text":
+            return char_model.host_data(self, dtype, SEED)
         if self.op == "sgd":
             return {"w": uniform(n, n), "g": uniform(n, n)}
         if self.op in ("forwards", "backwards"):
@@ -108,6 +121,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("train", "fifty-time-steps-batch-64", "train", 512, 64, 50),
     Workload("train", "tiny-4-8-4-fifty-time-steps", "train", 8, 1, 50, n_in=4),
     Workload("train", "fifty-time-steps-batch-256", "train", 512, 256, 50),
+    Workload("text", "char-model-80x80-batch-32", "text", 80, 32, 50, n_in=57, layers=2),
 )
 TRAIN_RATE = 0.1
 UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
@@ -225,6 +239,7 @@ _PREPARE = {
     "backwards": _prepare_backwards,
     "sgd": _prepare_sgd,
     "train": _prepare_train,
+    "text": char_model.prepare,
 }
 
 
@@ -276,6 +291,12 @@ class Result:
         """Slowest sample, ms per call."""
         return 1e3 * max(self.samples) if self.samples else math.nan
 
+    @property
+    def chars_per_second(self) -> float | None:
+        """Characters trained on per second at the median (text workloads; else None)."""
+        chars = self.workload.chars_per_call
+        return None if chars is None else 1e3 * chars / self.median_ms
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready record."""
         w = self.workload
@@ -283,7 +304,8 @@ class Result:
             "workload": w.key, "group": w.group, "size": w.size, "batch": w.batch,
             "steps": w.steps, "runner": self.runner, "reference": self.reference,
             "dtype": self.dtype, "median_ms": self.median_ms, "min_ms": self.min_ms,
-            "max_ms": self.max_ms, "calls_per_sample": self.number,
+            "max_ms": self.max_ms, "chars_per_call": w.chars_per_call,
+            "chars_per_s": self.chars_per_second, "calls_per_sample": self.number,
             "samples_ms": [1e3 * s for s in self.samples], "error": self.error,
         }
 
@@ -345,30 +367,6 @@ def measure_workload(
 
 def require_threadpoolctl() -> None:
     """Refuse (``SystemExit`` with the fix) a thread limit without threadpoolctl."""
-    if importlib.util.find_spec("threadpoolctl") is None:
+    if not threadpoolctl_installed():
         raise SystemExit("dualtape bench: --threads needs threadpoolctl: "
                          "pip install 'dualtape[bench]'")
-
-
-@contextlib.contextmanager
-def limited_threads(n: int | None) -> Iterator[None]:
-    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n`` >= 1
-    (``ValueError`` below 1); ``None``: no limit."""
-    if n is None:
-        yield
-        return
-    if n < 1:
-        raise ValueError(f"a thread limit must be at least 1, got {n}")
-    require_threadpoolctl()
-    from threadpoolctl import threadpool_limits
-
-    torch = sys.modules.get("torch")
-    previous = torch.get_num_threads() if torch is not None else None
-    with threadpool_limits(limits=n):
-        if torch is not None:
-            torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            if torch is not None:
-                torch.set_num_threads(previous)

@@ -7,12 +7,21 @@ Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a
 
 - ``naive``: ``naive_lstm.py``, Grenade's per-step structure in plain numpy; batch 1 only (as
   Grenade), lstm and train groups.
-- ``torch-autograd``: the same maths in torch autograd (``torch_lstm.py``); lstm and train.
-- ``torch.nn.LSTM``: what users pick instead; train group only (a different cell).
+- ``torch-autograd``: the same maths in torch autograd (``torch_lstm.py``; the text group's
+  character model in ``torch_text.py``); lstm, train and text.
+- ``torch.nn.LSTM``: what users pick instead; train and text groups (a different cell).
+- ``jax``: the text group's character model under one ``jax.jit`` (``jax_text.py``), on JAX's
+  CPU device.
+
+The library each needs is imported only when a row is prepared; ``reference_runners`` leaves
+out the rows whose library is missing (``dualtape bench`` says so in a note).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +39,7 @@ class NaiveRunner:
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
         """forwards/backwards one step, or train at batch 1; ``None`` otherwise."""
-        if workload.batch != 1 or workload.op == "sgd":
+        if workload.batch != 1 or workload.op not in ("forwards", "backwards", "train"):
             return None
         data = workload.host_data(dtype)
         layers = [naive_lstm.NaiveLSTM(p) for p in data["params"]]
@@ -70,12 +79,16 @@ class TorchAutogradRunner(_TorchRunner):
     name = "torch-autograd"
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
-        """forwards (recording the graph), backwards (from a recorded graph) and train."""
+        """forwards (recording the graph), backwards (from a recorded graph), train and text."""
         from . import torch_lstm as tl
 
         if workload.op == "sgd":
             return None
         data = workload.host_data(dtype)
+        if workload.op == "text":
+            from .torch_text import GrenadeCharModel
+
+            return GrenadeCharModel(data, self.device).step
         if workload.op == "train":
             net = tl.GrenadeTorchNetwork(data["params"], TRAIN_RATE, self.device)
             xs = tl.tensor(data["xs"], self.device)
@@ -88,27 +101,84 @@ class TorchAutogradRunner(_TorchRunner):
 
 
 class NNLSTMRunner(_TorchRunner):
-    """``torch.nn.LSTM(40, 512)`` then ``torch.nn.LSTM(512, 40)`` with ``torch.optim.SGD``."""
+    """``torch.nn.LSTM(40, 512)`` then ``torch.nn.LSTM(512, 40)`` with ``torch.optim.SGD``; in
+    the text group, ``torch_text.NNCharModel``."""
 
     name = "torch.nn.LSTM"
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
-        """The train group only."""
-        if workload.op != "train":
+        """The train and text groups."""
+        if workload.op not in ("train", "text"):
             return None
         import torch
 
         from . import torch_lstm as tl
 
         data = workload.host_data(dtype)
+        if workload.op == "text":
+            from .torch_text import NNCharModel
+
+            return NNCharModel(data, device=self.device).step
         net = tl.NNLSTMNetwork(data["xs"].shape[-1], workload.size, getattr(torch, dtype),
                                TRAIN_RATE, self.device)
         xs = tl.tensor(data["xs"], self.device)
         return lambda: net.train_step(xs, xs)
 
 
+class JaxRunner:
+    """dualtape's character model in JAX, one ``jax.jit`` per step (``jax_text.py``); the text
+    group only. ``threads`` is the benchmark's thread limit (``jax_threads`` applies it)."""
+
+    label = "jax"
+    reference = True
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.note = jax_threads(threads)
+        self.models: list[Any] = []
+
+    def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
+        """The text group only; the step is compiled here, before timing."""
+        if workload.op != "text":
+            return None
+        from .jax_text import JaxCharModel
+
+        model = JaxCharModel(workload.host_data(dtype))
+        self.models.append(model)
+        return model.step
+
+    def synchronize(self) -> None:
+        """Wait for every model's last step (JAX dispatches asynchronously)."""
+        for model in self.models:
+            model.block()
+
+
+JAX_SINGLE_THREAD = "--xla_cpu_multi_thread_eigen=false"
+
+
+def jax_threads(threads: int | None) -> str:
+    """Apply a thread limit to JAX, as far as XLA allows, and say what JAX's threads are.
+
+    XLA reads ``XLA_FLAGS`` once, when JAX starts its first backend, and has one setting
+    for the CPU: Eigen's threads in products on or off. So ``threads`` = 1 adds
+    ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` unless JAX has already started;
+    a larger limit cannot be applied."""
+    if threads is None:
+        return "jax: XLA's own threads (not limited)"
+    if threads > 1:
+        return (f"jax: XLA's own threads: XLA has no thread count, so --threads {threads} "
+                "does not reach it")
+    started = sys.modules.get("jax._src.xla_bridge")
+    if started is not None and started.backends_are_initialized():
+        return "jax: XLA's own threads: JAX started before --threads 1 could reach it"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if JAX_SINGLE_THREAD not in flags.split():
+        os.environ["XLA_FLAGS"] = f"{flags} {JAX_SINGLE_THREAD}".strip()
+    return f"jax: one thread in products (XLA_FLAGS {JAX_SINGLE_THREAD})"
+
+
 TORCH_REFERENCES = (TorchAutogradRunner.name, NNLSTMRunner.name)
-NAMES = (NaiveRunner.label, *TORCH_REFERENCES)
+JAX_REFERENCES = (JaxRunner.label,)
+NAMES = (NaiveRunner.label, *TORCH_REFERENCES, *JAX_REFERENCES)
 
 
 def torch_installed() -> bool:
@@ -120,15 +190,31 @@ def torch_installed() -> bool:
     return True
 
 
-def reference_runners() -> list[Any]:
+def reference_runners(threads: int | None = None) -> list[Any]:
     """naive always; the torch references on the CPU when torch is installed, and on CUDA too
-    when torch sees a GPU."""
+    when torch sees a GPU; the JAX reference when JAX is installed (found without importing
+    it, so that a thread limit can still reach it)."""
     runners: list[Any] = [NaiveRunner()]
-    if not torch_installed():
-        return runners
-    import torch
+    if torch_installed():
+        import torch
 
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    for device in devices:
-        runners += [TorchAutogradRunner(device), NNLSTMRunner(device)]
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        for device in devices:
+            runners += [TorchAutogradRunner(device), NNLSTMRunner(device)]
+    if jax_installed():
+        runners.append(JaxRunner(threads))
     return runners
+
+
+def jax_installed() -> bool:
+    """Whether JAX is installed, found without importing it (an import takes a second)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+LIBRARIES = {"torch": (TORCH_REFERENCES, torch_installed), "jax": (JAX_REFERENCES, jax_installed)}
+"""Each library of reference rows: the rows' names and whether it is installed."""
+
+
+def missing_libraries() -> list[str]:
+    """The libraries of ``LIBRARIES`` not installed here."""
+    return [name for name, (_, installed) in LIBRARIES.items() if not installed()]

@@ -190,6 +190,23 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def throughput(results: Sequence[Result]) -> str:
+    """Characters per second of every row of a text workload, and × faster than numpy."""
+    rows = [r for r in _ordered(results) if r.workload.chars_per_call and r.samples]
+    if not rows:
+        return ""
+    lines = [f"| workload | backend | dtype | chars/s | {FASTER} |",
+             "| --- | --- | --- | ---: | ---: |"]
+    for r in rows:
+        base = _numpy(results, r)
+        ratio = f"{base.median_ms / r.median_ms:.2f}×" if base else "–"
+        lines.append(f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | "
+                     f"{r.chars_per_second:,.0f} | {ratio} |")
+    lines.append("\nchars/s = characters per step (window length × batch) / the median time "
+                 "of a step.")
+    return "\n".join(lines)
+
+
 def ratios(results: Sequence[Result]) -> str:
     """Each reference (but the structural bound, which has its own table) in × faster than
     numpy, one row per workload and dtype."""
@@ -262,6 +279,7 @@ def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any],
         f"Re-run with (from the repository root):\n\n```\n{meta['command']}\n```",
         header_text(meta) + f"\n- wall time of the run: {meta.get('seconds', '?')} s",
         "## Times\n\n" + table(results),
+        *([f"## Characters per second\n\n{chars}"] if (chars := throughput(results)) else []),
         f"## References, {FASTER}\n\n" + (ratios(results) or "No reference rows in this run."),
         "## Distance from the structural bound\n\n" + (bound_distance(results)
                                                           or "Not measured in this run."),

@@ -38,11 +38,24 @@ class GrenadeTorchLSTM:
 
     def step(self, c: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step for ``c`` (B, o) and ``x`` (B, i): ``(c_next, h)``."""
+        return self._cell(x @ self.W.T + self.b, c)
+
+    def _cell(self, a: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step after the input projection ``a = x Wᵀ + b`` (B, 4o): ``(c_next, h)``."""
         n = self.n
-        a = x @ self.W.T + self.b
         f, i, o = torch.sigmoid(a[:, : 3 * n] + c @ self.U.T).split(n, dim=1)
         c_next = f * c + i * torch.tanh(a[:, 3 * n :])
         return c_next, o * c_next
+
+    def sequence(self, xs: torch.Tensor) -> torch.Tensor:
+        """The outputs ``(T, B, o)`` over ``xs`` ``(T, B, i)`` from zero cells, the input
+        projected for all steps in one product before the loop (as dualtape does)."""
+        c = xs.new_zeros(xs.shape[1], self.n)
+        outputs = []
+        for a in xs @ self.W.T + self.b:
+            c, h = self._cell(a, c)
+            outputs.append(h)
+        return torch.stack(outputs)
 
 
 def grenade_loss(layers: list[GrenadeTorchLSTM], xs: torch.Tensor,

@@ -1,0 +1,164 @@
+"""How many CPU threads train-text gives BLAS, OpenMP and torch (``--threads``).
+
+``--threads auto`` (the default) chooses from the run's sizes: a time loop is a chain of small
+matrix products with single-threaded elementwise work between them, and a product shared by
+threads waits for the slowest one. So the count is one thread per ``PER_THREAD_WORK``
+multiply-adds of the loop's largest product (``product_work``: ``c Uᵀ`` of the widest LSTM,
+``batch · o · 3o``), at least 1, at most this process's share of the usable cores (divided
+among the ranks of a distributed run on this machine), and no more than the cores the
+1-minute load average leaves free. A thread count set in the environment
+(``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) is left as it is.
+``--threads N`` sets N; ``--threads unset`` leaves the libraries at their own defaults.
+
+How ``PER_THREAD_WORK`` was chosen (2-core AMD EPYC, OpenBLAS 0.3.31, float32; the machine
+was never idle: load average 2.6-4.7 from other work): the product ``c Uᵀ`` alone, timed
+back to back at raised priority, gains from a second thread from about 1-3 M multiply-adds
+(0.79x at 0.6 M, 1.41x at 3.1 M, 1.69x at 12.6 M, 1.86x at 100 M). Inside the training loop
+(``bench/threads_crossover.py``, 1 vs 2 threads interleaved) the second thread lost at every
+size under that load (0.07x at the main job's 80x32, 0.16x at 512x128), which is what the
+load check is for. 4 M per thread keeps the main job (0.6 M) at one thread with a margin of
+13 and gives 256x64 (12.6 M) two threads on an idle machine, where the product alone gains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+AUTO, UNSET = "auto", "unset"
+REQUIREMENT = f"{AUTO}, {UNSET} or a whole number of threads, 1 or more"
+PER_THREAD_WORK = 4_000_000
+"""Multiply-adds of the time loop's largest product each thread must have (see above)."""
+ENVIRONMENT = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Variables that set the libraries' thread counts; ``auto`` leaves a set one alone."""
+
+
+def parse_threads(text: str) -> int | str:
+    """``--threads``: ``auto``, ``unset`` or a count >= 1; ``ValueError`` otherwise."""
+    word = text.strip().lower()
+    if word in (AUTO, UNSET):
+        return word
+    try:
+        count = int(word)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"--threads must be {REQUIREMENT}, got {text}")
+    return count
+
+
+def product_work(hidden: Sequence[int], batch: int) -> int:
+    """Multiply-adds of the largest matrix product inside a time loop: ``c Uᵀ`` of the widest
+    LSTM, ``batch · o · 3o``."""
+    return max(batch * n * 3 * n for n in hidden)
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the system has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average; None where the system has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def ranks_on_this_host() -> int:
+    """How many ranks of this MPI run share this machine (a collective: every rank calls it);
+    1 without MPI."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return 1
+    local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """A thread count (None: the libraries' own) and why, for the header."""
+
+    count: int | None
+    why: str
+
+    @property
+    def line(self) -> str:
+        """The header line: ``threads: N (why)``."""
+        count = "the libraries' own" if self.count is None else str(self.count)
+        return f"threads: {count} ({self.why})"
+
+
+def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, cores: int,
+                   ranks: int = 1, load: float | None = None,
+                   environ: Mapping[str, str] | None = None,
+                   can_limit: bool = True) -> ThreadChoice:
+    """The threads for a run of LSTMs ``hidden`` at ``batch`` on ``cores`` usable cores
+    shared by ``ranks`` ranks, as ``option`` (``parse_threads``) asks; ``load`` is the load
+    average, ``environ`` the environment, ``can_limit`` whether threadpoolctl is here."""
+    if option == UNSET:
+        return ThreadChoice(None, f"--threads {UNSET}")
+    if option != AUTO:
+        return ThreadChoice(int(option), f"--threads {option}")
+    environ = os.environ if environ is None else environ
+    given = [f"{name}={environ[name]}" for name in ENVIRONMENT if environ.get(name)]
+    if given:
+        return ThreadChoice(None, f"as {', '.join(given)} in the environment sets them; "
+                            "--threads N overrides")
+    if not can_limit:
+        return ThreadChoice(None, "threadpoolctl is not installed, so dualtape cannot set "
+                            "them: pip install threadpoolctl")
+    work = product_work(hidden, batch)
+    wanted = max(1, work // PER_THREAD_WORK)
+    share = max(1, cores // ranks)
+    free = share if load is None else max(1, min(share, (cores - math.floor(load + 0.5)) // ranks))
+    count = min(wanted, free)
+    why = [f"auto: the time loop's largest product is {work:,} multiply-adds, one thread per "
+           f"{PER_THREAD_WORK:,}"]
+    if ranks > 1:
+        why.append(f"{ranks} ranks share the {cores} cores")
+    elif wanted > 1:
+        why.append(f"{cores} cores")
+    if count < min(wanted, share):
+        why.append(f"the load average is {load:.1f}")
+    return ThreadChoice(count, "; ".join(why) + "; --threads N overrides")
+
+
+def threadpoolctl_installed() -> bool:
+    """Whether threadpoolctl, which sets the libraries' threads, can be imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("threadpoolctl") is not None
+
+
+@contextlib.contextmanager
+def limited_threads(n: int | None) -> Iterator[None]:
+    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n`` >= 1
+    (``ValueError`` below 1); ``None``: no limit. Needs threadpoolctl for a limit."""
+    if n is None:
+        yield
+        return
+    if n < 1:
+        raise ValueError(f"a thread limit must be at least 1, got {n}")
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=n):
+        if torch is not None:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            if torch is not None:
+                torch.set_num_threads(previous)
