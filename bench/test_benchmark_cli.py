@@ -124,7 +124,9 @@ def test_without_comparisons_there_is_no_ratio_column_and_no_threads_none(capsys
     status, out = bench(capsys, "--backends", "numpy", "--references", "none",
                         "--workloads", "update/matrix-60x60")
     assert status == 0
-    assert "None" not in out and "threads (not limited)" in out
+    assert "None" not in out
+    assert ("- threads: not limited (the default; --threads N limits them), so each library's "
+            "own: ") in out
     assert "| update/matrix-60x60 | numpy | float64 |" in out
     assert "faster than numpy |" not in out and "1.00×" not in out
     assert out.rstrip().splitlines()[-1].startswith("Read: the median ms per call")
@@ -134,7 +136,7 @@ def test_the_requested_thread_limit_is_in_the_header(capsys):
     pytest.importorskip("threadpoolctl")
     status, out = bench(capsys, "--backends", "numpy", "--references", "none", "--threads", "1",
                         "--workloads", "update/matrix-60x60")
-    assert status == 0 and "- threads (--threads 1):" in out
+    assert status == 0 and "- threads: --threads 1 limits BLAS/OpenMP and torch to 1: " in out
 
 
 def timed(runner: str, ms: float, key: str = "train/one-time-step",

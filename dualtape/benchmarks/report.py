@@ -124,14 +124,16 @@ def header_text(meta: dict[str, Any]) -> str:
     env = ", ".join(f"{k}={v}" for k, v in meta["env"].items()) or "none set"
     libs = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     requested = meta["threads"]["requested"]
-    limit = "not limited" if requested is None else f"--threads {requested}"
+    limit = (f"--threads {requested} limits BLAS/OpenMP and torch to {requested}"
+             if requested is not None else
+             "not limited (the default; --threads N limits them), so each library's own")
     lines = [
         f"- date: {meta['date']}",
         f"- CPU: {meta['cpu']} ({meta['cpus_usable']} of {meta['cpus']} CPUs usable); "
         f"GPU: {gpus}",
         f"- platform: {meta['platform']}",
         f"- versions: {libs}",
-        f"- threads ({limit}): {_threads_text(meta['threads'])}",
+        f"- threads: {limit}: {_threads_text(meta['threads'])}",
         f"- BLAS/OpenMP environment: {env}",
         f"- rows: {', '.join(meta['runners'])}",
     ]

@@ -1,8 +1,9 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
-Only ``argparse`` and ``console`` are imported here; the model code (``model``, ``trainer``)
-and tqdm are imported when a command runs, so ``dualtape info`` stays quick. Bad input is
-reported as one line on stderr with exit status 1, never a traceback.
+Only ``argparse``, ``console`` and ``threads`` (the standard library alone) are imported here;
+the model code (``model``, ``trainer``) and tqdm are imported when a command runs, so
+``dualtape info`` stays quick. Bad input is reported as one line on stderr with exit status 1,
+never a traceback.
 
 Where a checkpoint goes: ``--save PATH``, or, when resuming without it, back to the
 ``--resume`` file (the header says so). Both are checked before training: the folder must be
@@ -43,7 +44,6 @@ stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the op
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import secrets
@@ -52,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from . import threads
 from .console import (
     INTERRUPTED,
     OUTPUT_LOST,
@@ -118,10 +119,13 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
     run = p.add_argument_group("running")
     run.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                      help="where to compute (default auto: cupy with a GPU, else numpy)")
-    run.add_argument("--threads", type=int, metavar="N",
-                     help="CPU threads for BLAS and OpenMP (numpy, torch; needs threadpoolctl); "
-                     "1 is as fast for the default size and steadier on a busy machine "
-                     "(default: the libraries' own)")
+    run.add_argument("--threads", default="auto", metavar="N|auto|unset",
+                     help="CPU threads for BLAS, OpenMP and torch (needs threadpoolctl). "
+                     "auto (default): chosen from the sizes, one thread unless the time loop's "
+                     "products are large, never more than the cores free (shared among the "
+                     "ranks of --distributed on one machine; a count set in OMP_NUM_THREADS, "
+                     "OPENBLAS_NUM_THREADS or MKL_NUM_THREADS is kept); the header says what "
+                     "was chosen. N: that many. unset: the libraries' own defaults")
     run.add_argument("--steps", type=int, metavar="N",
                      help="stop after N steps in this run (default: no step limit; without "
                      "--steps or --time-limit training runs until Ctrl-C, which stops it "
@@ -201,12 +205,21 @@ def _positive_finite(x: Any) -> bool:
     return 0 < x < math.inf
 
 
+def _thread_option(text: str) -> bool:
+    try:
+        threads.parse_threads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_run_args(args: argparse.Namespace) -> None:
     """The options that do not go into a checkpoint (those are ``_check_config``'s)."""
     p, nn = ("positive", _positive), ("0 or more", _non_negative)
     finite = ("positive and finite", _positive_finite)
     _check(args, {
-        "log_every": p, "threads": p, "steps": nn, "sample_every": nn, "save_every": nn,
+        "log_every": p, "threads": (threads.REQUIREMENT, _thread_option), "steps": nn,
+        "sample_every": nn, "save_every": nn,
         "time_limit": ("positive and finite (leave it out for no limit)", _positive_finite),
         "sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", lambda n: 0 <= n <= MAX_SAMPLE_CHARS),
         "temperature": finite, "max_corpus_mb": finite,
@@ -325,11 +338,9 @@ def _prepare(args: argparse.Namespace) -> Prepared:
     from .trainer import TextTrainer, load_checkpoint
 
     _check_run_args(args)
-    if args.threads is not None:
-        try:
-            import threadpoolctl  # noqa: F401
-        except ImportError:
-            raise TextError("--threads needs threadpoolctl: pip install threadpoolctl") from None
+    explicit = threads.parse_threads(args.threads)
+    if isinstance(explicit, int) and not threads.threadpoolctl_installed():
+        raise TextError("--threads needs threadpoolctl: pip install threadpoolctl")
     backend = _resolve(args.backend)
     if args.resume:
         checkpoint = load_checkpoint(args.resume, backend)
@@ -373,7 +384,7 @@ def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> s
     return text
 
 
-def _header(prepared: Prepared) -> list[str]:
+def _header(prepared: Prepared, chosen: threads.ThreadChoice) -> list[str]:
     trainer, text = prepared.trainer, prepared.text
     cfg, vocab, net = trainer.config, trainer.vocab, trainer.net
     corpus = cfg.corpus or "the built-in corpus"
@@ -389,6 +400,7 @@ def _header(prepared: Prepared) -> list[str]:
            if cfg.optimizer == "sgd" else f"Adam rate {cfg.rate:g}")
     lines.append(f"training: {opt}, clip {cfg.clip:g}; windows of {cfg.seq_len} x batch "
                  f"{cfg.batch}; seed {cfg.seed}")
+    lines.append(chosen.line)
     if prepared.note:
         lines.append(prepared.note)
     return lines
@@ -414,13 +426,13 @@ def _on_disk(trainer: Any, before: str | None) -> str:
     return "nothing was saved"
 
 
-def _blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
-    """A limit on BLAS and OpenMP threads while training (``--threads``), via threadpoolctl."""
-    if threads is None:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads)
+def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.ThreadChoice:
+    """The threads ``--threads`` asks for, for ``config``'s sizes on this machine, its cores
+    shared by ``ranks`` ranks of this run."""
+    return threads.choose_threads(threads.parse_threads(args.threads), config.hidden,
+                                  config.batch, cores=threads.usable_cores(), ranks=ranks,
+                                  load=threads.load_average(),
+                                  can_limit=threads.threadpoolctl_installed())
 
 
 def train_text(args: argparse.Namespace) -> int:
@@ -435,8 +447,10 @@ def train_text(args: argparse.Namespace) -> int:
             from .distributed import prepare_distributed
 
             prepared, run = prepare_distributed(args, _prepare)
+            ranks = threads.ranks_on_this_host()
         else:
-            prepared = _prepare(args)
+            prepared, ranks = _prepare(args), 1
+        chosen = _threads(args, prepared.trainer.config, ranks)
     except TextError as exc:
         return _fail("train-text", str(exc))
     except MemoryError:
@@ -448,13 +462,13 @@ def train_text(args: argparse.Namespace) -> int:
         return _fail("train-text", f"while preparing the run: {type(exc).__name__}: {exc}")
     stop = StopRequest()
     output = Output(stop)
-    for line in _header(prepared):
+    for line in _header(prepared, chosen):
         output.line(line)
-    return _train(args, prepared, run, stop, output)
+    return _train(args, prepared, run, stop, output, chosen.count)
 
 
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
-           output: Output) -> int:
+           output: Output, thread_count: int | None) -> int:
     """The run itself, after the header: every way it ends, in one line and a status."""
     import numpy as np
 
@@ -472,7 +486,8 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
 
     try:  # numpy's overflow warnings are noise here: a diverged model is reported below
-        with _blas_threads(args.threads), stop_on_signals(stop), np.errstate(all="ignore"):
+        with (threads.limited_threads(thread_count), stop_on_signals(stop),
+              np.errstate(all="ignore")):
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))

@@ -123,14 +123,15 @@ def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, core
     share = max(1, cores // ranks)
     free = share if load is None else max(1, min(share, (cores - math.floor(load + 0.5)) // ranks))
     count = min(wanted, free)
-    why = [f"auto: the time loop's largest product is {work:,} multiply-adds, one thread per "
-           f"{PER_THREAD_WORK:,}"]
-    if ranks > 1:
-        why.append(f"{ranks} ranks share the {cores} cores")
-    elif wanted > 1:
-        why.append(f"{cores} cores")
+    if wanted == 1:
+        return ThreadChoice(1, f"auto: the time loop's products are small, {work:,} "
+                            f"multiply-adds; a second thread pays from {2 * PER_THREAD_WORK:,}; "
+                            "--threads N overrides")
+    why = [f"auto: the time loop's products, {work:,} multiply-adds, are large enough for "
+           f"{wanted} threads", f"{cores} cores" + (f" shared by {ranks} ranks" if ranks > 1
+                                                   else "")]
     if count < min(wanted, share):
-        why.append(f"the load average is {load:.1f}")
+        why.append(f"load average {load:.1f}")
     return ThreadChoice(count, "; ".join(why) + "; --threads N overrides")
 
 
