@@ -13,6 +13,14 @@ MEASURE = "dualtape/benchmarks/measure.py"
 REPORT = "dualtape/benchmarks/report.py"
 OUTPUT = "dualtape/benchmarks/output.py"
 COMPARE = "bench/compare_devices.py"
+THREADS = "dualtape/text/threads.py"
+CHAR_MODEL = "dualtape/benchmarks/char_model.py"
+REFERENCES = "dualtape/benchmarks/references.py"
+JAX_TEXT = "dualtape/benchmarks/jax_text.py"
+TORCH_TEXT = "dualtape/benchmarks/torch_text.py"
+TORCH_LSTM = "dualtape/benchmarks/torch_lstm.py"
+CHAR_TESTS = ("bench/test_char_model.py",)
+ROW_TESTS = ("bench/test_reference_rows.py",)
 
 
 def _cli(old: str, new: str, why: str) -> Mutant:
@@ -52,14 +60,10 @@ MUTANTS = [
          "    if not backends and not unavailable:\n        raise _refused(\"none of the requested",
          "only unavailable backends: nothing to time, yet no refusal"),
     _cli('    if names == ["none"]:', '    if "none" in names:', "'none' inside a list accepted"),
-    _cli("return found, [] if torch else [NO_TORCH]", "return found, []",
-         "no note when the torch reference rows are missing"),
-    _cli("    if needs_torch and not torch:", "    if False:",
-         "a torch reference without torch said to be unknown"),
     _cli("    if unknown:\n        raise _refused(f\"unknown references",
          "    if unknown and len(names) == 1:\n        raise _refused(f\"unknown references",
          "an unknown reference in a list ignored"),
-    _cli("    return [r for r in found if r.label in names], []", "    return found, []",
+    _cli("    return [r for r in found if r.label in names]\n", "    return found\n",
          "a list of references runs all of them"),
     _cli("    if not chosen:\n        raise _refused(\"--quick leaves", "    if False:\n"
          "        raise _refused(\"--quick leaves", "--quick leaving no workload not refused"),
@@ -128,10 +132,11 @@ MUTANTS = [
     _measure("        sync()\n        start = time.perf_counter()",
              "        start = time.perf_counter()",
              "the clock starts while earlier work is still queued"),
-    _measure("                torch.set_num_threads(previous)\n", "                pass\n",
-             "torch's thread count not restored"),
-    _measure("    if n < 1:\n        raise ValueError(f\"a thread limit", "    if n < 0:\n"
-             "        raise ValueError(f\"a thread limit", "limited_threads(0) accepted"),
+    Mutant(THREADS, "                torch.set_num_threads(previous)\n", "                pass\n",
+           "torch's thread count not restored", TIMING_TESTS),
+    Mutant(THREADS, "    if n < 1:\n        raise ValueError(f\"a thread limit", "    if n < 0:\n"
+           "        raise ValueError(f\"a thread limit", "limited_threads(0) accepted",
+           TIMING_TESTS),
     _measure("1e3 * float(np.median(self.samples))", "1e3 * float(np.mean(self.samples))",
              "the mean reported as the median"),
     _measure("return backend.name if backend.device == default else",
@@ -167,6 +172,113 @@ MUTANTS = [
     _output("        target = check_destination(path, probe=True)",
             "        target = check_destination(path)",
             "a folder that takes no new file (read-only file system) found at the end"),
+    # --- the main job's workload (char_model.py, measure.py) -----------------------------
+    Mutant(CHAR_MODEL, "optimizer=\"adam\", rate=ADAM_RATE, clip=0.0",
+           "optimizer=\"adam\", rate=ADAM_RATE, clip=1.0",
+           "the main job's workload clips its gradients", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "ADAM_RATE = 0.01", "ADAM_RATE = 0.001",
+           "the main job trains with Adam's default rate, not train-text's", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "hidden=[workload.size] * workload.layers",
+           "hidden=[workload.size]", "the main job's model has one LSTM", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "    if len(data[\"vocab\"]) != workload.n_in:",
+           "    if False:", "a changed corpus silently changes the main job", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "rng = np.random.default_rng([cfg.seed, 1])",
+           "rng = np.random.default_rng(cfg.seed)",
+           "the references draw other windows than the trainer", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "net = build_text_network(len(vocab), cfg.hidden, seed=cfg.seed, "
+           "dtype=cfg.dtype)", "net = build_text_network(len(vocab), cfg.hidden, "
+           "dtype=cfg.dtype)", "the rows' parameters are not drawn from the seed", CHAR_TESTS),
+    Mutant(CHAR_MODEL, "            layer.params = {k: from_host(np.array(v), backend) "
+           "for k, v in params.items()}\n", "            pass\n",
+           "dualtape's row ignores the data's parameters", CHAR_TESTS),
+    _measure("return self.steps * self.batch if self.op == \"text\" else None",
+             "return (self.steps + 1) * self.batch if self.op == \"text\" else None",
+             "chars per step counts the window's extra symbol"),
+    _measure("return self.steps * self.batch if self.op == \"text\" else None",
+             "return self.steps * self.batch",
+             "chars/s for workloads that train on no characters"),
+    _measure("return None if chars is None else 1e3 * chars / self.median_ms",
+             "return None if chars is None else chars / self.median_ms",
+             "chars per millisecond reported as chars per second"),
+    _measure("\"chars_per_s\": self.chars_per_second, ", "",
+             "chars/s left out of the JSON record"),
+    _measure("n_in=57, layers=2)", "n_in=57)", "the main job's workload has one LSTM"),
+    # --- the reference rows (references.py, cli.py) -----------------------------------------
+    Mutant(REFERENCES, "if workload.batch != 1 or workload.op not in (\"forwards\", "
+           "\"backwards\", \"train\"):", "if workload.batch != 1 or workload.op == \"sgd\":",
+           "the naive row tries the text group", ("bench/test_references.py",)),
+    Mutant(REFERENCES, "        if workload.op not in (\"train\", \"text\"):\n",
+           "        if workload.op != \"train\":\n", "no torch.nn.LSTM row for the main job",
+           ROW_TESTS),
+    Mutant(REFERENCES, "        if workload.op != \"text\":\n            return None\n        "
+           "from .jax_text", "        if workload.op == \"sgd\":\n            return None\n"
+           "        from .jax_text", "the JAX row tries workloads it has no model for",
+           ("bench/test_references.py",)),
+    Mutant(REFERENCES, "        for model in self.models:\n            model.block()",
+           "        pass", "the clock stops before JAX has finished", ROW_TESTS),
+    Mutant(REFERENCES, "    if threads > 1:\n        return (f\"jax:",
+           "    if threads >= 1:\n        return (f\"jax:",
+           "--threads 1 does not reach JAX", ROW_TESTS),
+    Mutant(REFERENCES, "    if started is not None and started.backends_are_initialized():",
+           "    if False:", "a JAX started before the limit said to be limited", ROW_TESTS),
+    Mutant(REFERENCES, "    if JAX_SINGLE_THREAD not in flags.split():\n",
+           "    if True:\n", "the XLA flag added again on every run", ROW_TESTS),
+    Mutant(REFERENCES, "os.environ[\"XLA_FLAGS\"] = f\"{flags} {JAX_SINGLE_THREAD}\".strip()",
+           "os.environ[\"XLA_FLAGS\"] = JAX_SINGLE_THREAD",
+           "the user's own XLA flags dropped", ROW_TESTS),
+    Mutant(REFERENCES, "    if jax_installed():\n        runners.append",
+           "    if True:\n        runners.append", "a JAX row without JAX", ROW_TESTS),
+    Mutant(REFERENCES, "return importlib.util.find_spec(\"jax\") is not None",
+           "return True", "JAX said to be installed when it is not", ROW_TESTS),
+    Mutant(REFERENCES, "if not installed()]", "if installed()]",
+           "the libraries present listed as missing", ROW_TESTS),
+    _cli("    return chosen, notes + [r.note for r in chosen if isinstance(r, "
+         "references.JaxRunner)]", "    return chosen, notes",
+         "the JAX row's threads not said"),
+    _cli("        if absent:\n            raise _refused", "        if False:\n"
+         "            raise _refused",
+         "a torch or JAX reference without its library said to be unknown"),
+    _cli("chosen, notes = found, [NO_LIBRARY[library] for library in missing]",
+         "chosen, notes = found, []", "no note when the torch or JAX rows are missing"),
+    _cli("references, reference_notes = reference_runners(args.references, threads)",
+         "references, reference_notes = reference_runners(args.references)",
+         "--threads 1 does not reach the JAX row"),
+    # --- the report of the text group (report.py) -------------------------------------------
+    _report('ratio = f"{base.median_ms / r.median_ms:.2f}×" if base else "–"',
+            'ratio = f"{r.median_ms / base.median_ms:.2f}×" if base else "–"',
+            "the chars/s table's ratio inverted"),
+    _report("if r.workload.chars_per_call and r.samples]", "if r.workload.chars_per_call]",
+            "a failed row in the chars/s table"),
+    _report("        *([f\"## Characters per second\\n\\n{chars}\"] if (chars := "
+            "throughput(results)) else []),\n", "", "chars/s left off the markdown page"),
+    _report("else\n             \"not limited (the default; --threads N limits them), so each "
+            "library's own\")", "else\n             \"not limited\")",
+            "the header does not say what the default threads are"),
+    # --- the references' maths (jax_text.py, torch_text.py, torch_lstm.py) ------------------
+    Mutant(JAX_TEXT, "    t = t + 1\n", "", "JAX's Adam without its step count (t = 0)",
+           CHAR_TESTS),
+    Mutant(JAX_TEXT, "(jnp.sqrt(v * scale_v) + EPS)", "jnp.sqrt(v * scale_v + EPS)",
+           "JAX's Adam adds eps inside the root", CHAR_TESTS),
+    Mutant(JAX_TEXT, "ids[1:, :, None], axis=-1))", "ids[:-1, :, None], axis=-1))",
+           "JAX's targets are the inputs, not the next symbols", CHAR_TESTS),
+    Mutant(JAX_TEXT, "        return c, o * c\n", "        return c, o * jnp.tanh(c)\n",
+           "JAX's cell is the textbook one (tanh on the cell)", CHAR_TESTS),
+    Mutant(JAX_TEXT, "return -jnp.mean(jnp.take_along_axis(",
+           "return -jnp.sum(jnp.take_along_axis(",
+           "JAX's loss summed, not averaged per character", CHAR_TESTS),
+    Mutant(JAX_TEXT, "        if dtype == \"float64\":\n            "
+           "jax.config.update(\"jax_enable_x64\", True)\n", "",
+           "JAX's float64 row silently in float32", CHAR_TESTS),
+    Mutant(TORCH_TEXT, "ids[1:].reshape(-1))", "ids[:-1].reshape(-1))",
+           "torch's targets are the inputs, not the next symbols", CHAR_TESTS),
+    Mutant(TORCH_TEXT, "        self.optimizer.zero_grad(set_to_none=True)\n", "",
+           "torch's gradients accumulate over steps", CHAR_TESTS),
+    Mutant(TORCH_TEXT, "        return h @ self.W.T + self.b\n", "        return h @ self.W.T\n",
+           "torch autograd's top has no bias", CHAR_TESTS),
+    Mutant(TORCH_TEXT, "            h = lstm(h)[0]", "            h = lstm(h)[1][0]",
+           "torch.nn.LSTM's final state taken for its outputs", CHAR_TESTS),
+    Mutant(TORCH_LSTM, "            outputs.append(h)\n", "            outputs.append(c)\n",
+           "torch autograd's LSTM outputs its cells", CHAR_TESTS),
     # --- compare_devices.py ---------------------------------------------------------------
     Mutant(COMPARE, "    return done.status", "    return 0",
            "compare_devices: exit status 0 when a file was not written", REPORT_TESTS),

@@ -14,6 +14,8 @@ UNIT = ("tests/test_text.py",)
 SAFETY = ("tests/test_text_safety.py",)
 TEXT = (*UNIT, *SAFETY)
 MPI = ("tests/test_distributed.py",)
+THREADS = "dualtape/text/threads.py"
+THREAD_TESTS = ("tests/test_text_threads.py",)
 STOPS = ("tests/test_text_safety.py", "-k", "stop or pipe or full or hang or signal or sighup")
 
 
@@ -252,4 +254,60 @@ MUTANTS = [
     Mutant("dualtape/cli.py",
            'return OUTPUT_LOST if args.command == "train-text" else 0', "return 0",
            "a training run whose BrokenPipeError escapes exits 0", UNIT),
+    # --- threads (threads.py, cli.py) -----------------------------------------------------------
+    Mutant(THREADS, "    if count < 1:\n        raise ValueError", "    if count < 0:\n"
+           "        raise ValueError", "--threads 0 accepted", THREAD_TESTS),
+    Mutant(THREADS, "word = text.strip().lower()", "word = text",
+           "--threads AUTO or ' 2' refused", THREAD_TESTS),
+    Mutant(THREADS, "return max(batch * n * 3 * n for n in hidden)",
+           "return max(batch * n * 4 * n for n in hidden)",
+           "the recurrent product counted with four blocks (U has three)", THREAD_TESTS),
+    Mutant(THREADS, "return max(batch * n * 3 * n for n in hidden)",
+           "return sum(batch * n * 3 * n for n in hidden)",
+           "the layers' products added up, though they run one at a time", THREAD_TESTS),
+    Mutant(THREADS, "wanted = max(1, work // PER_THREAD_WORK)",
+           "wanted = max(1, -(-work // PER_THREAD_WORK))",
+           "a second thread for any product above one thread's share", THREAD_TESTS),
+    Mutant(THREADS, "share = max(1, cores // ranks)", "share = max(1, cores)",
+           "every rank on a machine takes all its cores", THREAD_TESTS),
+    Mutant(THREADS, "(cores - math.floor(load + 0.5)) // ranks", "(cores - int(load)) // ranks",
+           "a load of 1.6 leaves as many cores free as 1.0", THREAD_TESTS),
+    Mutant(THREADS, "free = share if load is None else", "free = share if True else",
+           "more threads than the load leaves cores", THREAD_TESTS),
+    Mutant(THREADS, "for name in ENVIRONMENT if environ.get(name)]",
+           "for name in ENVIRONMENT if name in environ]",
+           "an empty OMP_NUM_THREADS taken for a setting", THREAD_TESTS),
+    Mutant(THREADS, "    if given:\n        return ThreadChoice(None", "    if False:\n"
+           "        return ThreadChoice(None", "auto overrides OMP_NUM_THREADS", THREAD_TESTS),
+    Mutant(THREADS, "    if not can_limit:\n", "    if False:\n",
+           "auto claims a count it cannot set without threadpoolctl", THREAD_TESTS),
+    Mutant(THREADS, "    if option == UNSET:\n", "    if option == AUTO:\n",
+           "--threads unset chooses like auto", THREAD_TESTS),
+    Mutant(THREADS, "    if count < min(wanted, share):\n", "    if count < wanted:\n",
+           "the load blamed for the cores the machine lacks", THREAD_TESTS),
+    Mutant(THREADS, "return len(affinity(0)) if affinity else os.cpu_count() or 1",
+           "return os.cpu_count() or 1", "cores outside the affinity mask counted",
+           THREAD_TESTS),
+    Mutant(THREADS, "local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)\n    try:\n"
+           "        return local.Get_size()", "local = MPI.COMM_WORLD.Split_type("
+           "MPI.COMM_TYPE_SHARED)\n    try:\n        return MPI.COMM_WORLD.Get_size()",
+           "every rank of the run counted as on this machine", THREAD_TESTS),
+    Mutant(THREADS, "    finally:\n        local.Free()\n", "    finally:\n        pass\n",
+           "the machine's communicator never freed", THREAD_TESTS),
+    Mutant(THREADS, 'count = "the libraries\' own" if self.count is None else str(self.count)',
+           "count = str(self.count)", "the header says 'threads: None'", THREAD_TESTS),
+    cli("    if isinstance(explicit, int) and not threads.threadpoolctl_installed():",
+        "    if False:", "--threads N without threadpoolctl fails as a bug while training",
+        THREAD_TESTS),
+    cli("            ranks = threads.ranks_on_this_host()\n", "            ranks = 1\n",
+        "each rank of --distributed takes every core", THREAD_TESTS),
+    cli("    lines.append(chosen.line)\n", "", "the header does not say the threads",
+        THREAD_TESTS),
+    cli("return _train(args, prepared, run, stop, output, chosen.count)",
+        "return _train(args, prepared, run, stop, output, None)",
+        "the chosen threads are printed but not set", THREAD_TESTS),
+    cli("                                  load=threads.load_average(),\n", "",
+        "train-text ignores the machine's load", THREAD_TESTS),
+    cli("cores=threads.usable_cores()", "cores=os.cpu_count()",
+        "train-text counts cores outside its affinity mask", THREAD_TESTS),
 ]

@@ -1,0 +1,251 @@
+"""train-text's threads (``dualtape/text/threads.py``): the rule on fake sizes, cores, loads and
+environments, ``--threads`` parsing, the header line, the count actually set while training,
+and the cores shared among the ranks of ``--distributed``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from dualtape import cli
+from dualtape.text import threads
+from dualtape.text.threads import PER_THREAD_WORK, ThreadChoice, choose_threads, product_work
+
+from .test_distributed import run_ranks
+
+MAIN_JOB = ([80, 80], 32)
+LARGE = ([512, 512], 128)  # 100,663,296 multiply-adds: 25 threads' worth
+
+
+def auto(sizes, cores, **kwargs) -> ThreadChoice:
+    """``--threads auto`` for ``sizes`` ``(hidden, batch)`` on ``cores`` cores, no
+    environment setting, threadpoolctl present."""
+    return choose_threads("auto", *sizes, cores=cores, environ=kwargs.pop("environ", {}),
+                          **kwargs)
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("auto", "auto"), ("AUTO", "auto"), (" unset ", "unset"), ("1", 1), (" 2", 2), ("64", 64),
+])
+def test_threads_takes_auto_unset_or_a_count(text, value):
+    assert threads.parse_threads(text) == value
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "x", "1.5", "", "none"])
+def test_anything_else_is_refused_with_what_it_takes(text):
+    with pytest.raises(ValueError, match=f"^--threads must be auto, unset or a whole number of "
+                                         f"threads, 1 or more, got {text}$"):
+        threads.parse_threads(text)
+
+
+# --- the rule ---------------------------------------------------------------------------------
+
+
+def test_the_work_is_the_widest_layers_recurrent_product():
+    assert product_work(*MAIN_JOB) == 32 * 80 * 240
+    assert product_work([512, 80], 10) == 10 * 512 * 3 * 512  # the widest, not the sum
+
+
+@pytest.mark.parametrize("cores", [1, 2, 16, 64])
+@pytest.mark.parametrize("load", [None, 0.0, 40.0])
+def test_the_main_job_gets_one_thread_on_any_machine_idle_or_loaded(cores, load):
+    chosen = auto(MAIN_JOB, cores, load=load)
+    assert chosen.count == 1
+    assert chosen.line == ("threads: 1 (auto: the time loop's products are small, 614,400 "
+                           "multiply-adds; a second thread pays from 8,000,000; --threads N "
+                           "overrides)")
+
+
+def test_a_second_thread_comes_at_two_threads_worth_of_work():
+    below, above = ([100], 266), ([100], 267)  # 7,980,000 and 8,010,000 multiply-adds
+    assert product_work(*below) < 2 * PER_THREAD_WORK < product_work(*above)
+    assert auto(below, 16).count == 1 and auto(above, 16).count == 2
+
+
+@pytest.mark.parametrize(("cores", "count"), [(1, 1), (2, 2), (16, 16), (64, 25)])
+def test_large_products_take_the_cores_up_to_one_per_share(cores, count):
+    chosen = auto(LARGE, cores)
+    assert chosen.count == count
+    assert chosen.why == (f"auto: the time loop's products, 100,663,296 multiply-adds, are "
+                          f"large enough for 25 threads; {cores} cores; --threads N overrides")
+
+
+@pytest.mark.parametrize(("cores", "ranks", "count"), [(16, 4, 4), (16, 3, 5), (2, 4, 1)])
+def test_the_ranks_on_one_machine_share_its_cores(cores, ranks, count):
+    chosen = auto(LARGE, cores, ranks=ranks)
+    assert chosen.count == count and f"{cores} cores shared by {ranks} ranks" in chosen.why
+
+
+@pytest.mark.parametrize(("cores", "ranks", "load", "count"), [
+    (16, 1, 6.4, 10), (16, 1, 6.6, 9), (4, 1, 1.6, 2), (16, 2, 6.6, 4), (2, 1, 20.0, 1),
+])
+def test_the_load_average_takes_the_cores_it_keeps_busy(cores, ranks, load, count):
+    chosen = auto(LARGE, cores, ranks=ranks, load=load)
+    assert chosen.count == count and f"; load average {load:.1f}; " in chosen.why
+
+
+def test_a_load_that_leaves_enough_cores_is_not_mentioned():
+    assert "load" not in auto(LARGE, 2, load=0.2).why
+    assert "load" not in auto(LARGE, 64, load=30.0).why  # 34 free: 25 threads' worth
+
+
+def test_a_count_set_in_the_environment_is_kept():
+    chosen = auto(LARGE, 16, environ={"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "2"})
+    assert chosen == ThreadChoice(None, "as OMP_NUM_THREADS=4, MKL_NUM_THREADS=2 in the "
+                                        "environment sets them; --threads N overrides")
+    assert chosen.line.startswith("threads: the libraries' own (as OMP_NUM_THREADS=4")
+    assert auto(LARGE, 16, environ={"OPENBLAS_NUM_THREADS": ""}).count == 16
+
+
+def test_without_threadpoolctl_auto_says_it_cannot_set_them():
+    chosen = auto(MAIN_JOB, 2, can_limit=False)
+    assert chosen.count is None and "threadpoolctl is not installed" in chosen.why
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    (3, ThreadChoice(3, "--threads 3")), ("unset", ThreadChoice(None, "--threads unset")),
+])
+def test_an_explicit_choice_is_taken_whatever_the_sizes_and_environment(option, expected):
+    assert choose_threads(option, *LARGE, cores=2, load=9.0, environ={"OMP_NUM_THREADS": "8"},
+                          can_limit=False) == expected
+
+
+# --- the machine ----------------------------------------------------------------------------
+
+
+def test_the_cores_are_those_of_the_affinity_mask(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    assert threads.usable_cores() == 3
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert threads.usable_cores() == 64
+
+
+def test_no_load_average_is_none(monkeypatch):
+    def unavailable():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert threads.load_average() is None
+
+
+class FakeComm:
+    def __init__(self, size: int, freed: list | None = None) -> None:
+        self.size, self.freed = size, freed
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Split_type(self, kind):
+        assert kind == "shared"
+        return FakeComm(3, self.freed)
+
+    def Free(self) -> None:
+        self.freed.append(self.size)
+
+
+def test_the_ranks_on_this_machine_come_from_a_shared_memory_split(monkeypatch):
+    freed = []
+    mpi = SimpleNamespace(COMM_WORLD=FakeComm(6, freed), COMM_TYPE_SHARED="shared")
+    monkeypatch.setitem(sys.modules, "mpi4py", SimpleNamespace(MPI=mpi))
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", mpi)
+    assert threads.ranks_on_this_host() == 3 and freed == [3]
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    assert threads.ranks_on_this_host() == 1
+
+
+# --- train-text -------------------------------------------------------------------------------
+
+
+SMALL = ["--hidden", "8", "--seq-len", "8", "--batch", "2", "--backend", "numpy", "--seed", "4",
+         "--sample-chars", "0"]
+BIG = ["--hidden", "400", "--batch", "100", "--backend", "numpy", "--seed", "4",
+       "--sample-chars", "0", "--steps", "0"]  # 48,000,000 multiply-adds: 12 threads' worth
+
+
+@pytest.fixture
+def limits(monkeypatch):
+    """The thread counts train-text sets (``limited_threads``' argument), recorded."""
+    seen = []
+    real = threads.limited_threads
+
+    def recording(n):
+        seen.append(n)
+        return real(n)
+
+    monkeypatch.setattr(threads, "limited_threads", recording)
+    for name in threads.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    return seen
+
+
+def train(capsys, *argv: str) -> list[str]:
+    """``dualtape train-text ARGV`` on the built-in corpus: the printed lines (it must end 0)."""
+    code = cli.main(["train-text", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out.splitlines()
+
+
+def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limits):
+    pytest.importorskip("threadpoolctl")
+    lines = train(capsys, *SMALL, "--steps", "1")
+    assert lines[2].startswith("training: ")
+    assert lines[3] == ("threads: 1 (auto: the time loop's products are small, 384 "
+                        "multiply-adds; a second thread pays from 8,000,000; --threads N "
+                        "overrides)")
+    assert limits == [1]
+
+
+def test_train_text_counts_its_cores_and_the_load(capsys, limits, monkeypatch):
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    lines = train(capsys, *BIG)
+    assert lines[3] == ("threads: 2 (auto: the time loop's products, 48,000,000 multiply-adds, "
+                        "are large enough for 12 threads; 4 cores; load average 1.6; "
+                        "--threads N overrides)")
+    assert limits == [2]
+
+
+@pytest.mark.parametrize(("option", "line", "count"), [
+    ("3", "threads: 3 (--threads 3)", 3),
+    ("unset", "threads: the libraries' own (--threads unset)", None),
+])
+def test_an_explicit_threads_option_is_set_and_said(capsys, limits, option, line, count):
+    pytest.importorskip("threadpoolctl")
+    assert train(capsys, *SMALL, "--steps", "1", "--threads", option)[3] == line
+    assert limits == [count]
+
+
+def test_a_count_in_the_environment_is_left_to_the_libraries(capsys, limits, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert train(capsys, *SMALL, "--steps", "1")[3].startswith(
+        "threads: the libraries' own (as OPENBLAS_NUM_THREADS=2 in the environment sets them")
+    assert limits == [None]
+
+
+def test_without_threadpoolctl_a_count_is_refused_and_auto_trains(capsys, limits, monkeypatch):
+    monkeypatch.setattr(threads, "threadpoolctl_installed", lambda: False)
+    code = cli.main(["train-text", *SMALL, "--steps", "1", "--threads", "2"])
+    assert code == 1
+    assert capsys.readouterr().err == ("dualtape train-text: error: --threads needs "
+                                       "threadpoolctl: pip install threadpoolctl\n")
+    assert "threadpoolctl is not installed, so dualtape cannot set them" in train(
+        capsys, *SMALL, "--steps", "1")[3]
+    assert limits == [None]
+
+
+@pytest.mark.mpi
+def test_the_ranks_of_one_machine_share_its_cores(tmp_path):
+    done = run_ranks(["-m", "dualtape.cli", "train-text", "--distributed", *BIG])
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[3]
+    assert header.startswith("threads: ") and " shared by 2 ranks; " in header
