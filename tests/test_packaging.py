@@ -124,9 +124,9 @@ def test_the_package_says_it_is_typed():
     assert (ROOT / "dualtape" / "py.typed").is_file()
 
 
-OPTIONAL_BACKENDS = {"torch"}
-"""Modules tests may skip without: backends the README calls optional (CuPy skips through the
-backend fixture, not importorskip)."""
+OPTIONAL_BACKENDS = {"torch", "jax"}
+"""Modules tests may skip without: the backend and reference libraries the README calls
+optional (CuPy skips through the backend fixture, not importorskip)."""
 
 
 def test_every_module_a_test_imports_or_skips_is_in_the_test_extra():

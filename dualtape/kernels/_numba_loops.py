@@ -124,3 +124,50 @@ def backward_loop(gemm: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any
         if t:
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
                  2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def output_gate(gates: Any, projected: Any, cells: Any, hs: Any, one: Any) -> None:
+    """Every step's ``o = σ(c_t U_oᵀ + projected_o)`` in ``gates``' o block (which holds the
+    product) and ``h = o c_{t+1}`` into ``hs``: one pass."""
+    steps, batch, four_n = gates.shape
+    n = four_n // 4
+    for t in range(steps):
+        for b in range(batch):
+            g, a, c, h = gates[t, b], projected[t, b], cells[t + 1, b], hs[t, b]
+            for j in range(n):
+                o = one / (one + fast_exp(-(g[2 * n + j] + a[2 * n + j])))
+                g[2 * n + j] = o
+                h[j] = o * c[j]
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def gate_factors(gates: Any, cells: Any, dhs: Any, q: Any, da_o: Any, dfi: Any,
+                 one: Any) -> None:
+    """Every step's ``q = dh o``, ``da_o = q c_{t+1} (1-o)`` and ``dfi = [c_t f(1-f),
+    ĉ i(1-i)]``: one pass."""
+    steps, batch, four_n = gates.shape
+    n = four_n // 4
+    for t in range(steps):
+        for b in range(batch):
+            g, dh, c_next, q_b, d_o = gates[t, b], dhs[t, b], cells[t + 1, b], q[t, b], da_o[t, b]
+            for j in range(n):
+                o = g[2 * n + j]
+                q_b[j] = dh[j] * o
+                d_o[j] = q_b[j] * c_next[j] * (one - o)
+            c, factors = cells[t, b], dfi[t, b]
+            for j in range(n):
+                factors[j] = (one - g[j]) * g[j] * c[j]
+                factors[n + j] = (one - g[n + j]) * g[n + j] * g[3 * n + j]
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def candidate_gradient(gates: Any, dc: Any, out: Any, one: Any) -> None:
+    """Every step's ``da_ĉ = (1-ĉ²) i dc`` into ``out``: one pass."""
+    steps, batch, four_n = gates.shape
+    n = four_n // 4
+    for t in range(steps):
+        for b in range(batch):
+            g, d, da = gates[t, b], dc[t, b], out[t, b]
+            for j in range(n):
+                da[j] = (one - g[3 * n + j] * g[3 * n + j]) * g[n + j] * d[j]

@@ -28,6 +28,8 @@ import numpy as np
 from . import blas
 
 Array = Any
+COMPILED = ("forward_loop", "backward_loop", "output_gate", "gate_factors", "candidate_gradient")
+"""The names of the compiled functions in ``_numba_loops``."""
 
 
 def unavailable() -> str | None:
@@ -44,19 +46,40 @@ def unavailable() -> str | None:
 
 
 class NumbaCell:
-    """``Cell`` whose two loops are one compiled call each (numpy arrays, float32/float64)."""
+    """``Cell`` whose two loops, and each pass around them, are one compiled call each (numpy
+    arrays, float32/float64)."""
 
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None:
-        forward, _ = _compiled()
         U_fi = _operands(U_fi, projected, r, cells, gates)
-        forward(blas.gemm(U_fi.dtype), U_fi, projected, r, cells, gates, U_fi.dtype.type(1))
+        _compiled().forward_loop(blas.gemm(U_fi.dtype), U_fi, projected, r, cells, gates,
+                                 U_fi.dtype.type(1))
 
     def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
                       dfi: Array, dc: Array) -> None:
-        _, backward = _compiled()
         U_fi = _operands(U_fi, gates, rec, q, carry, dfi, dc)
-        backward(blas.gemm(U_fi.dtype), U_fi, gates, rec, q, carry, dfi, dc, U_fi.dtype.type(1))
+        _compiled().backward_loop(blas.gemm(U_fi.dtype), U_fi, gates, rec, q, carry, dfi, dc,
+                                  U_fi.dtype.type(1))
+
+    def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
+        hs = np.empty_like(cells[1:])
+        _operands(gates, projected, cells, hs)
+        _compiled().output_gate(gates, projected, cells, hs, gates.dtype.type(1))
+        return hs
+
+    def gate_factors(self, mod: Any, gates: Array, cells: Array, dhs: Array
+                     ) -> tuple[Array, Array, Array]:
+        dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided view
+        q, da_o = np.empty_like(cells[1:]), np.empty_like(cells[1:])
+        dfi = np.empty_like(gates[..., : gates.shape[-1] // 2])
+        _operands(gates, cells, dhs, q, da_o, dfi)
+        _compiled().gate_factors(gates, cells, dhs, q, da_o, dfi, gates.dtype.type(1))
+        return q, da_o, dfi
+
+    def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array:
+        _operands(gates, dc, out)
+        _compiled().candidate_gradient(gates, dc, out, gates.dtype.type(1))
+        return out
 
 
 def _operands(U_fi: Array, *buffers: Array) -> Array:
@@ -75,25 +98,22 @@ def _operands(U_fi: Array, *buffers: Array) -> Array:
 
 
 def warm_up(dtype: Any) -> float:
-    """Compile (or load from the cache) both loops for ``dtype`` and run them on a tiny
-    sequence; the seconds it took."""
+    """Compile (or load from the cache) every function for ``dtype`` by running a one-step
+    sequence forwards and back; the seconds it took."""
+    from .sequence import backward_sequence, forward_sequence
+
     began = time.perf_counter()
-    rng = np.random.default_rng(0)
     n, dtype = 2, np.dtype(dtype)
-    U_fi = rng.uniform(-1, 1, (2 * n, n)).astype(dtype)
-    projected, gates = (np.zeros((1, 1, 4 * n), dtype) for _ in range(2))
-    cells = np.zeros((2, 1, n), dtype)
-    cell = NumbaCell()
-    cell.forward_loop(U_fi, projected, np.empty((1, 2 * n), dtype), cells, gates)
-    cell.backward_loop(U_fi, gates, np.zeros((1, n), dtype), np.zeros((1, 1, n), dtype),
-                       np.zeros((1, n), dtype), np.zeros((1, 1, 2 * n), dtype),
-                       np.empty((1, 1, n), dtype))
+    U = np.random.default_rng(0).uniform(-1, 1, (3 * n, n)).astype(dtype)
+    c0, cell = np.zeros((1, n), dtype), NumbaCell()
+    cells, gates, hs = forward_sequence(np, cell, U, c0, np.zeros((1, 1, 4 * n), dtype))
+    backward_sequence(np, cell, U, cells, gates, np.zeros_like(hs), c0)
     return time.perf_counter() - began
 
 
 def loaded_from_cache() -> bool:
     """Whether every loop compiled so far in this process came from the disk cache."""
-    return not any(sum(f.stats.cache_misses.values()) for f in _compiled())
+    return not any(sum(f.stats.cache_misses.values()) for f in _functions())
 
 
 def version() -> str:
@@ -104,8 +124,14 @@ def version() -> str:
 
 
 @functools.cache
-def _compiled() -> tuple[Any, Any]:
-    """The two compiled loops (numba is imported here, on first use)."""
-    from ._numba_loops import backward_loop, forward_loop
+def _compiled() -> Any:
+    """The compiled functions, by name (numba is imported here, on first use)."""
+    from . import _numba_loops
 
-    return forward_loop, backward_loop
+    return _numba_loops
+
+
+def _functions() -> tuple[Any, ...]:
+    """Every compiled function, for the cache statistics."""
+    loops = _compiled()
+    return tuple(getattr(loops, name) for name in COMPILED)

@@ -35,6 +35,8 @@ class Cell(Protocol):
     (B, 2o) multiplied by ``d`` in place, ``carry = d*f``, then, for t > 0, the recurrent
     product ``rec = dfi[t] U_fi`` (B, o) for the step before (the caller does that of t = 0,
     when the first cell's gradient is wanted). Every buffer is C-contiguous.
+    ``output_gate``, ``gate_factors`` and ``candidate_gradient`` are the work around the loops
+    (``UfuncPasses`` documents each); ``mod`` is the arrays' module.
     """
 
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
@@ -43,8 +45,56 @@ class Cell(Protocol):
     def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
                       dfi: Array, dc: Array) -> None: ...
 
+    def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array: ...
 
-class StepwiseCell:
+    def gate_factors(self, mod: Any, gates: Array, cells: Array, dhs: Array
+                     ) -> tuple[Array, Array, Array]: ...
+
+    def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array: ...
+
+
+class UfuncPasses:
+    """The work around the loops as whole-sequence ufunc passes of array module ``mod``
+    (numpy, CuPy); a compiled cell does each in one pass instead."""
+
+    def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
+        """``o = σ(o + projected_o)`` in place in ``gates``' o block, which holds ``c_t U_oᵀ``;
+        returns ``h = o*c_{t+1}`` (T, B, o)."""
+        steps, batch, four_n = gates.shape
+        n, rows = four_n // 4, steps * batch
+        o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
+        o += projected.reshape(rows, four_n)[:, 2 * n : 3 * n]
+        sigmoid_into(mod, o, o)
+        return mod.multiply(o.reshape(steps, batch, n), cells[1:])
+
+    def gate_factors(self, mod: Any, gates: Array, cells: Array, dhs: Array
+                     ) -> tuple[Array, Array, Array]:
+        """``(q, da_o, dfi)``: ``q = dh*o`` and ``da_o = q*c_{t+1}*(1-o)`` (T, B, o), and the
+        factors ``dfi = [c_t*f(1-f), ĉ*i(1-i)]`` (T, B, 2o), each a new C-contiguous array."""
+        n = gates.shape[-1] // 4
+        fi, o, g = gates[..., : 2 * n], gates[..., 2 * n : 3 * n], gates[..., 3 * n :]
+        one = mod.asarray(1, dtype=gates.dtype)  # 0-d: cheaper than a Python float on numpy
+        q = mod.multiply(dhs, o)
+        da_o = q * cells[1:]
+        da_o *= mod.subtract(one, o)
+        dfi = mod.subtract(one, fi)
+        dfi *= fi
+        dfi[..., :n] *= cells[:-1]
+        dfi[..., n:] *= g
+        return q, da_o, dfi
+
+    def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array:
+        """``da_ĉ = (1-ĉ²)*i*dc`` into ``out`` (T, B, o)."""
+        n = gates.shape[-1] // 4
+        i, g = gates[..., n : 2 * n], gates[..., 3 * n :]
+        mod.multiply(g, g, out=out)
+        mod.subtract(mod.asarray(1, dtype=gates.dtype), out, out=out)
+        out *= i
+        out *= dc
+        return out
+
+
+class StepwiseCell(UfuncPasses):
     """A ``Cell`` whose loops call one step at a time from Python: subclasses give
     ``forward_steps``/``backward_steps``, which bind the buffers once per sequence (where the
     per-step views are made) and return ``step(t)``, and ``scope()``, the context the loop
@@ -103,9 +153,7 @@ def forward_sequence(
     rows = steps * batch
     o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
     mod.matmul(cells[:-1].reshape(rows, n), U[2 * n : 3 * n].T, out=o)
-    o += projected.reshape(rows, four_n)[:, 2 * n : 3 * n]
-    sigmoid_into(mod, o, o)
-    return cells, gates, mod.multiply(o.reshape(steps, batch, n), cells[1:])
+    return cells, gates, cell.output_gate(mod, gates, projected, cells)
 
 
 def backward_sequence(
@@ -115,17 +163,12 @@ def backward_sequence(
     """``((d_fi, d_o, d_ĉ), dc_0)``: the pre-activation gradients as three blocks, (T, B, 2o),
     (T, B, o) and (T, B, o) (the columns f, i | o | ĉ of the generic code's (T, B, 4o)), and the
     first cell's gradient, None unless ``need_dc0`` (then its two products with ``U`` are
-    skipped: at T = 1 that halves the reads of ``U``). Besides the blocks only two (T, B, o)
-    arrays are allocated."""
+    skipped: at T = 1 that halves the reads of ``U``). Besides the blocks only ``q`` and
+    ``dc`` (T, B, o) are allocated (and the ufunc passes' temporaries)."""
     steps, batch, four_n = gates.shape
-    n = four_n // 4
-    i, o, g = (gates[..., k * n : (k + 1) * n] for k in (1, 2, 3))
-    fi, dtype = gates[..., : 2 * n], gates.dtype
-    one = mod.asarray(1, dtype=dtype)  # a 0-d constant: cheaper than a Python float on numpy
-    q, dc = (mod.empty((steps, batch, n), dtype=dtype) for _ in range(2))
-    mod.multiply(dhs, o, out=q)
-    da_o = q * cells[1:]
-    da_o *= mod.subtract(one, o, out=dc)  # dc is scratch until the loop
+    n, dtype = four_n // 4, gates.dtype
+    q, da_o, dfi = cell.gate_factors(mod, gates, cells, dhs)
+    dc = mod.empty((steps, batch, n), dtype=dtype)
     first = 0 if need_dc0 else 1  # the first step whose U_o product is wanted
     if steps > first:
         flat = ((steps - first) * batch, n)
@@ -133,18 +176,11 @@ def backward_sequence(
                              out=dc[first:].reshape(flat)).reshape(steps - first, batch, n)
         q[:-1] += carried[1 - first :]
         carried_0 = mod.array(carried[0], copy=True) if need_dc0 else None
-    dfi = mod.subtract(one, fi)
-    dfi *= fi
-    dfi[..., :n] *= cells[:-1]
-    dfi[..., n:] *= g
     carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout of dc_last
     carry[...] = dc_last
     rec = mod.zeros_like(carry)
     cell.backward_loop(U[: 2 * n], gates, rec, q, carry, dfi, dc)
-    da_g = mod.multiply(g, g, out=q)  # q is free again
-    mod.subtract(one, da_g, out=da_g)
-    da_g *= i
-    da_g *= dc
+    da_g = cell.candidate_gradient(mod, gates, dc, q)  # q is free again
     if not need_dc0:
         return (dfi, da_o, da_g), None
     mod.matmul(dfi[0], U[: 2 * n], out=rec)
