@@ -79,8 +79,7 @@ MUTANTS = [
     Mutant(LOOPS, "(one - g[3 * n + j] * g[3 * n + j]) * g[n + j] * d[j]",
            "(one - g[3 * n + j]) * g[n + j] * d[j]", "tanh' taken as 1 - ĉ", JIT),
     Mutant(NUMBA, "        dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided "
-                  "view
-", "", "a strided output gradient refused by the compiled path",
+                  "view\n", "", "a strided output gradient refused by the compiled path",
            LAYOUTS),
     Mutant(NUMBA, "        if a.dtype != dtype or not a.flags.c_contiguous:",
            "        if a.dtype != dtype:", "strided operands reach the compiled loops", JIT),
