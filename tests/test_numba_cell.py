@@ -256,3 +256,78 @@ def test_a_read_only_install_compiles_into_the_users_cache_folder(tmp_path):
     hits, misses, _ = warm_up_in_a_new_process(env, site)
     assert hits >= 1 and misses == 0
     assert any((tmp_path / "user-cache").rglob("*.nbc"))
+
+
+class Lines:
+    """A stand-in for train-text's ``Output``: the lines it was given."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy") -> list[str]:
+    """What ``train-text``'s compile step prints when ``warm_up`` stands for the compile."""
+    from types import SimpleNamespace
+
+    from dualtape.text import cli as text_cli
+
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    monkeypatch.setattr(text_cli, "COMPILE_NOTICE_S", notice_s)
+    monkeypatch.setattr(numba_cell, "warm_up", warm_up)
+    trainer = SimpleNamespace(backend=SimpleNamespace(name=backend),
+                              config=SimpleNamespace(dtype="float32"))
+    output = Lines()
+    text_cli._ready_cpu_loops(trainer, output)
+    return output.lines
+
+
+def test_train_text_says_once_that_it_is_compiling_when_that_takes_long(monkeypatch):
+    import time
+
+    def slow(dtype):
+        time.sleep(0.5)
+        return 0.5
+
+    assert ready_loops(monkeypatch, slow, notice_s=0.01) == [
+        "compiling the CPU LSTM loops for float32 (once: later runs load them from numba's "
+        "disk cache) ...", "compiled in 0.5 s"]
+
+
+def test_a_quick_load_from_the_cache_is_not_announced(monkeypatch):
+    calls = []
+    assert ready_loops(monkeypatch, lambda dtype: calls.append(dtype) or 0.0, notice_s=30) == []
+    assert calls == ["float32"], "the loops are made ready before the first step"
+
+
+def test_a_failed_compile_is_left_to_the_self_check(monkeypatch):
+    def fails(dtype):
+        raise RuntimeError("LLVM is broken")
+
+    assert ready_loops(monkeypatch, fails, notice_s=30) == []
+
+
+def test_other_backends_compile_nothing(monkeypatch):
+    calls = []
+    assert ready_loops(monkeypatch, calls.append, notice_s=30, backend="array_api_strict") == []
+    assert calls == []
+
+
+def test_train_text_makes_the_loops_ready_before_its_first_step(monkeypatch, capsys, tmp_path):
+    from dualtape import cli
+    from dualtape.text import trainer
+
+    events = []
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    monkeypatch.setattr(numba_cell, "warm_up", lambda dtype: events.append(f"ready {dtype}"))
+    real_step = trainer.TextTrainer.step
+    monkeypatch.setattr(trainer.TextTrainer, "step",
+                        lambda self: events.append("step") or real_step(self))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 20, encoding="utf-8")
+    assert cli.main(["train-text", str(corpus), "--hidden", "8", "--seq-len", "8", "--batch",
+                     "2", "--steps", "2", "--dtype", "float64", "--seed", "4"]) == 0, \
+        capsys.readouterr().err
+    assert events[:2] == ["ready float64", "step"]

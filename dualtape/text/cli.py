@@ -467,6 +467,42 @@ def train_text(args: argparse.Namespace) -> int:
     return _train(args, prepared, run, stop, output, chosen.count)
 
 
+COMPILE_NOTICE_S = 1.0
+"""A compile of the CPU loops that takes longer than this is announced (and then timed)."""
+
+
+def _ready_cpu_loops(trainer: Any, output: Output) -> None:
+    """Compile the compiled CPU loops for the run's dtype (or load them from numba's disk
+    cache) before the first step; past ``COMPILE_NOTICE_S`` a line says so, instead of a silent
+    pause, and a second how long it took. A compile that fails is left to the loops'
+    self-check at the first step, which warns once and falls back to the ufunc loop."""
+    import threading
+
+    from ..kernels import cpu_path, numba_cell
+
+    if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
+        return
+    announced = threading.Event()
+
+    def announce() -> None:
+        announced.set()
+        output.line(f"compiling the CPU LSTM loops for {trainer.config.dtype} (once: later runs "
+                    "load them from numba's disk cache) ...")
+
+    notice = threading.Timer(COMPILE_NOTICE_S, announce)
+    notice.daemon = True
+    notice.start()
+    try:
+        seconds = numba_cell.warm_up(trainer.config.dtype)
+    except Exception:  # noqa: BLE001 - the self-check at the first step reports it
+        return
+    finally:
+        notice.cancel()
+        notice.join()
+    if announced.is_set():
+        output.line(f"compiled in {seconds:.1f} s")
+
+
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
            output: Output, thread_count: int | None) -> int:
     """The run itself, after the header: every way it ends, in one line and a status."""
@@ -488,6 +524,7 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     try:  # numpy's overflow warnings are noise here: a diverged model is reported below
         with (threads.limited_threads(thread_count), stop_on_signals(stop),
               np.errstate(all="ignore")):
+            _ready_cpu_loops(trainer, output)
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))

@@ -310,4 +310,11 @@ MUTANTS = [
         "train-text ignores the machine's load", THREAD_TESTS),
     cli("cores=threads.usable_cores()", "cores=os.cpu_count()",
         "train-text counts cores outside its affinity mask", THREAD_TESTS),
+    # --- the compile notice (cli.py) --------------------------------------------------------
+    cli("            _ready_cpu_loops(trainer, output)\n", "",
+        "the loops compile silently inside the first step", ("tests/test_numba_cell.py",)),
+    cli("    if announced.is_set():\n", "    if True:\n",
+        "a quick load from the cache is announced as a compile", ("tests/test_numba_cell.py",)),
+    cli("        notice.cancel()\n", "", "the notice comes after a compile that has finished",
+        ("tests/test_numba_cell.py",)),
 ]
