@@ -8,6 +8,10 @@ regular file, two options naming one file, a plot format matplotlib does not wri
 that cannot run here (``torch:cuda`` on a CPU-only torch) beside ones that can is skipped with a
 note. The files are written atomically once the report is printed; one that still fails then (a
 full disk) is a line on stderr and exit status 1, as is a failed row.
+
+Before timing, the process keeps freed memory for reuse (``allocator.keep_freed_memory``, as
+``train-text`` does; every row runs under it) and the header says so, with the threads and the
+CPU LSTM loop in use.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..allocator import keep_freed_memory
 from ..backend import Backend, BackendUnavailable, available_backends, resolve_backend
 from ..text.threads import limited_threads
 from .bound import BoundRunner
@@ -302,8 +307,9 @@ def execute(args: argparse.Namespace, command: str | None = None,
     for note in request.notes:
         print(f"note: {note}")
     results: list[Result] = []
+    memory = keep_freed_memory()
     with limited_threads(request.threads):
-        meta = report.system_info(request.threads, [r.label for r in request.runners])
+        meta = report.system_info(request.threads, [r.label for r in request.runners], memory)
         print(report.header_text(meta), flush=True)
         started = time.perf_counter()
         for workload in request.workloads:

@@ -27,9 +27,9 @@ from .bound import LABEL as BOUND_LABEL
 from .measure import WORKLOADS, Result
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
-            "cupy-cuda12x", "cupy-cuda13x", "threadpoolctl", "matplotlib")
+            "cupy-cuda12x", "cupy-cuda13x", "numba", "jax", "threadpoolctl", "matplotlib")
 ENV_PREFIXES = ("OPENBLAS_", "OMP_", "MKL_", "GOTO", "BLIS_", "NVPL_", "DUALTAPE_",
-                "CUDA_VISIBLE")
+                "CUDA_VISIBLE", "MALLOC_", "NUMBA_")
 FASTER = "× faster than numpy"
 CONVENTION = (f"{FASTER} = dualtape-on-numpy's median / the row's median, same workload and "
               "dtype (> 1: faster than dualtape on numpy)")
@@ -89,9 +89,16 @@ def thread_info(requested: int | None) -> dict[str, Any]:
     return info
 
 
-def system_info(threads: int | None, runners: Sequence[str]) -> dict[str, Any]:
-    """Everything needed to compare two runs: date, machine, versions, threads, BLAS env."""
+def system_info(threads: int | None, runners: Sequence[str],
+                memory: str | None = None) -> dict[str, Any]:
+    """Everything needed to compare two runs: date, machine, versions, threads, the CPU LSTM
+    loop, the allocator (``memory``: what ``allocator.keep_freed_memory()`` returned), BLAS
+    env."""
+    from .. import allocator
+    from ..kernels import cpu_path
+
     affinity = getattr(os, "sched_getaffinity", None)
+    path, why = cpu_path()
     return {
         "date": datetime.now().astimezone().isoformat(timespec="seconds"),
         "platform": platform.platform(),
@@ -101,6 +108,8 @@ def system_info(threads: int | None, runners: Sequence[str]) -> dict[str, Any]:
         "gpus": gpu_models(),
         "versions": versions(),
         "threads": thread_info(threads),
+        "cpu_loops": path if why is None else f"{path} ({why})",
+        "memory": allocator.describe(memory),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "runners": list(runners),
     }
@@ -134,7 +143,9 @@ def header_text(meta: dict[str, Any]) -> str:
         f"- platform: {meta['platform']}",
         f"- versions: {libs}",
         f"- threads: {limit}: {_threads_text(meta['threads'])}",
-        f"- BLAS/OpenMP environment: {env}",
+        f"- LSTM loops on numpy: {meta['cpu_loops']}",
+        f"- {meta['memory']}",
+        f"- environment: {env}",
         f"- rows: {', '.join(meta['runners'])}",
     ]
     if "numpy" in meta["runners"]:

@@ -438,10 +438,12 @@ def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.Threa
 def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample; the exit status
     says how the run ended (see the module's docstring)."""
+    from .. import allocator
     from .model import TextError
     from .trainer import run_training
 
     run = run_training
+    memory = allocator.describe(allocator.keep_freed_memory())
     try:
         if args.distributed:
             from .distributed import prepare_distributed
@@ -462,7 +464,7 @@ def train_text(args: argparse.Namespace) -> int:
         return _fail("train-text", f"while preparing the run: {type(exc).__name__}: {exc}")
     stop = StopRequest()
     output = Output(stop)
-    for line in _header(prepared, chosen):
+    for line in [*_header(prepared, chosen), memory]:
         output.line(line)
     return _train(args, prepared, run, stop, output, chosen.count)
 
