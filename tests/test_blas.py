@@ -94,8 +94,8 @@ def test_momentum_l2_or_a_small_parameter_keep_the_numpy_passes(monkeypatch, cas
 
 
 def test_without_the_library_plain_sgd_is_numpys_bit_for_bit(monkeypatch):
-    monkeypatch.setattr(blas, "_routines", lambda: blas.Routines({}, {}))
-    assert not blas.available() and blas.gemm("float64") is None
+    monkeypatch.setattr(blas, "_routines", lambda: blas.Routines({}, {}, {}))
+    assert not blas.available() and blas.gemm("float64") is None and blas.gemv("float64") is None
     with dualtape.use_backend("numpy"):
         fast = train(np.asarray)
         monkeypatch.setenv("DUALTAPE_FUSED", "0")
@@ -131,10 +131,10 @@ def test_the_blas_pass_brings_no_thread_pool_of_its_own():
 
 
 @needs_blas
-@pytest.mark.parametrize("routine", ["axpy", "gemm"])
+@pytest.mark.parametrize("routine", ["axpy", "gemm", "gemv"])
 def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch, routine):
-    """The first-use check: a library whose axpy adds twice a·x, or whose gemm multiplies
-    twice, is refused (for both routines: they come from one library)."""
+    """The first-use check: a library whose axpy adds twice a·x, or whose gemm or gemv
+    multiplies twice, is refused (for every routine: they come from one library)."""
     blas._routines.cache_clear()
     real_load = blas._load
 
@@ -143,12 +143,17 @@ def test_a_routine_that_disagrees_with_numpy_is_not_used(monkeypatch, routine):
         if routine == "axpy":
             return found._replace(axpy={d: lambda n, a, *rest, f=f: f(n, 2 * a, *rest)
                                         for d, f in found.axpy.items()})
+        if routine == "gemv":
+            return found._replace(gemv={d: lambda *args, f=f: f(*args[:4], 2 * args[4],
+                                                                 *args[5:])
+                                        for d, f in found.gemv.items()})
         return found._replace(gemm={d: lambda *args, f=f: f(*args[:6], 2 * args[6], *args[7:])
                                     for d, f in found.gemm.items()})
 
     monkeypatch.setattr(blas, "_load", doubled)
     try:
         assert not blas.available() and blas.gemm("float32") is None
+        assert blas.gemv("float32") is None
     finally:
         blas._routines.cache_clear()
     monkeypatch.undo()
@@ -164,6 +169,20 @@ def test_gemm_multiplies_by_a_transposed_operand_as_numpy_does(dtype):
     blas.gemm(dtype)(blas.ROW_MAJOR, blas.NO_TRANS, blas.TRANS, 7, 5, 9, 1.0, a.ctypes.data, 9,
                      b.ctypes.data, 9, 0.0, c.ctypes.data, 5)
     np.testing.assert_allclose(c, a @ b.T, rtol=0, atol=32 * np.finfo(dtype).eps)
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans", ["no", "yes"])
+def test_gemv_multiplies_a_vector_by_a_matrix_or_its_transpose_as_numpy_does(dtype, trans):
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(7, 9)).astype(dtype)
+    x = rng.normal(size=9 if trans == "no" else 7).astype(dtype)
+    y = np.full(7 if trans == "no" else 9, np.nan, dtype=dtype)
+    blas.gemv(dtype)(blas.ROW_MAJOR, blas.NO_TRANS if trans == "no" else blas.TRANS, 7, 9, 1.0,
+                     a.ctypes.data, 9, x.ctypes.data, 1, 0.0, y.ctypes.data, 1)
+    np.testing.assert_allclose(y, (a if trans == "no" else a.T) @ x, rtol=0,
+                               atol=32 * np.finfo(dtype).eps)
 
 
 def test_no_library_beside_numpy_means_no_blas_pass(monkeypatch):

@@ -1,9 +1,10 @@
 """The compiled LSTM loops and the vectorizable ``exp`` behind ``numba_cell`` (imports numba).
 
 The loops keep ``NumpyCell``'s order of operations (``sequence.Cell`` states the contract);
-``gemm`` is a ctypes ``cblas_?gemm`` (``blas.GEMM``) passed in at each call, so the compiled
-code caches on disk without a process-specific address in it, and ``one`` is 1 in the arrays'
-dtype, so float32 arithmetic stays float32.
+``gemm`` and ``gemv`` are ctypes ``cblas_?gemm``/``cblas_?gemv`` (``blas.GEMM``, ``blas.GEMV``;
+``gemv`` at batch 1) passed in at each call, so the compiled code caches on disk without a
+process-specific address in it, and ``one`` is 1 in the arrays' dtype, so float32 arithmetic
+stays float32.
 """
 
 from __future__ import annotations
@@ -84,15 +85,19 @@ def _fast_exp(x: Any) -> Any:
 
 
 @njit(cache=True, boundscheck=False, error_model="numpy")
-def forward_loop(gemm: Any, U_fi: Any, projected: Any, r: Any, cells: Any, gates: Any,
-                 one: Any) -> None:
+def forward_loop(gemm: Any, gemv: Any, U_fi: Any, projected: Any, r: Any, cells: Any,
+                 gates: Any, one: Any) -> None:
     """Every step forwards: ``r = c_t U_fiᵀ``, ``f, i = σ(a + r)``, ``c_{t+1} = f c_t + i ĉ``."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
     zero = one - one
     for t in range(steps):
-        gemm(ROW_MAJOR, NO_TRANS, TRANS, batch, 2 * n, n, one, cells[t].ctypes.data, n,
-             U_fi.ctypes.data, n, zero, r.ctypes.data, 2 * n)
+        if batch == 1:
+            gemv(ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n, cells[t].ctypes.data,
+                 1, zero, r.ctypes.data, 1)
+        else:
+            gemm(ROW_MAJOR, NO_TRANS, TRANS, batch, 2 * n, n, one, cells[t].ctypes.data, n,
+                 U_fi.ctypes.data, n, zero, r.ctypes.data, 2 * n)
         for b in range(batch):
             a, rb, g = projected[t, b], r[b], gates[t, b]
             for j in range(2 * n):  # f and i: few operands, so LLVM vectorizes it
@@ -103,8 +108,8 @@ def forward_loop(gemm: Any, U_fi: Any, projected: Any, r: Any, cells: Any, gates
 
 
 @njit(cache=True, boundscheck=False, error_model="numpy")
-def backward_loop(gemm: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any, dfi: Any,
-                  dc: Any, one: Any) -> None:
+def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any,
+                  dfi: Any, dc: Any, one: Any) -> None:
     """Every step back, t = T-1 … 0: ``d = carry + rec + q_t``, ``dfi_t *= d``, ``carry = d f``,
     and for t > 0 ``rec = dfi_t U_fi``."""
     steps, batch, n = dc.shape
@@ -121,7 +126,10 @@ def backward_loop(gemm: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any
             f = gates[t, b]
             for j in range(n):
                 carry_b[j] = d[j] * f[j]
-        if t:
+        if t and batch == 1:
+            gemv(ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n, dfi[t].ctypes.data, 1,
+                 zero, rec.ctypes.data, 1)
+        elif t:
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
                  2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
 

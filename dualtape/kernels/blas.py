@@ -1,15 +1,16 @@
-"""numpy's own BLAS, called directly: ``axpy`` for SGD and ``gemm`` for compiled loops.
+"""numpy's own BLAS, called directly: ``axpy`` for SGD, ``gemm`` and ``gemv`` for compiled loops.
 
 numpy has no fused multiply-add: ``w − rate·g`` takes two ufunc passes, a product into scratch
 and a sum. numpy's wheels (2.0 and later, from PyPI) bundle scipy-openblas64; this module calls
-its ``cblas_saxpy``/``cblas_daxpy`` through ctypes, and hands its ``cblas_sgemm``/``cblas_dgemm``
-to compiled code (``numba_cell``, which calls them without the interpreter). It is the library
-numpy itself loaded, so the work runs on numpy's own BLAS threads: a second BLAS (SciPy's, say)
-would bring a second thread pool, and on 2 cores training ran 2.5x slower while the two pools
-spun. The library is found by its file name beside numpy and checked against numpy on small
-arrays at first use; where it is not there (conda's numpy, MKL, Accelerate) ``axpy`` declines,
-SGD keeps numpy's two passes, and ``gemm`` is None. BLAS rounds ``a·x + y`` once where numpy
-rounds the product and the sum, so results agree with numpy to one rounding, not bit for bit.
+its ``cblas_saxpy``/``cblas_daxpy`` through ctypes, and hands its ``cblas_?gemm`` and
+``cblas_?gemv`` to compiled code (``numba_cell``, which calls them without the interpreter). It
+is the library numpy itself loaded, so the work runs on numpy's own BLAS threads: a second BLAS
+(SciPy's, say) would bring a second thread pool, and on 2 cores training ran 2.5x slower while
+the two pools spun. The library is found by its file name beside numpy and checked against
+numpy on small arrays at first use; where it is not there (conda's numpy, MKL, Accelerate)
+``axpy`` declines, SGD keeps numpy's two passes, and ``gemm`` and ``gemv`` are None. BLAS
+rounds ``a·x + y`` once where numpy rounds the product and the sum, so results agree with numpy
+to one rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -44,8 +45,17 @@ beta, c, ldc``, sizes 64-bit); ``cblas_sgemm`` has the same with float scalars (
 GEMM32 = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int64] * 3,
                          ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                          ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
+GEMV = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, *[ctypes.c_int64] * 2, ctypes.c_double,
+                       ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                       ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)
+"""``cblas_dgemv``'s ctypes type (``order, trans, m, n, alpha, a, lda, x, incx, beta, y,
+incy``, sizes 64-bit); ``cblas_sgemv`` has the same with float scalars (``GEMV32``). At one row
+a product is a ``gemv``: ``gemm`` would pack the whole matrix on every call (2-3x slower)."""
+GEMV32 = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, *[ctypes.c_int64] * 2, ctypes.c_float,
+                         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.c_float, ctypes.c_void_p, ctypes.c_int64)
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-"""The CBLAS enum values ``gemm`` takes."""
+"""The CBLAS enum values ``gemm`` and ``gemv`` take."""
 
 
 class Routines(NamedTuple):
@@ -53,27 +63,31 @@ class Routines(NamedTuple):
 
     axpy: dict[np.dtype, Axpy]
     gemm: dict[np.dtype, Any]
+    gemv: dict[np.dtype, Any]
 
 
 def _load(path: str) -> Routines:
-    """The ILP64 ``axpy`` and ``gemm`` routines of the library at ``path`` (64-bit sizes, as the
-    ``64_`` suffix of their names says)."""
+    """The ILP64 ``axpy``, ``gemm`` and ``gemv`` routines of the library at ``path`` (64-bit
+    sizes, as the ``64_`` suffix of their names says)."""
     library = ctypes.CDLL(path)
-    axpy, gemm = {}, {}
-    for dtype, prefix, ctype, gemm_type in ((np.float32, "s", ctypes.c_float, GEMM32),
-                                            (np.float64, "d", ctypes.c_double, GEMM)):
+    axpy, gemm, gemv = {}, {}, {}
+    for dtype, prefix, ctype, gemm_type, gemv_type in (
+            (np.float32, "s", ctypes.c_float, GEMM32, GEMV32),
+            (np.float64, "d", ctypes.c_double, GEMM, GEMV)):
         routine = getattr(library, f"scipy_cblas_{prefix}axpy64_")
         routine.restype = None
         routine.argtypes = [ctypes.c_int64, ctype, ctypes.c_void_p, ctypes.c_int64,
                             ctypes.c_void_p, ctypes.c_int64]
         axpy[np.dtype(dtype)] = routine
         gemm[np.dtype(dtype)] = gemm_type((f"scipy_cblas_{prefix}gemm64_", library))
-    return Routines(axpy, gemm)
+        gemv[np.dtype(dtype)] = gemv_type((f"scipy_cblas_{prefix}gemv64_", library))
+    return Routines(axpy, gemm, gemv)
 
 
 def _agrees(routines: Routines) -> bool:
     """Whether each routine computes what numpy does on small arrays (to rounding): ``y + a·x``,
-    and ``a @ b.T`` (one operand transposed, as the compiled loops call it)."""
+    ``a @ b.T`` (one operand transposed, as the compiled loops call it), and ``b @ x``, ``bᵀ @ y``
+    (both ways the loops call ``gemv``)."""
     for dtype, routine in routines.axpy.items():
         x = np.linspace(-1.0, 1.0, 37, dtype=dtype)
         y = np.linspace(2.0, -3.0, 37, dtype=dtype)
@@ -90,6 +104,17 @@ def _agrees(routines: Routines) -> bool:
         expected = a.astype(np.float64) @ b.astype(np.float64).T
         if not np.allclose(c, expected, rtol=0, atol=16 * np.finfo(dtype).eps):
             return False
+    for dtype, routine in routines.gemv.items():
+        b = np.linspace(2.0, -3.0, 20, dtype=dtype).reshape(4, 5)
+        for trans, x in ((NO_TRANS, np.linspace(-1.0, 1.0, 5, dtype=dtype)),
+                         (TRANS, np.linspace(1.0, -2.0, 4, dtype=dtype))):
+            y = np.full(9 - x.size, np.nan, dtype=dtype)
+            routine(ROW_MAJOR, trans, 4, 5, 1.0, b.ctypes.data, 5, x.ctypes.data, 1, 0.0,
+                    y.ctypes.data, 1)
+            wide = b.astype(np.float64)
+            expected = (wide if trans == NO_TRANS else wide.T) @ x.astype(np.float64)
+            if not np.allclose(y, expected, rtol=0, atol=16 * np.finfo(dtype).eps):
+                return False
     return True
 
 
@@ -103,7 +128,7 @@ def _routines() -> Routines:
             continue
         if _agrees(routines):
             return routines
-    return Routines({}, {})
+    return Routines({}, {}, {})
 
 
 def available() -> bool:
@@ -115,6 +140,12 @@ def gemm(dtype: Any) -> Any:
     """numpy's ``cblas_sgemm`` or ``cblas_dgemm`` for ``dtype`` as a ctypes function, for
     compiled code to call (see ``GEMM``); None where numpy bundles no OpenBLAS."""
     return _routines().gemm.get(np.dtype(dtype))
+
+
+def gemv(dtype: Any) -> Any:
+    """numpy's ``cblas_sgemv`` or ``cblas_dgemv`` for ``dtype`` as a ctypes function, for
+    compiled code to call (see ``GEMV``); None where numpy bundles no OpenBLAS."""
+    return _routines().gemv.get(np.dtype(dtype))
 
 
 def axpy(a: float, x: Any, y: Any) -> bool:

@@ -1,10 +1,11 @@
 """The LSTM's time loops compiled for the CPU by numba: each direction is one call.
 
 ``NumbaCell.forward_loop`` and ``backward_loop`` run a whole sequence's recurrence without the
-interpreter: per step the recurrent product through numpy's own ``cblas_?gemm``
-(``blas.gemm``, called from compiled code, on numpy's BLAS threads), then the pointwise update,
-which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm call that no loop can
-vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp`` written out: Cephes's
+interpreter: per step the recurrent product through numpy's own ``cblas_?gemm`` (``cblas_?gemv``
+at batch 1; ``blas.gemm``, ``blas.gemv``, called from compiled code, on numpy's BLAS threads),
+then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm
+call that no loop can vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp``
+written out: Cephes's
 range reduction ``x = n·ln 2 + r`` with its polynomial (float32) or Padé form (float64) for
 ``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN stays NaN and the result is within
 2 ulp of numpy's (``tests/test_numba_cell.py``). Functions are compiled on first use for each
@@ -40,7 +41,8 @@ def unavailable() -> str | None:
         _compiled()
     except Exception as exc:  # an llvmlite or numba that does not load on this machine
         return f"numba does not load here: {type(exc).__name__}: {exc}"
-    if blas.gemm("float64") is None or blas.gemm("float32") is None:
+    if any(get(dtype) is None for get in (blas.gemm, blas.gemv)
+           for dtype in ("float32", "float64")):
         return "this numpy bundles no OpenBLAS for compiled code to call (not a PyPI wheel)"
     return None
 
@@ -52,14 +54,14 @@ class NumbaCell:
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None:
         U_fi = _operands(U_fi, projected, r, cells, gates)
-        _compiled().forward_loop(blas.gemm(U_fi.dtype), U_fi, projected, r, cells, gates,
-                                 U_fi.dtype.type(1))
+        _compiled().forward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, projected,
+                                 r, cells, gates, U_fi.dtype.type(1))
 
     def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
                       dfi: Array, dc: Array) -> None:
         U_fi = _operands(U_fi, gates, rec, q, carry, dfi, dc)
-        _compiled().backward_loop(blas.gemm(U_fi.dtype), U_fi, gates, rec, q, carry, dfi, dc,
-                                  U_fi.dtype.type(1))
+        _compiled().backward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, gates,
+                                  rec, q, carry, dfi, dc, U_fi.dtype.type(1))
 
     def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
         hs = np.empty_like(cells[1:])
