@@ -54,8 +54,9 @@ class NumbaCell:
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None:
         U_fi = _operands(U_fi, projected, r, cells, gates)
-        _compiled().forward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, projected,
-                                 r, cells, gates, U_fi.dtype.type(1))
+        U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi.T)
+        _compiled().forward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, U_fi_t,
+                                 projected, r, cells, gates, U_fi.dtype.type(1))
 
     def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
                       dfi: Array, dc: Array) -> None:

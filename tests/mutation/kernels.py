@@ -88,6 +88,9 @@ MUTANTS = [
            "compiled loops offered without a gemv to call", JIT),
     Mutant(LOOPS, "            gemv(ROW_MAJOR, NO_TRANS, 2 * n, n,", "            gemv(ROW_MAJOR, "
            "TRANS, 2 * n, n,", "batch 1 forwards multiplies by U_fi, not its transpose", JIT),
+    Mutant(NUMBA, "U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi.T)",
+           "U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi)",
+           "the forward gemm reads U_fi as its own transpose", JIT),
     Mutant(LOOPS, "        if t and batch == 1:", "        if t and batch >= 1:",
            "every batch back through gemv (one row of dfi)", JIT),
     Mutant(BLAS, "        for trans, x in ((NO_TRANS,", "        for trans, x in ((TRANS,",
