@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, batch_outer, checked_sizes, uniform_params
+from .base import Array, Layer, batch_outer, batch_sum, checked_sizes, uniform_params
 
 
 class FullyConnectedTape(NamedTuple):
@@ -49,7 +49,7 @@ class FullyConnected(Layer):
         self, xp: Any, tape: FullyConnectedTape, dy: Array
     ) -> tuple[dict[str, Array], Array]:
         self._check_version(tape)
-        grads = {"W": batch_outer(dy, tape.x), "b": xp.sum(dy, axis=0)}
+        grads = {"W": batch_outer(dy, tape.x), "b": batch_sum(xp, dy)}
         return grads, dy @ self.params["W"]
 
     def _output_shape(self, tape: FullyConnectedTape) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ import numpy as np
 from ..backend import backend_of, device_context, dtype_name, from_host, get_backend, host_rng
 from ..kernels import SequencePath, sequence_path
 from ..kernels import sequence as kernels
-from .base import Array, RecurrentLayer, batch_outer, checked_sizes
+from .base import Array, RecurrentLayer, batch_outer, batch_sum, checked_sizes
 from .logit import sigmoid
 
 
@@ -296,8 +296,7 @@ class LSTM(RecurrentLayer):
             if u_end > start:
                 parts["U"].append(batch_outer(flat[:, : u_end - start], cells,
                                               None if out is None else out["U"][start:u_end]))
-            parts["b"].append(xp.sum(flat, axis=0) if out is None else
-                              flat.sum(axis=0, out=out["b"][start:end]))
+            parts["b"].append(batch_sum(xp, flat, None if out is None else out["b"][start:end]))
             start = end
         if need_dxs:
             whole = blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-1)

@@ -76,4 +76,7 @@ MUTANTS = [
     Mutant(LSTM_PY, "for name, x, y in zip(names, fused, generic, strict=True):",
            "for name, x, y in zip(names[:3], fused, generic):",
            "the self-check compares only the forward pass", RNN),
+    Mutant("dualtape/layers/base.py", "np.matmul(np.ones(a.shape[0], dtype=a.dtype), a, out=out)",
+           "np.matmul(np.ones(a.shape[0], dtype=a.dtype)[:-1], a[1:], out=out)",
+           "the bias gradient's BLAS sum skips the first row", (*FF, *RNN)),
 ]
