@@ -199,3 +199,21 @@ def test_each_row_is_compared_with_numpy_in_its_own_dtype():
     naive = [line for line in report.table(results).splitlines() if "| ref:naive |" in line]
     assert naive[0].endswith("| float32 | 4.00 | 4.00–4.00 | 0.50× |")
     assert naive[1].endswith("| float64 | 4.00 | 4.00–4.00 | 2.00× |")
+
+
+def test_the_header_names_the_blas_kernels_and_whether_the_environment_chose_them():
+    pool = {"internal_api": "openblas", "version": "0.3.31", "prefix": "libscipy_openblas",
+            "architecture": "Haswell", "num_threads": 1}
+    forced = report._threads_text({"pools": [pool | {"coretype": "Haswell"}]})
+    assert forced == ("openblas 0.3.31 (libscipy_openblas, Haswell kernels, as "
+                      "OPENBLAS_CORETYPE sets): 1")
+    assert report._threads_text({"pools": [pool]}) == ("openblas 0.3.31 (libscipy_openblas, "
+                                                       "Haswell kernels): 1")
+    del pool["architecture"]
+    assert report._threads_text({"pools": [pool]}) == "openblas 0.3.31 (libscipy_openblas): 1"
+
+
+def test_without_an_openblas_coretype_setting_none_is_recorded(monkeypatch):
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    assert all("coretype" not in p for p in report.thread_info(None)["pools"])

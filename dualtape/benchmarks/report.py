@@ -78,9 +78,12 @@ def thread_info(requested: int | None) -> dict[str, Any]:
     except ImportError:
         info["pools"] = "threadpoolctl not installed"
     else:
+        coretype = os.environ.get("OPENBLAS_CORETYPE")
         info["pools"] = [
             {k: pool.get(k) for k in ("internal_api", "prefix", "version", "architecture",
                                       "num_threads") if pool.get(k) is not None}
+            | ({"coretype": coretype} if coretype and pool.get("internal_api") == "openblas"
+               else {})
             for pool in threadpool_info()
         ]
     torch = sys.modules.get("torch")
@@ -120,11 +123,23 @@ def _threads_text(threads: dict[str, Any]) -> str:
     if isinstance(pools, str):
         parts = [pools]
     else:
-        parts = [f"{p.get('internal_api')} {p.get('version') or ''} "
-                 f"({p.get('prefix')}): {p.get('num_threads')}".replace("  ", " ") for p in pools]
+        parts = [f"{p.get('internal_api')} {p.get('version') or ''} ({p.get('prefix')}"
+                 f"{_kernels(p)}): {p.get('num_threads')}".replace("  ", " ") for p in pools]
     if "torch" in threads:
         parts.append(f"torch intra-op: {threads['torch']}")
     return "; ".join(parts)
+
+
+def _kernels(pool: dict[str, Any]) -> str:
+    """``, Haswell kernels`` for a BLAS pool that names them, and whether the environment chose
+    them: with ``OPENBLAS_CORETYPE`` OpenBLAS runs what it says, not its pick for the CPU (on
+    this project's AVX-512 machine its own pick, SkylakeX, runs the main job's products about
+    2x as fast as Haswell's)."""
+    architecture = pool.get("architecture")
+    if not architecture:
+        return ""
+    return f", {architecture} kernels" + (", as OPENBLAS_CORETYPE sets" if pool.get("coretype")
+                                          else "")
 
 
 def header_text(meta: dict[str, Any]) -> str:
