@@ -1,5 +1,6 @@
 """dualtape: Grenade-style layers with Wengert tapes, written once against the array API."""
 
+from .allocator import keep_freed_memory
 from .backend import (
     Backend,
     BackendUnavailable,
@@ -35,6 +36,7 @@ __all__ = [
     "asarray",
     "available_backends",
     "get_backend",
+    "keep_freed_memory",
     "load",
     "load_extra",
     "load_with_extra",
