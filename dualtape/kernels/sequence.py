@@ -75,8 +75,9 @@ class UfuncPasses:
         fi, o, g = gates[..., : 2 * n], gates[..., 2 * n : 3 * n], gates[..., 3 * n :]
         one = mod.asarray(1, dtype=gates.dtype)  # 0-d: cheaper than a Python float on numpy
         q = mod.multiply(dhs, o)
-        da_o = q * cells[1:]
-        da_o *= mod.subtract(one, o)
+        da_o = mod.subtract(one, o)  # no temporary: at batch 1 a fresh one costs page faults
+        da_o *= q
+        da_o *= cells[1:]
         dfi = mod.subtract(one, fi)
         dfi *= fi
         dfi[..., :n] *= cells[:-1]
