@@ -45,8 +45,8 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     if array_api_compat.is_numpy_namespace(xp):
         if cpu_path()[0] == "compiled":
             path = _compiled_path()
-            if selfcheck.verified(("numba", like.dtype.name), "compiled CPU LSTM loops",
-                                  f"the CPU ({like.dtype.name})", lambda: self_check(path, like)):
+            if selfcheck.verified(("numba", like.dtype), "compiled CPU LSTM loops",
+                                  _on_the_cpu(like.dtype), lambda: self_check(path, like)):
                 return path
         return _numpy_path()
     if array_api_compat.is_cupy_namespace(xp):
@@ -66,6 +66,12 @@ def cpu_path() -> tuple[str, str | None]:
         return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
     why = _compiled_unavailable()
     return ("ufuncs", why) if why else ("compiled", None)
+
+
+@functools.cache
+def _on_the_cpu(dtype: Any) -> str:
+    """``the CPU (float32)``: cached, as numpy's ``dtype.name`` costs microseconds a call."""
+    return f"the CPU ({dtype.name})"
 
 
 def _generic_only() -> bool:

@@ -99,6 +99,6 @@ MUTANTS = [
            "a Fortran-order U read as C order", JIT),
     Mutant(INIT, 'if os.environ.get("DUALTAPE_JIT", "") == "0":', "if False:",
            "DUALTAPE_JIT=0 ignored", JIT),
-    Mutant(INIT, 'if selfcheck.verified(("numba", like.dtype.name),',
+    Mutant(INIT, 'if selfcheck.verified(("numba", like.dtype),',
            'if selfcheck.verified(("numba",),', "one self-check for both dtypes", JIT),
 ]
