@@ -163,14 +163,16 @@ def backward_sequence(
 ) -> tuple[tuple[Array, Array, Array], Array | None]:
     """``((d_fi, d_o, d_ĉ), dc_0)``: the pre-activation gradients as three blocks, (T, B, 2o),
     (T, B, o) and (T, B, o) (the columns f, i | o | ĉ of the generic code's (T, B, 4o)), and the
-    first cell's gradient, None unless ``need_dc0`` (then its two products with ``U`` are
-    skipped: at T = 1 that halves the reads of ``U``). Besides the blocks only ``q`` and
-    ``dc`` (T, B, o) are allocated (and the ufunc passes' temporaries)."""
+    first cell's gradient, None unless ``need_dc0`` (then its product with ``U_fi`` is
+    skipped, and at T = 1 the one with ``U_o`` too, which halves the reads of ``U`` there; at
+    T > 1 the ``U_o`` product still spans every step, so the weight gradients do not depend on
+    ``need_dc0``: BLAS may round a row differently in a product of fewer rows). Besides the
+    blocks only ``q`` and ``dc`` (T, B, o) are allocated (and the ufunc passes' temporaries)."""
     steps, batch, four_n = gates.shape
     n, dtype = four_n // 4, gates.dtype
     q, da_o, dfi = cell.gate_factors(mod, gates, cells, dhs)
     dc = mod.empty((steps, batch, n), dtype=dtype)
-    first = 0 if need_dc0 else 1  # the first step whose U_o product is wanted
+    first = 0 if need_dc0 or steps > 1 else 1  # the first step of the U_o product
     if steps > first:
         flat = ((steps - first) * batch, n)
         carried = mod.matmul(da_o[first:].reshape(flat), U[2 * n : 3 * n],
