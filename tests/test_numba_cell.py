@@ -171,14 +171,17 @@ def test_compiled_loops_refuse_operands_they_cannot_index(operand):
         NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
 
 
-def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused():
+@pytest.mark.parametrize("batch", [1, 2])  # gemv at batch 1, gemm above
+def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused(batch):
     rng = np.random.default_rng(4)
     U = np.asfortranarray(rng.uniform(-1, 1, (15, 5)))
-    c0, projected = rng.uniform(-1, 1, (2, 5)), rng.uniform(-1, 1, (3, 2, 20))
-    expected = loops.forward_sequence(np, NumpyCell(), U, c0, projected.copy())
-    got = loops.forward_sequence(np, NumbaCell(), U, c0, projected.copy())
+    c0, dc_last = rng.uniform(-1, 1, (batch, 5)), rng.uniform(-1, 1, (batch, 5))
+    projected = rng.uniform(-1, 1, (3, batch, 20))
+    dhs = rng.uniform(-1, 1, (3, batch, 5))
+    expected = sequence(NumpyCell(), U, c0, projected, dhs, dc_last)
+    got = sequence(NumbaCell(), U, c0, projected, dhs, dc_last)
     for a, b in zip(got, expected, strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("missing", ["numba", "gemm", "gemv"])
