@@ -171,6 +171,23 @@ def test_compiled_loops_refuse_operands_they_cannot_index(operand):
         NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
 
 
+def strided(*shape: int) -> np.ndarray:
+    """Zeros of ``shape`` whose last axis has a stride of two elements."""
+    return np.zeros((*shape[:-1], 2 * shape[-1]))[..., ::2]
+
+
+@pytest.mark.parametrize("call", ["output_gate", "candidate_gradient"])
+def test_the_passes_refuse_a_strided_buffer_rather_than_write_into_a_copy(call):
+    cell = NumbaCell()
+    calls = {"output_gate": lambda gates: cell.output_gate(np, gates, np.zeros((3, 2, 8)),
+                                                           np.zeros((4, 2, 2))),
+             "candidate_gradient": lambda gates: cell.candidate_gradient(
+                 np, gates, np.zeros((3, 2, 2)), np.zeros((3, 2, 2)))}
+    calls[call](np.zeros((3, 2, 8)))  # C order: taken
+    with pytest.raises(ValueError, match="NumbaCell: operands must be C-contiguous"):
+        calls[call](strided(3, 2, 8))
+
+
 @pytest.mark.parametrize("batch", [1, 2])  # gemv at batch 1, gemm above
 def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused(batch):
     rng = np.random.default_rng(4)

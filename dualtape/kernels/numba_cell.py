@@ -67,7 +67,7 @@ class NumbaCell:
 
     def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
         hs = np.empty_like(cells[1:])
-        _operands(gates, projected, cells, hs)
+        _check(gates, projected, cells, hs)
         _compiled().output_gate(gates, projected, cells, hs, gates.dtype.type(1))
         return hs
 
@@ -76,20 +76,30 @@ class NumbaCell:
         dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided view
         q, da_o = np.empty_like(cells[1:]), np.empty_like(cells[1:])
         dfi = np.empty_like(gates[..., : gates.shape[-1] // 2])
-        _operands(gates, cells, dhs, q, da_o, dfi)
+        _check(gates, cells, dhs, q, da_o, dfi)
         _compiled().gate_factors(gates, cells, dhs, q, da_o, dfi, gates.dtype.type(1))
         return q, da_o, dfi
 
     def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array:
-        _operands(gates, dc, out)
+        _check(gates, dc, out)
         _compiled().candidate_gradient(gates, dc, out, gates.dtype.type(1))
         return out
 
 
 def _operands(U_fi: Array, *buffers: Array) -> Array:
-    """``U_fi`` in C order (a copy when it is not); ``ValueError`` unless every buffer is a
-    C-contiguous numpy array of its dtype, float32 or float64 (the loops index raw memory)."""
-    dtype = U_fi.dtype
+    """``U_fi`` (a numpy array of the buffers' dtype, any layout) in C order, a copy when it is
+    not; ``ValueError`` for anything else, or for buffers ``_check`` refuses."""
+    _check(*buffers)
+    if type(U_fi) is not np.ndarray or U_fi.dtype != buffers[0].dtype:
+        raise ValueError(f"NumbaCell: U must be a {buffers[0].dtype} numpy array, got "
+                         f"{getattr(U_fi, 'dtype', type(U_fi).__name__)}")
+    return np.ascontiguousarray(U_fi)
+
+
+def _check(*buffers: Array) -> None:
+    """``ValueError`` unless every buffer is a C-contiguous numpy array of the first one's
+    dtype, float32 or float64: the compiled code indexes raw memory, and writes into them."""
+    dtype = getattr(buffers[0], "dtype", None)
     for a in buffers:
         if type(a) is not np.ndarray:
             raise ValueError(f"NumbaCell: operands must be numpy arrays, got {type(a).__name__}")
@@ -98,7 +108,6 @@ def _operands(U_fi: Array, *buffers: Array) -> Array:
                              f"{a.dtype} with strides {a.strides}")
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"NumbaCell: float32 or float64 only, got {dtype}")
-    return np.ascontiguousarray(U_fi)
 
 
 def warm_up(dtype: Any) -> float:

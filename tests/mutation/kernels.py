@@ -81,6 +81,10 @@ MUTANTS = [
     Mutant(NUMBA, "        dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided "
                   "view\n", "", "a strided output gradient refused by the compiled path",
            LAYOUTS),
+    Mutant(NUMBA, "        _check(gates, projected, cells, hs)", "        _check(projected, cells, hs)",
+           "the output gate pass writes into a strided gates' raw memory", JIT),
+    Mutant(NUMBA, "        _check(gates, dc, out)", "        _check(dc, out)",
+           "the ĉ gradient pass reads a strided gates as C order", JIT),
     Mutant(NUMBA, "        if a.dtype != dtype or not a.flags.c_contiguous:",
            "        if a.dtype != dtype:", "strided operands reach the compiled loops", JIT),
     Mutant(NUMBA, "    if any(get(dtype) is None for get in (blas.gemm, blas.gemv)",
