@@ -81,7 +81,8 @@ MUTANTS = [
     Mutant(NUMBA, "        dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided "
                   "view\n", "", "a strided output gradient refused by the compiled path",
            LAYOUTS),
-    Mutant(NUMBA, "        _check(gates, projected, cells, hs)", "        _check(projected, cells, hs)",
+    Mutant(NUMBA, "        _check(gates, projected, cells, hs)",
+           "        _check(projected, cells, hs)",
            "the output gate pass writes into a strided gates' raw memory", JIT),
     Mutant(NUMBA, "        _check(gates, dc, out)", "        _check(dc, out)",
            "the ĉ gradient pass reads a strided gates as C order", JIT),
