@@ -12,19 +12,35 @@ from .backend import (
     use_backend,
 )
 from .io import load, load_extra, load_with_extra, save
-from .layers import LSTM, Elu, FullyConnected, Logit, Relu, Softmax, Tanh
+from .layers import (
+    GRU,
+    LSTM,
+    BasicRecurrent,
+    Dropout,
+    Elu,
+    FullyConnected,
+    Logit,
+    Relu,
+    Softmax,
+    StandardLSTM,
+    Tanh,
+)
 from .network import Network, train
 from .optim import SGD, Adam
 from .recurrent import RecurrentNetwork, train_recurrent
+from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "GRU",
     "LSTM",
     "SGD",
     "Adam",
     "Backend",
     "BackendUnavailable",
+    "BasicRecurrent",
+    "Dropout",
     "Elu",
     "FullyConnected",
     "Logit",
@@ -32,9 +48,11 @@ __all__ = [
     "RecurrentNetwork",
     "Relu",
     "Softmax",
+    "StandardLSTM",
     "Tanh",
     "asarray",
     "available_backends",
+    "from_torch",
     "get_backend",
     "keep_freed_memory",
     "load",
@@ -42,7 +60,10 @@ __all__ = [
     "load_with_extra",
     "save",
     "set_backend",
+    "state_from_torch",
+    "state_to_torch",
     "to_numpy",
+    "to_torch",
     "train",
     "train_recurrent",
     "use_backend",

@@ -57,6 +57,17 @@ class Chain:
     def _reference(self) -> Array | None:
         return next((p for layer in self.layers for p in layer.params.values()), None)
 
+    def set_training(self, training: bool = True) -> Chain:
+        """Switch the layers that behave differently in training (``Dropout``) into training
+        (``True``, how layers are built) or evaluation (``False``: for validation and
+        generation); returns ``self``."""
+        if not isinstance(training, bool):
+            raise TypeError(f"set_training takes True or False, got {training!r}")
+        for layer in self.layers:
+            if hasattr(layer, "training"):
+                layer.training = training
+        return self
+
     def to(self, backend: str | Backend, device: Any = None) -> Chain:
         """Move every parameter to ``backend`` (and ``device``); returns ``self``. Tapes made
         before a move that changed any array of a layer are stale (backward raises)."""

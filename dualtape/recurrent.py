@@ -29,8 +29,9 @@ class RecurrentNetworkTape(NamedTuple):
 
 
 class RecurrentNetwork(Chain):
-    """A chain of recurrent (``LSTM``) and feed-forward layers, e.g. Grenade's
-    ``[LSTM(40, 80), LSTM(80, 40), FullyConnected(40, 40), Logit()]``."""
+    """A chain of recurrent (``LSTM``, ``StandardLSTM``, ``GRU``, ``BasicRecurrent``, in any
+    mix) and feed-forward layers, e.g. Grenade's ``[LSTM(40, 80), LSTM(80, 40),
+    FullyConnected(40, 40), Logit()]``."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
         super().__init__(layers)
@@ -186,7 +187,7 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
 
 
 def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
-    return [layer.params if layer.recurrent and all(
+    return [layer.params if layer.fills_gradient_buffers and all(
         out_module(p) is not None for p in layer.params.values()) else None
         for layer in rnet.layers]
 

@@ -189,6 +189,28 @@ def batch_sum(xp: Any, a: Array, out: Array | None = None) -> Array:
     return a.sum(axis=0, out=out)
 
 
+def sequence_product(xp: Any, xs: Array, M: Array) -> Array:
+    """``xs_t M`` for every step of ``xs`` (T, B, i) as one matrix product: (T, B, M's
+    columns)."""
+    steps, batch, n_in = xs.shape
+    return xp.reshape(xp.reshape(xs, (steps * batch, n_in)) @ M, (steps, batch, M.shape[-1]))
+
+
+def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
+    """``xs Wᵀ + b`` for every step of ``xs`` (T, B, i) as one matrix product: the input
+    projection a recurrent layer makes before its time loop, (T, B, rows of W)."""
+    return sequence_product(xp, xs, W.T) + b
+
+
+def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Array]:
+    """``(Σ_t d_tᵀ inputs_t, Σ_t Σ_b d_t)`` for ``d`` (T, B, k) and ``inputs`` (T, B, j): a
+    weight gradient of shape (k, j) and its bias gradient (k,), each one product over all
+    ``T·B`` rows, after the time loop."""
+    rows = d.shape[0] * d.shape[1]
+    flat = xp.reshape(d, (rows, d.shape[-1]))
+    return batch_outer(flat, xp.reshape(inputs, (rows, inputs.shape[-1]))), batch_sum(xp, flat)
+
+
 def check_size(owner: str, name: str, n: Any) -> int:
     """``n`` if it is a positive integer, else a ``ValueError`` naming the layer and argument."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -275,6 +297,9 @@ class Layer:
     kind: ClassVar[str]
     recurrent: ClassVar[bool] = False
     keeps_input: ClassVar[bool] = True  # the tape holds the input: forward copies it
+    fills_gradient_buffers: ClassVar[bool] = False
+    """Whether ``_backward_sequence`` writes into the ``grads_out`` arrays it is given (a
+    fast path that does; ``gradient_buffers`` makes them only for such layers)."""
     n_in: int | None = None
     n_out: int | None = None
 

@@ -20,7 +20,14 @@ import numpy as np
 from ..backend import backend_of, device_context, dtype_name, from_host, get_backend, host_rng
 from ..kernels import SequencePath, sequence_path
 from ..kernels import sequence as kernels
-from .base import Array, RecurrentLayer, batch_outer, batch_sum, checked_sizes
+from .base import (
+    Array,
+    RecurrentLayer,
+    batch_outer,
+    batch_sum,
+    checked_sizes,
+    project_sequence,
+)
 from .logit import sigmoid
 
 
@@ -172,6 +179,7 @@ class LSTM(RecurrentLayer):
     """
 
     kind = "LSTM"
+    fills_gradient_buffers = True
     INITS = ("grenade", "scaled", "scaled_recurrent")
 
     def __init__(
@@ -240,11 +248,7 @@ class LSTM(RecurrentLayer):
         self, xp: Any, c: Array, xs: Array
     ) -> tuple[LSTMSequenceTape, Array, Array]:
         p = self.params
-        steps, batch, _ = xs.shape
-        projected = xp.reshape(
-            xp.reshape(xs, (steps * batch, self.n_in)) @ p["W"].T + p["b"],
-            (steps, batch, 4 * self.n_out),
-        )
+        projected = project_sequence(xp, xs, p["W"], p["b"])
         fast = sequence_path(xp, c, fused_disagreement)
         if fast is None:
             cells, gates, hs = generic_forward_sequence(xp, p["U"], c, projected)

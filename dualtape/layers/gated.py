@@ -1,0 +1,60 @@
+"""What ``StandardLSTM`` and ``GRU`` share: torch's parameter layout, initialisation and the
+weight gradients of a sequence, computed after the time loop."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from .base import (
+    Array,
+    RecurrentLayer,
+    checked_sizes,
+    sequence_product,
+    sequence_weight_grads,
+    uniform_params,
+)
+
+
+class GatedRecurrent(RecurrentLayer):
+    """A recurrent layer with ``torch.nn``'s parameters for ``gates`` gates of ``n_out``
+    units: ``W_ih`` ``(gates·n_out, n_in)``, ``W_hh`` ``(gates·n_out, n_out)``, ``b_ih`` and
+    ``b_hh`` ``(gates·n_out,)``, all drawn uniformly from ``[-1/√n_out, 1/√n_out]`` (torch's
+    default) on the host from ``seed``, in ``dtype``."""
+
+    gates: ClassVar[int]
+    state_units: ClassVar[int] = 1
+    """The state's width in units of ``n_out``: 2 for ``(h, c)``, 1 for ``h``."""
+
+    def __init__(
+        self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"
+    ) -> None:
+        super().__init__()
+        shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
+        self.n_in, self.n_out = n_in, n_out
+        self.state_size = self.state_units * n_out
+        self.params = uniform_params(
+            shapes, 1.0 / math.sqrt(n_out), seed, self._checked_dtype(dtype)
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {"n_in": self.n_in, "n_out": self.n_out}
+
+    @classmethod
+    def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        n_in, n_out = checked_sizes(cls.kind, config)
+        rows = cls.gates * n_out
+        return {"W_ih": (rows, n_in), "W_hh": (rows, n_out), "b_ih": (rows,), "b_hh": (rows,)}
+
+    def _weight_grads(
+        self, xp: Any, xs: Array, hs: Array, da_i: Array, da_h: Array, need_dxs: bool
+    ) -> tuple[dict[str, Array], Array | None]:
+        """The parameters' gradients and the inputs' (None unless ``need_dxs``) from those of
+        the pre-activations, ``da_i`` of ``xs W_ihᵀ + b_ih`` and ``da_h`` of ``h W_hhᵀ + b_hh``
+        (T, B, gates·n_out), with ``xs`` (T, B, n_in) and ``hs`` (T, B, n_out) the states
+        each step started from: one product per parameter over all steps."""
+        grads = {}
+        grads["W_ih"], grads["b_ih"] = sequence_weight_grads(xp, da_i, xs)
+        grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
+        dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs else None
+        return grads, dxs

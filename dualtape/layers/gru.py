@@ -1,0 +1,142 @@
+"""GRU: exactly ``torch.nn.GRU``'s cell, with a Wengert tape.
+
+Per step, for input ``x`` and output ``h`` (gate order r, z, n, as torch)::
+
+    r = σ(W_ir x + b_ir + W_hr h + b_hr)        z = σ(W_iz x + b_iz + W_hz h + b_hz)
+    n = tanh(W_in x + b_in + r·(W_hn h + b_hn))  h' = (1 − z)·n + z·h
+
+The tape keeps the gates after their nonlinearities and ``W_hn h + b_hn`` (a product the
+gradient of ``r`` needs): backward evaluates no σ, tanh or exp.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .base import Array, project_sequence
+from .gated import GatedRecurrent
+from .logit import sigmoid
+
+
+class GRUStepTape(NamedTuple):
+    """One step's tape: input ``x`` (B, i), the output it started from ``h`` (B, o),
+    ``gates`` (B, 3o) holding ``[r, z, n]`` after their nonlinearities, ``hn`` =
+    ``W_hn h + b_hn`` (B, o), and the parameters' ``version``."""
+
+    x: Array
+    h: Array
+    gates: Array
+    hn: Array
+    version: int
+
+
+class GRUSequenceTape(NamedTuple):
+    """A sequence's tape: inputs ``xs`` (T, B, i); outputs ``hs`` (T+1, B, o) from the
+    initial state on; ``gates`` (T, B, 3o) ``[r, z, n]``; ``hn`` (T, B, o); the
+    parameters' ``version``."""
+
+    xs: Array
+    hs: Array
+    gates: Array
+    hn: Array
+    version: int
+
+
+def gru_cell_forward(xp: Any, a: Array, r: Array, h: Array) -> tuple[Array, Array, Array]:
+    """The pointwise part of a step: ``(gates, hn, h_next)`` from the input projection ``a``
+    = ``x W_ihᵀ + b_ih`` (B, 3o), the recurrent one ``r`` = ``h W_hhᵀ + b_hh`` (B, 3o) and
+    the previous output ``h`` (B, o)."""
+    n = h.shape[-1]
+    rz = sigmoid(xp, a[:, : 2 * n] + r[:, : 2 * n])
+    hn = r[:, 2 * n :]
+    new = xp.tanh(a[:, 2 * n :] + rz[:, :n] * hn)
+    return xp.concat([rz, new], axis=-1), hn, new + rz[:, n:] * (h - new)
+
+
+def gru_cell_backward(
+    xp: Any, gates: Array, hn: Array, h: Array, dh: Array
+) -> tuple[Array, Array, Array]:
+    """The pointwise part of a step back, from the gradient ``dh`` of the step's output:
+    ``(da_h, dn, dh_direct)``, the gradients of ``h W_hhᵀ + b_hh`` (B, 3o) and of the
+    candidate's pre-activation (B, o), and the part of the previous output's gradient that
+    does not pass through ``W_hh`` (the rest is ``da_h @ W_hh``)."""
+    n = h.shape[-1]
+    r, z, new = gates[:, :n], gates[:, n : 2 * n], gates[:, 2 * n :]
+    dn = dh * (1.0 - z) * (1.0 - new * new)
+    dr = dn * hn * r * (1.0 - r)
+    dz = dh * (h - new) * z * (1.0 - z)
+    return xp.concat([dr, dz, dn * r], axis=-1), dn, dh * z
+
+
+class GRU(GatedRecurrent):
+    """A GRU from ``n_in`` inputs to ``n_out`` outputs: ``torch.nn.GRU``'s equations, gate
+    order and parameters, so its weights load unchanged (``dualtape.torch_weights``)::
+
+        r = σ(W_ir x + b_ir + W_hr h + b_hr)        z = σ(W_iz x + b_iz + W_hz h + b_hz)
+        n = tanh(W_in x + b_in + r·(W_hn h + b_hn))  h' = (1 − z)·n + z·h
+
+    The state is the output ``h``, ``(batch, n_out)``. Parameters: ``W_ih`` ``(3·n_out,
+    n_in)``, ``W_hh`` ``(3·n_out, n_out)``, ``b_ih``, ``b_hh`` ``(3·n_out,)``, row blocks r,
+    z, n; initialised as torch does, uniform in ±1/√n_out, from ``seed`` on the host.
+
+    Step and sequence APIs are those of every recurrent layer; the tapes (``GRUStepTape``,
+    ``GRUSequenceTape``) keep the gates after their nonlinearities and ``W_hn h + b_hn``,
+    so backward evaluates no σ, tanh or exp. A sequence projects its inputs for all steps in
+    one product before the loop; inside it, one ``h W_hhᵀ`` product per step each way.
+    """
+
+    kind = "GRU"
+    gates = 3
+
+    def _forward_step(self, xp: Any, h: Array, x: Array) -> tuple[GRUStepTape, Array, Array]:
+        p = self.params
+        gates, hn, h_next = gru_cell_forward(
+            xp, x @ p["W_ih"].T + p["b_ih"], h @ p["W_hh"].T + p["b_hh"], h)
+        return GRUStepTape(x, h, gates, hn, p.version), h_next, h_next
+
+    def _backward_step(
+        self, xp: Any, tape: GRUStepTape, dstate: Array, dy: Array
+    ) -> tuple[dict[str, Array], Array, Array]:
+        self._check_version(tape)
+        da_h, dn, dh = gru_cell_backward(xp, tape.gates, tape.hn, tape.h, dy + dstate)
+        da_i = xp.concat([da_h[:, : 2 * self.n_out], dn], axis=-1)
+        grads, dxs = self._weight_grads(
+            xp, tape.x[None, ...], tape.h[None, ...], da_i[None, ...], da_h[None, ...], True)
+        return grads, dh + da_h @ self.params["W_hh"], dxs[0, ...]
+
+    def _forward_sequence(
+        self, xp: Any, h: Array, xs: Array
+    ) -> tuple[GRUSequenceTape, Array, Array]:
+        p = self.params
+        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"])
+        recurrent, b_hh = p["W_hh"].T, p["b_hh"]
+        hs, gates, hns = [h], [], []
+        for t in range(xs.shape[0]):
+            g, hn, h = gru_cell_forward(xp, projected[t, ...], h @ recurrent + b_hh, h)
+            hs.append(h)
+            gates.append(g)
+            hns.append(hn)
+        tape = GRUSequenceTape(xs, xp.stack(hs), xp.stack(gates), xp.stack(hns), p.version)
+        return tape, h, tape.hs[1:, ...]
+
+    def _backward_sequence(
+        self, xp: Any, tape: GRUSequenceTape, dh: Array, dys: Array,
+        need_dxs: bool = True, grads_out: dict[str, Array] | None = None,
+        need_dstate: bool = True,
+    ) -> tuple[dict[str, Array], Array | None, Array | None]:
+        """Backprop through time; the input gradient is None unless ``need_dxs``, the first
+        state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
+        self._check_version(tape)
+        n, W_hh = self.n_out, self.params["W_hh"]
+        steps = tape.gates.shape[0]
+        das, dns = [None] * steps, [None] * steps
+        for t in reversed(range(steps)):
+            da_h, dns[t], dh_direct = gru_cell_backward(
+                xp, tape.gates[t, ...], tape.hn[t, ...], tape.hs[t, ...], dys[t, ...] + dh)
+            das[t] = da_h
+            if t or need_dstate:
+                dh = dh_direct + da_h @ W_hh
+        da_h = xp.stack(das)
+        da_i = xp.concat([da_h[..., : 2 * n], xp.stack(dns)], axis=-1)
+        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], da_i, da_h, need_dxs)
+        return grads, dh if need_dstate else None, dxs
