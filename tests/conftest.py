@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -88,3 +89,22 @@ class CountingNamespace:
     @property
     def total(self) -> int:
         return sum(self.calls.values())
+
+
+@contextlib.contextmanager
+def counting_transcendentals(xp):
+    """A ``CountingNamespace`` over ``xp`` that also counts numpy's own exp/expm1/tanh/log,
+    which numpy's in-place fast path calls directly instead of through ``xp``."""
+    counter = CountingNamespace(xp)
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            counter.calls[name] += 1
+            return function(*args, **kwargs)
+
+        return call
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name in counter.calls:
+            patch.setattr(np, name, counted(name, getattr(np, name)))
+        yield counter

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +12,7 @@ from dualtape.backend import backend_of, use_backend
 from dualtape.layers.lstm import LSTMSequenceTape, LSTMStepTape
 
 from . import lstm_reference as ref
-from .conftest import CountingNamespace, np64
+from .conftest import counting_transcendentals, np64
 from .helpers import other_backend_array
 
 RTOL, ATOL = 1e-8, 1e-10  # float64 against autograd: only rounding differs
@@ -183,25 +181,6 @@ def test_step_tape_holds_the_documented_fields_and_post_activation_gates(backend
     gates = np64(tape.gates)
     assert np.all((gates[:, :12] > 0) & (gates[:, :12] < 1))
     assert np.all(np.abs(gates[:, 12:]) < 1)
-
-
-@contextlib.contextmanager
-def counting_transcendentals(xp):
-    """A ``CountingNamespace`` over ``xp`` that also counts numpy's own exp/expm1/tanh/log,
-    which numpy's in-place fast path calls directly instead of through ``xp``."""
-    counter = CountingNamespace(xp)
-
-    def counted(name, function):
-        def call(*args, **kwargs):
-            counter.calls[name] += 1
-            return function(*args, **kwargs)
-
-        return call
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name in counter.calls:
-            patch.setattr(np, name, counted(name, getattr(np, name)))
-        yield counter
 
 
 def test_backward_sequence_evaluates_no_transcendental_function(backend, monkeypatch):
