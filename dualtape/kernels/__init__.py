@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import array_api_compat
+import numpy as np
 
 from . import selfcheck
 from .sequence import Cell
@@ -54,6 +55,20 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
 
         path = _cupy_path()
         return path if cupy_cell.verified(path, like, self_check) else None
+    return None
+
+
+def standard_lstm_loops(like: Any, self_check: Callable[[], str | None]) -> Any:
+    """``kernels.standard_lstm`` (its ``forward`` and ``backward``) for numpy arrays of
+    ``like``'s dtype where the compiled loops run and ``self_check()`` (how they disagree with
+    the generic code, or None) passed once for the dtype; else None, for the generic code."""
+    if type(like) is not np.ndarray or cpu_path()[0] != "compiled":
+        return None
+    from . import standard_lstm
+
+    if selfcheck.verified(("numba-standard-lstm", like.dtype), "compiled StandardLSTM loops",
+                          _on_the_cpu(like.dtype), self_check):
+        return standard_lstm
     return None
 
 

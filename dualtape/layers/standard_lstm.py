@@ -12,9 +12,13 @@ evaluates no σ, tanh or exp.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..backend import namespace_of
+from ..kernels import standard_lstm_loops
 from .base import Array, project_sequence
 from .gated import GatedRecurrent
 from .logit import sigmoid
@@ -76,6 +80,69 @@ def standard_lstm_cell_backward(
         axis=-1,
     )
     return da, dc * f
+
+
+def generic_forward_sequence(
+    xp: Any, W_hh: Array, projected: Array, h: Array, c: Array
+) -> tuple[Array, Array, Array, Array]:
+    """The reference loop: ``(hs, cells, gates, tanh_cells)``, ``hs`` and ``cells`` (T+1, B,
+    o) from ``h``, ``c`` on, from the projections (T, B, 4o) with both biases in; one
+    ``standard_lstm_cell_forward`` per step, as ``kernels.standard_lstm.forward`` computes."""
+    recurrent = W_hh.T
+    hs, cells, gates, tanh_cells = [h], [c], [], []
+    for t in range(projected.shape[0]):
+        g, c, tanh_c, h = standard_lstm_cell_forward(xp, projected[t, ...] + h @ recurrent, c)
+        hs.append(h)
+        cells.append(c)
+        gates.append(g)
+        tanh_cells.append(tanh_c)
+    return xp.stack(hs), xp.stack(cells), xp.stack(gates), xp.stack(tanh_cells)
+
+
+def generic_backward_sequence(
+    xp: Any, W_hh: Array, gates: Array, cells: Array, tanh_cells: Array, dhs: Array,
+    dh: Array, dc: Array, need_first: bool = True,
+) -> tuple[Array, Array, Array]:
+    """The reference loop back: ``(das, dh_0, dc_0)`` from the last state's gradient ``dh``,
+    ``dc``; the last product, ``dh_0``'s, only when ``need_first`` (else ``dh_0`` is
+    meaningless)."""
+    das = [None] * gates.shape[0]
+    for t in reversed(range(len(das))):
+        da, dc = standard_lstm_cell_backward(
+            xp, gates[t, ...], cells[t, ...], tanh_cells[t, ...], dhs[t, ...] + dh, dc)
+        das[t] = da
+        if t or need_first:
+            dh = da @ W_hh
+    return xp.stack(das), dh, dc
+
+
+def compiled_disagreement(dtype: Any) -> str | None:
+    """How the compiled loops differ from the generic ones on a small random sequence (T = 3,
+    batch 2, o = 5) in ``dtype``, or None when they agree to float rounding: their first-use
+    self-check."""
+    from ..kernels import standard_lstm
+
+    rng = np.random.default_rng(0)
+    shapes = {"W_hh": (20, 5), "projected": (3, 2, 20), "h": (2, 5), "c": (2, 5),
+              "dhs": (3, 2, 5), "dh": (2, 5), "dc": (2, 5)}
+    a = {k: rng.uniform(-1, 1, s).astype(dtype) for k, s in shapes.items()}
+    forward = (a["W_hh"], a["projected"], a["h"], a["c"])
+    generic = generic_forward_sequence(np, *forward)
+    fast = standard_lstm.forward(a["W_hh"], a["projected"].copy(), a["h"], a["c"])
+
+    def back(run: Any, forward: tuple[Array, ...]) -> tuple[Array, ...]:
+        _, cells, gates, tanh_cells = forward
+        return run(a["W_hh"], gates, cells, tanh_cells, a["dhs"], a["dh"], a["dc"], True)
+
+    generic += back(functools.partial(generic_backward_sequence, np), generic)
+    fast += back(standard_lstm.backward, fast)
+    tolerance = 1e-4 if np.dtype(dtype) == np.float32 else 1e-10
+    names = ("hs", "cells", "gates", "tanh_cells", "das", "dh_0", "dc_0")
+    for name, x, y in zip(names, fast, generic, strict=True):
+        error = float(np.max(np.abs(x - y)))
+        if not error <= tolerance:
+            return f"{name} differ by {error:.3g} (tolerance {tolerance:g})"
+    return None
 
 
 class StandardLSTM(GatedRecurrent):
@@ -148,18 +215,12 @@ class StandardLSTM(GatedRecurrent):
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"])
-        recurrent = p["W_hh"].T
-        h, c = state[:, :n], state[:, n:]
-        hs, cells, gates, tanh_cells = [h], [c], [], []
-        for t in range(xs.shape[0]):
-            g, c, tanh_c, h = standard_lstm_cell_forward(xp, projected[t, ...] + h @ recurrent, c)
-            hs.append(h)
-            cells.append(c)
-            gates.append(g)
-            tanh_cells.append(tanh_c)
-        tape = StandardLSTMSequenceTape(
-            xs, xp.stack(hs), xp.stack(cells), xp.stack(gates), xp.stack(tanh_cells), p.version)
-        return tape, xp.concat([h, c], axis=-1), tape.hs[1:, ...]
+        loops = standard_lstm_loops(state, lambda: compiled_disagreement(state.dtype))
+        run = functools.partial(generic_forward_sequence, xp) if loops is None \
+            else loops.forward
+        hs, cells, gates, tanh_cells = run(p["W_hh"], projected, state[:, :n], state[:, n:])
+        tape = StandardLSTMSequenceTape(xs, hs, cells, gates, tanh_cells, p.version)
+        return tape, xp.concat([hs[-1, ...], cells[-1, ...]], axis=-1), hs[1:, ...]
 
     def _backward_sequence(
         self, xp: Any, tape: StandardLSTMSequenceTape, dstate: Array, dys: Array,
@@ -170,15 +231,10 @@ class StandardLSTM(GatedRecurrent):
         state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
         self._check_version(tape)
         n, W_hh = self.n_out, self.params["W_hh"]
-        dh, dc = dstate[:, :n], dstate[:, n:]
-        das = [None] * tape.gates.shape[0]
-        for t in reversed(range(len(das))):
-            da, dc = standard_lstm_cell_backward(
-                xp, tape.gates[t, ...], tape.cells[t, ...], tape.tanh_cells[t, ...],
-                dys[t, ...] + dh, dc)
-            das[t] = da
-            if t or need_dstate:
-                dh = da @ W_hh
-        da_all = xp.stack(das)
-        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], da_all, da_all, need_dxs)
+        loops = standard_lstm_loops(dstate, lambda: compiled_disagreement(dstate.dtype))
+        run = functools.partial(generic_backward_sequence, xp) if loops is None \
+            else loops.backward
+        das, dh, dc = run(W_hh, tape.gates, tape.cells, tape.tanh_cells, dys, dstate[:, :n],
+                          dstate[:, n:], need_dstate)
+        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], das, das, need_dxs)
         return grads, xp.concat([dh, dc], axis=-1) if need_dstate else None, dxs
