@@ -44,8 +44,8 @@ from .measure import (
 )
 from .output import destination
 
-NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM): torch is not installed; "
-            "`pip install torch` adds them")
+NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM, torch.nn): torch is not "
+            "installed; `pip install torch` adds them")
 NO_JAX = "no JAX reference row (jax, text group): JAX is not installed; `pip install jax` adds it"
 NO_LIBRARY = {"torch": NO_TORCH, "jax": NO_JAX}
 """The note ``--references all`` prints when a library of reference rows is missing."""
@@ -226,11 +226,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
                         help="comma-separated dtypes (default: float32,float64)")
     parser.add_argument("--workloads", metavar="LIST",
-                        help="groups (lstm, update, train, text), names or group/name; "
+                        help="groups (lstm, update, train, text, cells), names or group/name; "
                              "default: all")
     parser.add_argument("--references", default="all", metavar="LIST",
                         help="reference rows: all (default), none, or a list of "
-                             "structural-bound, naive, torch-autograd, torch.nn.LSTM, jax "
+                             "structural-bound, naive, torch-autograd, torch.nn.LSTM, torch.nn, "
+                             "jax "
                              "(the torch ones need torch, jax needs JAX)")
     parser.add_argument("--quick", action="store_true",
                         help="fewer, shorter samples and no run above batch 32 (under a minute)")
@@ -250,10 +251,12 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "bench", help="time the LSTM workloads on every backend, with reference rows",
         description="Time Grenade's LSTM workloads (groups lstm, update, train) and the "
-        "main job (group text: a training step of train-text's default model) on each "
+        "main job (group text: a training step of train-text's default model) and the "
+        "standard LSTM and GRU at its sizes (group cells) on each "
         "backend, interleaved round-robin; print the median ms per call, min–max and how many "
         "times faster than dualtape on numpy each row is, and characters per second for the "
-        "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, ref:jax, "
+        "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, "
+        "ref:torch.nn, ref:jax, "
         "ref:structural-bound) compare dualtape with other implementations.",
     )
     add_arguments(parser)

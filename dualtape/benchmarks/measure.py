@@ -9,7 +9,9 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
   ``[LSTM(40, 512), LSTM(512, 40)]``, ``SGD(rate=0.1)``, target = input, batch 1, and fifty time
   steps at batch 32 and 256;
 - ``text``: the main job, one ``TextTrainer.step`` of train-text's default model with Adam
-  (``char_model.py``); its rows also report characters per second.
+  (``char_model.py``); its rows also report characters per second;
+- ``cells``: the standard LSTM and the GRU at the main job's sizes, one sequence forwards and
+  back through one layer (``cells.py``), against the torch module.
 
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
@@ -40,7 +42,7 @@ from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
 from ..text.threads import threadpoolctl_installed
-from . import char_model
+from . import cells, char_model
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -50,10 +52,11 @@ SEED = 20240601
 
 @dataclass(frozen=True)
 class Workload:
-    """One timed operation: ``op`` is forwards, backwards, sgd, train or text; ``size`` is the
-    LSTM width (lstm group, the hidden layer in train, each of the ``layers`` LSTMs in text) or
-    the matrix side (update group); ``n_in`` the width of the input and, in train, of the
-    output (in text, the vocabulary); ``steps`` the time steps (in text, the window length)."""
+    """One timed operation: ``op`` is forwards, backwards, sgd, train, text or cell; ``size``
+    is the LSTM width (lstm group, the hidden layer in train, each of the ``layers`` LSTMs in
+    text, the ``cell`` layer's units) or the matrix side (update group); ``n_in`` the width of
+    the input and, in train, of the output (in text, the vocabulary); ``steps`` the time steps
+    (in text, the window length); ``cell`` the layer kind of the cells group."""
 
     group: str
     name: str
@@ -63,6 +66,7 @@ class Workload:
     steps: int = 1
     n_in: int = N_IN
     layers: int = 1
+    cell: str = ""
 
     @property
     def chars_per_call(self) -> int | None:
@@ -94,6 +98,8 @@ class Workload:
         n, n_in = self.size, self.n_in
         if self.op == "text":
             return char_model.host_data(self, dtype, SEED)
+        if self.op == "cell":
+            return cells.host_data(self, dtype, SEED)
         if self.op == "sgd":
             return {"w": uniform(n, n), "g": uniform(n, n)}
         if self.op in ("forwards", "backwards"):
@@ -122,6 +128,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("train", "tiny-4-8-4-fifty-time-steps", "train", 8, 1, 50, n_in=4),
     Workload("train", "fifty-time-steps-batch-256", "train", 512, 256, 50),
     Workload("text", "char-model-80x80-batch-32", "text", 80, 32, 50, n_in=57, layers=2),
+    Workload("cells", "standard-lstm-80x80-batch-32", "cell", 80, 32, 50, n_in=80,
+             cell="StandardLSTM"),
+    Workload("cells", "gru-80x80-batch-32", "cell", 80, 32, 50, n_in=80, cell="GRU"),
 )
 TRAIN_RATE = 0.1
 UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
@@ -193,6 +202,8 @@ class BackendRunner:
         """Build ``workload`` on this backend from host ``data`` shaped as ``host_data``
         gives it, in the dtype of its arrays (tests give their own data)."""
         with _use_backend(self.backend.name, self.backend.device):
+            if workload.op == "cell":
+                return cells.prepare(self.backend, data, workload.cell)
             return _PREPARE[workload.op](self.backend, data)
 
     def synchronize(self) -> None:

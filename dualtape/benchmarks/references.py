@@ -10,6 +10,8 @@ Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a
 - ``torch-autograd``: the same maths in torch autograd (``torch_lstm.py``; the text group's
   character model in ``torch_text.py``); lstm, train and text.
 - ``torch.nn.LSTM``: what users pick instead; train and text groups (a different cell).
+- ``torch.nn``: the cells group's torch module (``torch.nn.LSTM`` / ``torch.nn.GRU``, the
+  same cell and weights as dualtape's ``StandardLSTM`` / ``GRU``; ``cells.py``).
 - ``jax``: the text group's character model under one ``jax.jit`` (``jax_text.py``), on JAX's
   CPU device.
 
@@ -82,7 +84,7 @@ class TorchAutogradRunner(_TorchRunner):
         """forwards (recording the graph), backwards (from a recorded graph), train and text."""
         from . import torch_lstm as tl
 
-        if workload.op == "sgd":
+        if workload.op in ("sgd", "cell"):
             return None
         data = workload.host_data(dtype)
         if workload.op == "text":
@@ -123,6 +125,20 @@ class NNLSTMRunner(_TorchRunner):
                                TRAIN_RATE, self.device)
         xs = tl.tensor(data["xs"], self.device)
         return lambda: net.train_step(xs, xs)
+
+
+class NNCellRunner(_TorchRunner):
+    """The cells group's torch module with dualtape's weights (``cells.torch_step``)."""
+
+    name = "torch.nn"
+
+    def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
+        """The cells group only."""
+        if workload.op != "cell":
+            return None
+        from .cells import torch_step
+
+        return torch_step(workload.host_data(dtype), workload.cell, self.device)
 
 
 class JaxRunner:
@@ -176,7 +192,7 @@ def jax_threads(threads: int | None) -> str:
     return f"jax: one thread in products (XLA_FLAGS {JAX_SINGLE_THREAD})"
 
 
-TORCH_REFERENCES = (TorchAutogradRunner.name, NNLSTMRunner.name)
+TORCH_REFERENCES = (TorchAutogradRunner.name, NNLSTMRunner.name, NNCellRunner.name)
 JAX_REFERENCES = (JaxRunner.label,)
 NAMES = (NaiveRunner.label, *TORCH_REFERENCES, *JAX_REFERENCES)
 
@@ -200,7 +216,7 @@ def reference_runners(threads: int | None = None) -> list[Any]:
 
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         for device in devices:
-            runners += [TorchAutogradRunner(device), NNLSTMRunner(device)]
+            runners += [TorchAutogradRunner(device), NNLSTMRunner(device), NNCellRunner(device)]
     if jax_installed():
         runners.append(JaxRunner(threads))
     return runners

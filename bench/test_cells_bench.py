@@ -1,0 +1,34 @@
+"""The cells group: dualtape's row and the torch module's row do the same work (the same
+gradients from the same weights and data), so their times compare."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dualtape.backend import resolve_backend, to_numpy
+from dualtape.benchmarks.measure import WORKLOADS, BackendRunner
+from dualtape.benchmarks.references import NNCellRunner, torch_installed
+
+CELLS = [w for w in WORKLOADS if w.op == "cell"]
+
+
+def test_the_cells_group_covers_both_new_cells_at_the_main_jobs_sizes():
+    assert {w.cell for w in CELLS} == {"StandardLSTM", "GRU"}
+    assert all((w.size, w.batch, w.steps) == (80, 32, 50) for w in CELLS)
+
+
+@pytest.mark.skipif(not torch_installed(), reason="the torch.nn row needs torch")
+@pytest.mark.parametrize("workload", CELLS, ids=lambda w: w.key)
+def test_the_torch_module_row_computes_dualtapes_gradients(workload):
+    import torch
+
+    small = workload.smoke()
+    ours = BackendRunner(resolve_backend("numpy")).prepare(small, "float64")()
+    grads, dxs = NNCellRunner().prepare(small, "float64")()
+    names = ["W_ih", "W_hh", "b_ih", "b_hh"]  # torch's parameter order
+    for name, theirs in zip(names, grads, strict=True):
+        np.testing.assert_allclose(to_numpy(ours[0][name]), theirs.numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    np.testing.assert_allclose(to_numpy(ours[1]), dxs.numpy(), rtol=1e-10, atol=1e-12)
+    assert isinstance(dxs, torch.Tensor)
