@@ -183,6 +183,29 @@ def test_to_torch_of_from_torch_gives_the_state_dict_back_bit_for_bit(backend, s
         assert np.array_equal(value, sd[key]), key
 
 
+@pytest.mark.parametrize("cell", sorted(golden.GATES))
+def test_cell_keys_load_as_one_layer_and_missing_biases_as_zeros(backend, stored, cell):
+    """An ``nn.LSTMCell`` / ``nn.GRUCell`` dict (``weight_ih``, no ``_l0``) is the
+    ``num_layers=1`` module's; a ``bias=False`` one's biases are zeros (to_torch writes them)."""
+    name = f"{cell}-T7-B4-L1-float64"
+    inputs, expected = part(stored, name, "in"), part(stored, name, "torch")
+    cell_keys = {k.replace("_l0", ""): v for k, v in inputs.items()}
+    assert "sd/weight_ih" in cell_keys
+    assert_like_torch(run_sequence(cell_keys), expected, "float64")
+    (layer,) = dualtape.from_torch({k: v for k, v in state_dict_of(inputs).items()
+                                    if k.startswith("weight")})
+    back = dualtape.to_torch(layer)
+    assert not back["bias_ih_l0"].any() and not back["bias_hh_l0"].any()
+    assert back["bias_ih_l0"].shape == inputs["sd/bias_ih_l0"].shape
+
+
+def test_from_torch_casts_to_the_dtype_asked_for(stored):
+    inputs = part(stored, "gru-T7-B1-L2-float64", "in")
+    layers = dualtape.from_torch(state_dict_of(inputs), dtype="float32")
+    assert {dualtape.to_numpy(p).dtype for layer in layers for p in layer.params.values()} == {
+        np.dtype("float32")}
+
+
 def test_the_fixture_holds_every_case(stored):
     names = {key.split("/")[0] for key in stored if "/" in key}
     assert names == {*CELLS, *TRAINING, *(f"train-{cell}" for cell in golden.GATES)}
