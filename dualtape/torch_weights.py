@@ -10,7 +10,7 @@ Torch's own layouts are kept: gate order (i, f, g, o) and (r, z, n), and both bi
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,12 +72,7 @@ def to_torch(layers: Sequence[Any]) -> dict[str, np.ndarray]:
     ``StandardLSTM`` or of ``GRU`` layers, or one layer) make, as numpy arrays keyed
     ``weight_ih_l0`` ... in torch's order: build the module with ``num_layers=len(layers)``,
     ``input_size=layers[0].n_in``, ``hidden_size=layers[0].n_out``."""
-    if isinstance(layers, StandardLSTM | GRU):
-        layers = [layers]
-    layers = list(layers)
-    if not layers or any(type(layer) not in (StandardLSTM, GRU) for layer in layers):
-        raise TypeError("to_torch: expected StandardLSTM or GRU layers, got "
-                        f"{[type(layer).__name__ for layer in layers]}")
+    layers = _layers("to_torch", [layers] if isinstance(layers, StandardLSTM | GRU) else layers)
     state = {}
     for k, layer in enumerate(layers):
         if type(layer) is not type(layers[0]) or layer.n_out != layers[0].n_out or (
@@ -93,8 +88,8 @@ def to_torch(layers: Sequence[Any]) -> dict[str, np.ndarray]:
 def state_from_torch(layers: Sequence[Any], h: Any, c: Any = None) -> list[Array]:
     """Per-layer states for ``layers`` from torch's initial state: ``h`` (and, for an LSTM,
     ``c``) of shape ``(num_layers, batch, hidden)`` or ``(num_layers, hidden)``, host arrays."""
-    layers = list(layers)
-    h = _host("h", h)
+    layers = _layers("state_from_torch", layers)
+    h = _host("h", h, "state_from_torch")
     if h.ndim not in (2, 3) or h.shape[0] != len(layers):
         raise ValueError(f"state_from_torch: h must be (num_layers={len(layers)}, batch, "
                          f"hidden) or (num_layers, hidden), got {h.shape}")
@@ -102,9 +97,11 @@ def state_from_torch(layers: Sequence[Any], h: Any, c: Any = None) -> list[Array
     if lstm != (c is not None):
         raise ValueError("state_from_torch: an LSTM's state needs c as well as h; a GRU's "
                          "has h only")
+    if lstm and (c := _host("c", c, "state_from_torch")).shape != h.shape:
+        raise ValueError(f"state_from_torch: c must have h's shape {h.shape}, got {c.shape}")
     states = []
     for k, layer in enumerate(layers):
-        host = np.concatenate([h[k], _host("c", c)[k]], axis=-1) if lstm else h[k]
+        host = np.concatenate([h[k], c[k]], axis=-1) if lstm else h[k]
         if host.shape[-1] != layer.state_size:
             raise ValueError(f"state_from_torch: layer {k} ({layer!r}) has {layer.n_out} "
                              f"units, the state {h.shape[-1]}")
@@ -115,7 +112,7 @@ def state_from_torch(layers: Sequence[Any], h: Any, c: Any = None) -> list[Array
 def state_to_torch(layers: Sequence[Any], states: Sequence[Any]) -> tuple[np.ndarray, ...]:
     """``(h, c)`` for LSTM layers, ``(h,)`` for GRU layers: torch's ``(num_layers, batch,
     hidden)`` form of per-layer states, as numpy arrays."""
-    layers, states = list(layers), [to_numpy(s) for s in states]
+    layers, states = _layers("state_to_torch", layers), [to_numpy(s) for s in states]
     if len(states) != len(layers):
         raise ValueError(f"state_to_torch: {len(layers)} layers but {len(states)} states")
     if all(isinstance(layer, StandardLSTM) for layer in layers):
@@ -124,14 +121,26 @@ def state_to_torch(layers: Sequence[Any], states: Sequence[Any]) -> tuple[np.nda
     return (np.stack(states),)
 
 
-def _host(key: Any, value: Any) -> np.ndarray:
+def _layers(owner: str, layers: Any) -> list[StandardLSTM | GRU]:
+    """``layers`` as a list, or ``TypeError`` unless it holds ``StandardLSTM`` or ``GRU``
+    layers (one or more)."""
+    found = list(layers) if isinstance(layers, Iterable) else None
+    if not found or any(type(layer) not in (StandardLSTM, GRU) for layer in found):
+        name = type(layers).__name__
+        got = (f"{'an' if name[0] in 'AEIOUaeiou' else 'a'} {name}" if found is None
+               else str([type(layer).__name__ for layer in found]))
+        raise TypeError(f"{owner}: expected a list of StandardLSTM or GRU layers, got {got}")
+    return found
+
+
+def _host(key: Any, value: Any, owner: str = "from_torch") -> np.ndarray:
     try:
         host = np.asarray(value)
     except (TypeError, RuntimeError, ValueError) as exc:
-        raise TypeError(f"from_torch: {key} is not an array on the host ({exc}); pass "
+        raise TypeError(f"{owner}: {key} is not an array on the host ({exc}); pass "
                         "v.detach().cpu().numpy()") from None
     if not np.issubdtype(host.dtype, np.floating):
-        raise TypeError(f"from_torch: {key} holds {host.dtype} numbers, not floating point")
+        raise TypeError(f"{owner}: {key} holds {host.dtype} numbers, not floating point")
     return host
 
 
