@@ -22,7 +22,7 @@ from .layers.base import Array, check_dtype
 CELLS = {4: StandardLSTM, 3: GRU}
 """The dualtape layer for a torch module, by its number of gates."""
 
-_KEY = re.compile(r"(weight|bias)_(ih|hh)(?:_l(\d+))?")
+_KEY = re.compile(r"(weight|bias)_(ih|hh)(?:_l(0|[1-9][0-9]*))?")
 
 
 def from_torch(
@@ -33,14 +33,18 @@ def from_torch(
 
     Values are host arrays (numpy, or anything ``np.asarray`` takes: CPU tensors); the cell
     kind comes from the shapes (``weight_ih`` has 4·hidden rows for an LSTM, 3·hidden for a
-    GRU). ``dtype`` (``"float32"``/``"float64"``) casts; by default the arrays' own dtype is
-    kept. A module built with ``bias=False`` loads with zero biases. Bidirectional modules,
-    LSTMs with ``proj_size``, ``nn.RNN`` and keys of anything else raise ``ValueError``.
+    GRU). ``dtype`` (``"float32"``/``"float64"``) casts; by default float32 and float64
+    arrays keep their dtype and other floats become float32. A module built with
+    ``bias=False`` loads with zero biases (both biases absent; one alone is refused).
+    Bidirectional modules, LSTMs with ``proj_size``, ``nn.RNN``, cell keys (``weight_ih``)
+    mixed with layer keys (``weight_ih_l1``), layers of different hidden sizes and keys of
+    anything else raise ``ValueError``.
     """
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"from_torch: expected a state dict (a mapping of names to arrays), "
                         f"got a {type(state_dict).__name__}")
     layers: dict[int, dict[str, np.ndarray]] = {}
+    forms: set[bool] = set()  # whether each key is a cell's (no _l index)
     for key, value in state_dict.items():
         match = _KEY.fullmatch(str(key))
         if match is None:
@@ -49,6 +53,7 @@ def from_torch(
                              "(_reverse) and LSTMs with proj_size (weight_hr) have no "
                              "dualtape layer")
         kind, side, index = match.groups()
+        forms.add(index is None)
         name, arrays = f"{'W' if kind == 'weight' else 'b'}_{side}", layers.setdefault(
             int(index or 0), {})
         if name in arrays:
@@ -56,12 +61,16 @@ def from_torch(
         arrays[name] = _host(key, value)
     if not layers:
         raise ValueError("from_torch: the state dict holds no weights")
+    if len(forms) > 1:
+        raise ValueError("from_torch: the state dict mixes a cell's keys (weight_ih) with a "
+                         "module's (weight_ih_l0)")
     if sorted(layers) != list(range(len(layers))):
         raise ValueError(f"from_torch: the layers are numbered {sorted(layers)}; expected "
                          f"0 to {len(layers) - 1}")
     built = [_layer(k, layers[k], dtype) for k in range(len(layers))]
     for k in range(1, len(built)):
-        if built[k].n_in != built[k - 1].n_out or type(built[k]) is not type(built[0]):
+        if built[k].n_in != built[k - 1].n_out or type(built[k]) is not type(built[0]) \
+                or built[k].n_out != built[0].n_out:
             raise ValueError(f"from_torch: layer {k} ({built[k]!r}) does not follow layer "
                              f"{k - 1} ({built[k - 1]!r})")
     return built
@@ -160,6 +169,9 @@ def _layer(k: int, arrays: dict[str, np.ndarray], dtype: str | None) -> Standard
     else:
         name = W_ih.dtype.name if W_ih.dtype.name in ("float32", "float64") else "float32"
     params = {"W_ih": W_ih, "W_hh": W_hh}
+    if ("b_ih" in arrays) != ("b_hh" in arrays):
+        raise ValueError(f"from_torch: layer {k} has only one of bias_ih and bias_hh; a torch "
+                         "module has both, or neither (bias=False)")
     for bias in ("b_ih", "b_hh"):
         params[bias] = arrays.get(bias, np.zeros(rows))
         if params[bias].shape != (rows,):

@@ -265,6 +265,17 @@ FROM_TORCH_ERRORS = {
                      "layer 0 lacks weight_ih or weight_hh"),
     "repeated": (edited({"weight_ih": np.zeros((20, 3))}), ValueError,
                  "'weight_ih' repeats a weight"),
+    "leading zero": (edited({"weight_ih_l01": np.zeros((20, 3))}), ValueError,
+                     "unexpected key 'weight_ih_l01'"),
+    "cell and module keys": ({**{k.replace("_l0", ""): v for k, v in torch_dict().items()},
+                              **{k.replace("l0", "l1"): v for k, v in
+                                 torch_dict(n_in=5).items()}},
+                             ValueError, "mixes a cell's keys"),
+    "one bias": (edited({}, drop=("bias_hh_l0",)), ValueError,
+                 "layer 0 has only one of bias_ih and bias_hh"),
+    "hidden sizes differ": ({**torch_dict(), **{k.replace("l0", "l1"): v for k, v in
+                                                torch_dict(hidden=6, n_in=5).items()}},
+                            ValueError, r"layer 1 \(StandardLSTM\(5, 6\)\) does not follow"),
 }
 
 
