@@ -7,7 +7,7 @@
 #define __global__
 struct HostDim { int x; };
 static HostDim blockIdx, threadIdx, blockDim, gridDim;
-#include LSTM_CU
+#include CU_FILE
 
 template <typename Kernel, typename... Args>
 static void launch(Kernel kernel, int grid, int block, Args... args) {

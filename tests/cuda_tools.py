@@ -88,11 +88,13 @@ def find_cxx() -> tuple[str | None, str]:
     return None, "no C++ compiler (g++, c++ or clang++) on PATH"
 
 
-def build_host_library(cxx: str, cu_file: Path, out_dir: Path) -> ctypes.CDLL:
-    """``cu_file`` compiled for the host with warnings as errors, loaded with ctypes."""
+def build_host_library(cxx: str, cu_file: Path, out_dir: Path,
+                       shim: Path = HOST_SHIM) -> ctypes.CDLL:
+    """``cu_file`` compiled for the host through ``shim`` (which includes ``CU_FILE``) with
+    warnings as errors, loaded with ctypes."""
     target = out_dir / f"{cu_file.stem}_host.so"
     command = [cxx, "-std=c++11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-               f'-DLSTM_CU="{cu_file}"', str(HOST_SHIM), "-o", str(target)]
+               f'-DCU_FILE="{cu_file}"', str(shim), "-o", str(target)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}\n{done.stderr}")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import numba_cell, selfcheck, standard_lstm, standard_lstm_loops
+from dualtape.kernels import cell_loops, numba_cell, selfcheck, standard_lstm
 from dualtape.layers.standard_lstm import (
-    compiled_disagreement,
+    fast_disagreement,
     generic_backward_sequence,
     generic_forward_sequence,
 )
@@ -54,11 +54,12 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(2).normal(size=(6, 2, 3))
-    assert standard_lstm_loops(xs, lambda: None) is standard_lstm
+    assert cell_loops("standard_lstm", xs, lambda loops: None) is standard_lstm
+    assert cell_loops("gru", xs, lambda loops: None) is None  # no compiled GRU loops
     fast = layer.forward_sequence(None, xs)
     fast_back = layer.backward_sequence(fast[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     monkeypatch.setenv("DUALTAPE_JIT", "0")
-    assert standard_lstm_loops(xs, lambda: None) is None
+    assert cell_loops("standard_lstm", xs, lambda loops: None) is None
     slow = layer.forward_sequence(None, xs)
     slow_back = layer.backward_sequence(slow[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     np.testing.assert_allclose(fast[2], slow[2], rtol=1e-12, atol=1e-14)
@@ -74,11 +75,11 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
 def test_the_self_check_passes_and_runs_once_per_dtype(monkeypatch, dtype):
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    assert compiled_disagreement(dtype) is None
+    assert fast_disagreement(standard_lstm, np.ones(1, dtype)) is None
     calls = []
     for _ in range(3):
-        standard_lstm_loops(np.ones(1, dtype), lambda: calls.append(1))
-    assert calls == [1]
+        cell_loops("standard_lstm", np.ones(1, dtype), calls.append)
+    assert calls == [standard_lstm]
 
 
 def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
@@ -94,7 +95,7 @@ def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
     monkeypatch.setattr(standard_lstm, "forward", off_by_one)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(3).normal(size=(5, 2, 3))
-    with pytest.warns(RuntimeWarning, match=r"compiled StandardLSTM loops disagree .*hs differ"):
+    with pytest.warns(RuntimeWarning, match=r"fast StandardLSTM loops disagree .*hs differ"):
         _, _, ys = layer.forward_sequence(None, xs)
     expected = generic_forward_sequence(
         np, layer.params["W_hh"], xs @ layer.params["W_ih"].T + layer.params["b_ih"]

@@ -58,18 +58,31 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     return None
 
 
-def standard_lstm_loops(like: Any, self_check: Callable[[], str | None]) -> Any:
-    """``kernels.standard_lstm`` (its ``forward`` and ``backward``) for numpy arrays of
-    ``like``'s dtype where the compiled loops run and ``self_check()`` (how they disagree with
-    the generic code, or None) passed once for the dtype; else None, for the generic code."""
-    if type(like) is not np.ndarray or cpu_path()[0] != "compiled":
+def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
+    """The fast time loops of ``cell`` (``"standard_lstm"`` or ``"gru"``) for arrays of
+    ``like``'s kind, dtype and device, or None for the generic code: on numpy the compiled
+    loops (``kernels.standard_lstm``; the GRU has none), on CuPy the ``cells.cu`` kernels
+    (``cupy_cells``). ``self_check(loops)`` says how they disagree with the generic loops, or
+    returns None; it runs once per dtype (and CUDA device) before they are first used."""
+    if _generic_only():
         return None
-    from . import standard_lstm
+    if type(like) is np.ndarray:
+        if cell != "standard_lstm" or cpu_path()[0] != "compiled":
+            return None
+        from . import standard_lstm as loops
 
-    if selfcheck.verified(("numba-standard-lstm", like.dtype), "compiled StandardLSTM loops",
-                          _on_the_cpu(like.dtype), self_check):
-        return standard_lstm
-    return None
+        key, where = ("numba", cell, like.dtype), _on_the_cpu(like.dtype)
+    elif array_api_compat.is_cupy_array(like):
+        from . import cupy_cells
+
+        loops = cupy_cells.LOOPS[cell]
+        device, dtype = like.device.id, like.dtype.name
+        key, where = ("cupy", cell, device, dtype), f"CUDA device {device} ({dtype})"
+    else:
+        return None
+    name = {"standard_lstm": "StandardLSTM", "gru": "GRU"}[cell]
+    return loops if selfcheck.verified(key, f"fast {name} loops", where,
+                                       lambda: self_check(loops)) else None
 
 
 def cpu_path() -> tuple[str, str | None]:

@@ -3,7 +3,7 @@
 The same machinery as ``numba_cell`` (numpy's own ``cblas_?gemm`` from compiled code, σ and
 tanh from a vectorizable ``exp``, compiled once per dtype into numba's disk cache), for the
 standard cell: per step one ``h W_hhᵀ`` product and one pointwise pass each way. Chosen by
-``kernels.standard_lstm_loops`` for numpy arrays where the compiled Grenade loops run, after a
+``kernels.cell_loops`` for numpy arrays where the compiled Grenade loops run, after a
 self-check against the generic code once per dtype.
 """
 

@@ -4,8 +4,12 @@ weight gradients of a sequence, computed after the time loop."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
+
+from ..backend import backend_of, device_context, dtype_name, from_host, namespace_of
 from .base import (
     Array,
     RecurrentLayer,
@@ -58,3 +62,27 @@ class GatedRecurrent(RecurrentLayer):
         grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
         dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs else None
         return grads, dxs
+
+
+def disagreement(
+    like: Array, shapes: dict[str, tuple[int, ...]], generic: Callable[[Any, dict], tuple],
+    fast: Callable[[dict], tuple], names: tuple[str, ...],
+) -> str | None:
+    """How ``fast(arrays)`` differs from ``generic(xp, arrays)`` (the same tuple of results,
+    named ``names``) on random arrays of ``shapes`` in ``like``'s dtype and place, or None when
+    they agree to float rounding: the first-use self-check of a cell's fast loops. The generic
+    code runs first, so the fast one may use its inputs up."""
+    rng = np.random.default_rng(0)
+    backend, dtype = backend_of(like), dtype_name(like.dtype)
+    arrays = {k: from_host(rng.uniform(-1, 1, s).astype(dtype), backend)
+              for k, s in shapes.items()}
+    xp = namespace_of(like)
+    with device_context(backend):
+        expected = generic(xp, arrays)
+        got = fast(arrays)
+    tolerance = 1e-4 if dtype == "float32" else 1e-10
+    for name, x, y in zip(names, got, expected, strict=True):
+        error = float(xp.max(xp.abs(x - y)))
+        if not error <= tolerance:
+            return f"{name} differ by {error:.3g} (tolerance {tolerance:g})"
+    return None

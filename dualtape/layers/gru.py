@@ -11,10 +11,12 @@ gradient of ``r`` needs): backward evaluates no σ, tanh or exp.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
+from ..kernels import cell_loops
 from .base import Array, project_sequence
-from .gated import GatedRecurrent
+from .gated import GatedRecurrent, disagreement
 from .logit import sigmoid
 
 
@@ -68,6 +70,56 @@ def gru_cell_backward(
     return xp.concat([dr, dz, dn * r], axis=-1), dn, dh * z
 
 
+def generic_forward_sequence(
+    xp: Any, W_hh: Array, b_hh: Array, projected: Array, h: Array
+) -> tuple[Array, Array, Array]:
+    """The reference loop: ``(hs, gates, hn)``, ``hs`` (T+1, B, o) from ``h`` on, from the
+    input projections (T, B, 3o) with ``b_ih`` in; one ``gru_cell_forward`` per step."""
+    recurrent = W_hh.T
+    hs, gates, hns = [h], [], []
+    for t in range(projected.shape[0]):
+        g, hn, h = gru_cell_forward(xp, projected[t, ...], h @ recurrent + b_hh, h)
+        hs.append(h)
+        gates.append(g)
+        hns.append(hn)
+    return xp.stack(hs), xp.stack(gates), xp.stack(hns)
+
+
+def generic_backward_sequence(
+    xp: Any, W_hh: Array, gates: Array, hn: Array, hs: Array, dhs: Array, dh: Array,
+    need_first: bool = True,
+) -> tuple[Array, Array, Array]:
+    """The reference loop back: ``(da_h, dn, dh_0)`` from the last state's gradient ``dh``;
+    the last product, ``dh_0``'s, only when ``need_first`` (else ``dh_0`` is meaningless)."""
+    steps = gates.shape[0]
+    das, dns = [None] * steps, [None] * steps
+    for t in reversed(range(steps)):
+        das[t], dns[t], dh_direct = gru_cell_backward(
+            xp, gates[t, ...], hn[t, ...], hs[t, ...], dhs[t, ...] + dh)
+        dh = dh_direct + das[t] @ W_hh if t or need_first else dh_direct
+    return xp.stack(das), xp.stack(dns), dh
+
+
+def fast_disagreement(loops: Any, like: Array) -> str | None:
+    """How the fast ``loops`` (``forward``, ``backward``) differ from the generic ones on a
+    small random sequence (T = 3, batch 2, o = 5) in ``like``'s dtype and place, or None when
+    they agree to float rounding: their first-use self-check."""
+    shapes = {"W_hh": (15, 5), "b_hh": (15,), "projected": (3, 2, 15), "h": (2, 5),
+              "dhs": (3, 2, 5), "dh": (2, 5)}
+
+    def run(forward: Any, backward: Any, a: dict[str, Array]) -> tuple[Array, ...]:
+        results = forward(a["W_hh"], a["b_hh"], a["projected"], a["h"])
+        hs, gates, hn = results
+        return results + backward(a["W_hh"], gates, hn, hs, a["dhs"], a["dh"], True)
+
+    return disagreement(
+        like, shapes,
+        lambda xp, a: run(functools.partial(generic_forward_sequence, xp),
+                          functools.partial(generic_backward_sequence, xp), a),
+        lambda a: run(loops.forward, loops.backward, a),
+        ("hs", "gates", "hn", "da_h", "dn", "dh_0"))
+
+
 class GRU(GatedRecurrent):
     """A GRU from ``n_in`` inputs to ``n_out`` outputs: ``torch.nn.GRU``'s equations, gate
     order and parameters, so its weights load unchanged (``dualtape.torch_weights``)::
@@ -109,15 +161,11 @@ class GRU(GatedRecurrent):
     ) -> tuple[GRUSequenceTape, Array, Array]:
         p = self.params
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"])
-        recurrent, b_hh = p["W_hh"].T, p["b_hh"]
-        hs, gates, hns = [h], [], []
-        for t in range(xs.shape[0]):
-            g, hn, h = gru_cell_forward(xp, projected[t, ...], h @ recurrent + b_hh, h)
-            hs.append(h)
-            gates.append(g)
-            hns.append(hn)
-        tape = GRUSequenceTape(xs, xp.stack(hs), xp.stack(gates), xp.stack(hns), p.version)
-        return tape, h, tape.hs[1:, ...]
+        loops = cell_loops("gru", h, lambda fast: fast_disagreement(fast, h))
+        run = functools.partial(generic_forward_sequence, xp) if loops is None \
+            else loops.forward
+        hs, gates, hn = run(p["W_hh"], p["b_hh"], projected, h)
+        return GRUSequenceTape(xs, hs, gates, hn, p.version), hs[-1, ...], hs[1:, ...]
 
     def _backward_sequence(
         self, xp: Any, tape: GRUSequenceTape, dh: Array, dys: Array,
@@ -127,16 +175,11 @@ class GRU(GatedRecurrent):
         """Backprop through time; the input gradient is None unless ``need_dxs``, the first
         state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
         self._check_version(tape)
-        n, W_hh = self.n_out, self.params["W_hh"]
-        steps = tape.gates.shape[0]
-        das, dns = [None] * steps, [None] * steps
-        for t in reversed(range(steps)):
-            da_h, dns[t], dh_direct = gru_cell_backward(
-                xp, tape.gates[t, ...], tape.hn[t, ...], tape.hs[t, ...], dys[t, ...] + dh)
-            das[t] = da_h
-            if t or need_dstate:
-                dh = dh_direct + da_h @ W_hh
-        da_h = xp.stack(das)
-        da_i = xp.concat([da_h[..., : 2 * n], xp.stack(dns)], axis=-1)
+        loops = cell_loops("gru", dh, lambda fast: fast_disagreement(fast, dh))
+        run = functools.partial(generic_backward_sequence, xp) if loops is None \
+            else loops.backward
+        da_h, dn, dh = run(self.params["W_hh"], tape.gates, tape.hn, tape.hs, dys, dh,
+                           need_dstate)
+        da_i = xp.concat([da_h[..., : 2 * self.n_out], dn], axis=-1)
         grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], da_i, da_h, need_dxs)
         return grads, dh if need_dstate else None, dxs

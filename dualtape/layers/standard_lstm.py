@@ -15,12 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..backend import namespace_of
-from ..kernels import standard_lstm_loops
+from ..kernels import cell_loops
 from .base import Array, project_sequence
-from .gated import GatedRecurrent
+from .gated import GatedRecurrent, disagreement
 from .logit import sigmoid
 
 
@@ -116,34 +114,25 @@ def generic_backward_sequence(
     return xp.stack(das), dh, dc
 
 
-def compiled_disagreement(dtype: Any) -> str | None:
-    """How the compiled loops differ from the generic ones on a small random sequence (T = 3,
-    batch 2, o = 5) in ``dtype``, or None when they agree to float rounding: their first-use
-    self-check."""
-    from ..kernels import standard_lstm
-
-    rng = np.random.default_rng(0)
+def fast_disagreement(loops: Any, like: Array) -> str | None:
+    """How the fast ``loops`` (``forward``, ``backward``) differ from the generic ones on a
+    small random sequence (T = 3, batch 2, o = 5) in ``like``'s dtype and place, or None when
+    they agree to float rounding: their first-use self-check."""
     shapes = {"W_hh": (20, 5), "projected": (3, 2, 20), "h": (2, 5), "c": (2, 5),
               "dhs": (3, 2, 5), "dh": (2, 5), "dc": (2, 5)}
-    a = {k: rng.uniform(-1, 1, s).astype(dtype) for k, s in shapes.items()}
-    forward = (a["W_hh"], a["projected"], a["h"], a["c"])
-    generic = generic_forward_sequence(np, *forward)
-    fast = standard_lstm.forward(a["W_hh"], a["projected"].copy(), a["h"], a["c"])
 
-    def back(run: Any, forward: tuple[Array, ...]) -> tuple[Array, ...]:
-        _, cells, gates, tanh_cells = forward
-        return run(a["W_hh"], gates, cells, tanh_cells, a["dhs"], a["dh"], a["dc"], True)
+    def run(forward: Any, backward: Any, a: dict[str, Array]) -> tuple[Array, ...]:
+        results = forward(a["W_hh"], a["projected"], a["h"], a["c"])
+        _, cells, gates, tanh_cells = results
+        return results + backward(a["W_hh"], gates, cells, tanh_cells, a["dhs"], a["dh"],
+                                  a["dc"], True)
 
-    generic += back(functools.partial(generic_backward_sequence, np), generic)
-    fast += back(standard_lstm.backward, fast)
-    tolerance = 1e-4 if np.dtype(dtype) == np.float32 else 1e-10
-    names = ("hs", "cells", "gates", "tanh_cells", "das", "dh_0", "dc_0")
-    for name, x, y in zip(names, fast, generic, strict=True):
-        error = float(np.max(np.abs(x - y)))
-        if not error <= tolerance:
-            return f"{name} differ by {error:.3g} (tolerance {tolerance:g})"
-    return None
-
+    return disagreement(
+        like, shapes,
+        lambda xp, a: run(functools.partial(generic_forward_sequence, xp),
+                          functools.partial(generic_backward_sequence, xp), a),
+        lambda a: run(loops.forward, loops.backward, a),
+        ("hs", "cells", "gates", "tanh_cells", "das", "dh_0", "dc_0"))
 
 class StandardLSTM(GatedRecurrent):
     """The standard LSTM from ``n_in`` inputs to ``n_out`` outputs: ``torch.nn.LSTM``'s
@@ -215,7 +204,7 @@ class StandardLSTM(GatedRecurrent):
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"])
-        loops = standard_lstm_loops(state, lambda: compiled_disagreement(state.dtype))
+        loops = cell_loops("standard_lstm", state, lambda fast: fast_disagreement(fast, state))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
         hs, cells, gates, tanh_cells = run(p["W_hh"], projected, state[:, :n], state[:, n:])
@@ -231,7 +220,8 @@ class StandardLSTM(GatedRecurrent):
         state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
         self._check_version(tape)
         n, W_hh = self.n_out, self.params["W_hh"]
-        loops = standard_lstm_loops(dstate, lambda: compiled_disagreement(dstate.dtype))
+        loops = cell_loops("standard_lstm", dstate,
+                           lambda fast: fast_disagreement(fast, dstate))
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
             else loops.backward
         das, dh, dc = run(W_hh, tape.gates, tape.cells, tape.tanh_cells, dys, dstate[:, :n],
