@@ -61,16 +61,17 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
 def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
     """The fast time loops of ``cell`` (``"standard_lstm"`` or ``"gru"``) for arrays of
     ``like``'s kind, dtype and device, or None for the generic code: on numpy the compiled
-    loops (``kernels.standard_lstm``; the GRU has none), on CuPy the ``cells.cu`` kernels
+    loops (``numba_cells``), on CuPy the ``cells.cu`` kernels
     (``cupy_cells``). ``self_check(loops)`` says how they disagree with the generic loops, or
     returns None; it runs once per dtype (and CUDA device) before they are first used."""
     if _generic_only():
         return None
     if type(like) is np.ndarray:
-        if cell != "standard_lstm" or cpu_path()[0] != "compiled":
+        if cpu_path()[0] != "compiled":
             return None
-        from . import standard_lstm as loops
+        from . import numba_cells
 
+        loops = numba_cells.LOOPS[cell]
         key, where = ("numba", cell, like.dtype), _on_the_cpu(like.dtype)
     elif array_api_compat.is_cupy_array(like):
         from . import cupy_cells

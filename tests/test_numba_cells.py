@@ -1,5 +1,5 @@
-"""StandardLSTM's compiled CPU loops (numba) against its generic loops: every shape of the
-grid, the self-check that guards them, the refusals and their machine code."""
+"""StandardLSTM's and GRU's compiled CPU loops (numba) against their generic loops: every
+shape of the grid, the self-check that guards them, the refusals and their machine code."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import cell_loops, numba_cell, selfcheck, standard_lstm
+from dualtape.kernels import cell_loops, numba_cell, numba_cells, selfcheck
+from dualtape.layers import gru
 from dualtape.layers.standard_lstm import (
     fast_disagreement,
     generic_backward_sequence,
@@ -35,18 +36,47 @@ def problem(batch: int, n: int, steps: int, dtype: str) -> dict[str, np.ndarray]
 def test_the_compiled_loops_equal_the_generic_loops(batch, n, steps, dtype):
     a = problem(batch, n, steps, dtype)
     generic = generic_forward_sequence(np, a["W_hh"], a["projected"], a["h"], a["c"])
-    fast = standard_lstm.forward(a["W_hh"], a["projected"].copy(), a["h"], a["c"])
+    fast = numba_cells.standard_lstm_forward(a["W_hh"], a["projected"].copy(), a["h"], a["c"])
     for name, x, y in zip(("hs", "cells", "gates", "tanh_cells"), fast, generic, strict=True):
         assert x.dtype == np.dtype(dtype)
         np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
     for need_first in (True, False):
         back = (generic[2], generic[1], generic[3], a["dhs"], a["dh"], a["dc"], need_first)
         g_das, g_dh, g_dc = generic_backward_sequence(np, a["W_hh"], *back)
-        f_das, f_dh, f_dc = standard_lstm.backward(a["W_hh"], *back)
+        f_das, f_dh, f_dc = numba_cells.standard_lstm_backward(a["W_hh"], *back)
         np.testing.assert_allclose(f_das, g_das, **TOLERANCE[dtype])
         np.testing.assert_allclose(f_dc, g_dc, **TOLERANCE[dtype])
         if need_first:
             np.testing.assert_allclose(f_dh, g_dh, **TOLERANCE[dtype])
+
+
+def gru_problem(batch: int, n: int, steps: int, dtype: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(batch * 100 + n + steps + 1)
+    shapes = {"W_hh": (3 * n, n), "b_hh": (3 * n,), "projected": (steps, batch, 3 * n),
+              "h": (batch, n), "dhs": (steps, batch, n), "dh": (batch, n)}
+    scale = {"W_hh": 1 / np.sqrt(n), "projected": 2.0}
+    return {k: (rng.uniform(-1, 1, s) * scale.get(k, 1.0)).astype(dtype)
+            for k, s in shapes.items()}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("steps", [1, 3, 50])
+@pytest.mark.parametrize("n", [1, 5, 80])
+@pytest.mark.parametrize("batch", [1, 3, 64])
+def test_the_compiled_gru_loops_equal_the_generic_loops(batch, n, steps, dtype):
+    a = gru_problem(batch, n, steps, dtype)
+    generic = gru.generic_forward_sequence(np, a["W_hh"], a["b_hh"], a["projected"], a["h"])
+    fast = numba_cells.gru_forward(a["W_hh"], a["b_hh"], a["projected"].copy(), a["h"])
+    for name, x, y in zip(("hs", "gates", "hn"), fast, generic, strict=True):
+        assert x.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
+    for need_first in (True, False):
+        back = (generic[1], generic[2], generic[0], a["dhs"], a["dh"], need_first)
+        expected = gru.generic_backward_sequence(np, a["W_hh"], *back)
+        got = numba_cells.gru_backward(a["W_hh"], *back)
+        for name, x, y in zip(("da_h", "dn", "dh_0"), got, expected, strict=True):
+            if need_first or name != "dh_0":
+                np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
 
 
 def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_code(
@@ -54,8 +84,8 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(2).normal(size=(6, 2, 3))
-    assert cell_loops("standard_lstm", xs, lambda loops: None) is standard_lstm
-    assert cell_loops("gru", xs, lambda loops: None) is None  # no compiled GRU loops
+    assert cell_loops("standard_lstm", xs, lambda loops: None) is numba_cells.STANDARD_LSTM
+    assert cell_loops("gru", xs, lambda loops: None) is numba_cells.GRU
     fast = layer.forward_sequence(None, xs)
     fast_back = layer.backward_sequence(fast[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     monkeypatch.setenv("DUALTAPE_JIT", "0")
@@ -75,11 +105,12 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
 def test_the_self_check_passes_and_runs_once_per_dtype(monkeypatch, dtype):
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    assert fast_disagreement(standard_lstm, np.ones(1, dtype)) is None
+    assert fast_disagreement(numba_cells.STANDARD_LSTM, np.ones(1, dtype)) is None
+    assert gru.fast_disagreement(numba_cells.GRU, np.ones(1, dtype)) is None
     calls = []
     for _ in range(3):
         cell_loops("standard_lstm", np.ones(1, dtype), calls.append)
-    assert calls == [standard_lstm]
+    assert calls == [numba_cells.STANDARD_LSTM]
 
 
 def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
@@ -87,12 +118,12 @@ def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
     warning, then the generic loops give the layer's numbers."""
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    right = standard_lstm.forward
+    right = numba_cells.STANDARD_LSTM.forward
 
     def off_by_one(W_hh, projected, h, c):
         return right(W_hh, np.concatenate([projected[1:], projected[-1:]]), h, c)
 
-    monkeypatch.setattr(standard_lstm, "forward", off_by_one)
+    monkeypatch.setattr(numba_cells.STANDARD_LSTM, "forward", off_by_one)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(3).normal(size=(5, 2, 3))
     with pytest.warns(RuntimeWarning, match=r"fast StandardLSTM loops disagree .*hs differ"):
@@ -113,7 +144,7 @@ def test_the_loops_refuse_operands_they_cannot_index(operand):
     elif operand == "list":
         a["W_hh"] = a["W_hh"].tolist()
     with pytest.raises(ValueError, match="operands must be|float32 or float64 only"):
-        standard_lstm.forward(a["W_hh"], a["projected"], a["h"], a["c"])
+        numba_cells.standard_lstm_forward(a["W_hh"], a["projected"], a["h"], a["c"])
 
 
 def test_strided_inputs_are_copied_into_the_loops_order():
@@ -124,10 +155,10 @@ def test_strided_inputs_are_copied_into_the_loops_order():
     dhs[..., ::2] = a["dhs"]
     W = np.asfortranarray(a["W_hh"])
     generic = generic_forward_sequence(np, a["W_hh"], a["projected"], a["h"], a["c"])
-    fast = standard_lstm.forward(W, wide[..., ::2], a["h"], a["c"])
+    fast = numba_cells.standard_lstm_forward(W, wide[..., ::2], a["h"], a["c"])
     np.testing.assert_allclose(fast[0], generic[0], rtol=1e-12, atol=1e-13)
     back = (generic[2], generic[1], generic[3])
-    f_das = standard_lstm.backward(W, *back, dhs[..., ::2], a["dh"], a["dc"], True)[0]
+    f_das = numba_cells.standard_lstm_backward(W, *back, dhs[..., ::2], a["dh"], a["dc"], True)[0]
     g_das = generic_backward_sequence(np, a["W_hh"], *back, a["dhs"], a["dh"], a["dc"])[0]
     np.testing.assert_allclose(f_das, g_das, rtol=1e-12, atol=1e-13)
 
@@ -137,14 +168,16 @@ def test_the_compiled_code_calls_no_libm_exp_or_tanh(dtype):
     """σ and tanh come from the vectorizable ``fast_exp``, and backward reads the tape."""
     from numba import njit
 
-    from dualtape.kernels import _numba_standard
+    from dualtape.kernels import _numba_cells
 
-    a = problem(1, 2, 1, dtype)
-    standard_lstm.forward(a["W_hh"], a["projected"], a["h"], a["c"])
-    standard_lstm.backward(a["W_hh"], a["projected"], a["h"][None], a["h"][None],
-                           a["dhs"], a["dh"], a["dc"], True)
-    for name in standard_lstm.COMPILED:
-        function = getattr(_numba_standard, name)
+    a, g = problem(1, 2, 1, dtype), gru_problem(1, 2, 1, dtype)
+    numba_cells.standard_lstm_forward(a["W_hh"], a["projected"], a["h"], a["c"])
+    numba_cells.standard_lstm_backward(a["W_hh"], a["projected"], a["h"][None], a["h"][None],
+                                       a["dhs"], a["dh"], a["dc"], True)
+    hs, gates, hn = numba_cells.gru_forward(g["W_hh"], g["b_hh"], g["projected"], g["h"])
+    numba_cells.gru_backward(g["W_hh"], gates, hn, hs, g["dhs"], g["dh"], True)
+    for name in numba_cells.COMPILED:
+        function = getattr(_numba_cells, name)
         fresh = njit(boundscheck=False, error_model="numpy")(function.py_func)
         signature = next(s for s in function.signatures
                          if str(next(x for x in s if hasattr(x, "dtype")).dtype) == dtype)

@@ -1,0 +1,118 @@
+"""``StandardLSTM``'s and ``GRU``'s time loops compiled for the CPU (numba): each direction
+is one call.
+
+The same machinery as ``numba_cell`` (numpy's own ``cblas_?gemm`` from compiled code, σ and
+tanh from a vectorizable ``exp``, compiled once per dtype into numba's disk cache), for the
+two standard cells: per step one ``h W_hhᵀ`` product and one pointwise pass each way.
+``STANDARD_LSTM`` and ``GRU`` have the ``forward`` / ``backward`` of the generic loops in
+``layers/standard_lstm.py`` and ``layers/gru.py``; ``kernels.cell_loops`` chooses them for
+numpy arrays where the compiled Grenade loops run, after the layer's self-check once per
+dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from . import blas
+from .numba_cell import _check
+
+Array = Any
+COMPILED = ("standard_lstm_forward_loop", "standard_lstm_backward_loop", "gru_forward_loop",
+            "gru_backward_loop")
+"""The names of the compiled functions in ``_numba_cells``."""
+
+
+def standard_lstm_forward(W_hh: Array, projected: Array, h: Array, c: Array
+                          ) -> tuple[Array, Array, Array, Array]:
+    """``(hs, cells, gates, tanh_cells)`` of a sequence, as the generic loop gives them, from
+    ``W_hh`` (4o, o), the projections (T, B, 4o) with both biases in, and the state ``h``,
+    ``c`` (B, o). A C-contiguous ``projected`` becomes ``gates`` (overwritten in place)."""
+    _numpy_of_one_dtype(W_hh, projected, h, c)
+    gates = np.ascontiguousarray(projected)
+    hs, W_t = _outputs(gates, h), np.ascontiguousarray(W_hh.T)
+    cells, tanh_cells = np.empty_like(hs), np.empty_like(hs[1:])
+    cells[0] = c
+    _check(gates, hs, cells, tanh_cells, W_t)
+    _compiled().standard_lstm_forward_loop(blas.gemm(gates.dtype), W_t, hs, cells, gates,
+                                           tanh_cells, gates.dtype.type(1))
+    return hs, cells, gates, tanh_cells
+
+
+def standard_lstm_backward(W_hh: Array, gates: Array, cells: Array, tanh_cells: Array,
+                           dhs: Array, dh: Array, dc: Array, need_first: bool
+                           ) -> tuple[Array, Array, Array]:
+    """``(das, dh_0, dc_0)``, as the generic loop back gives them (``dh_0`` meaningless
+    unless ``need_first``); ``dh``, ``dc`` (B, o) are the last state's gradient."""
+    _numpy_of_one_dtype(W_hh, gates, cells, tanh_cells, dhs, dh, dc)
+    dh, dc = np.array(dh, order="C", copy=True), np.array(dc, order="C", copy=True)
+    dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
+    das = np.empty_like(gates)
+    _check(gates, cells, tanh_cells, dhs, dh, dc, das, W)
+    _compiled().standard_lstm_backward_loop(blas.gemm(gates.dtype), W, gates, cells,
+                                            tanh_cells, dhs, dh, dc, das, need_first,
+                                            gates.dtype.type(1))
+    return das, dh, dc
+
+
+def gru_forward(W_hh: Array, b_hh: Array, projected: Array, h: Array
+                ) -> tuple[Array, Array, Array]:
+    """``(hs, gates, hn)``, as the generic loop gives them, from ``W_hh`` (3o, o), ``b_hh``
+    (3o,), the input projections (T, B, 3o) with ``b_ih`` in (a C-contiguous one becomes
+    ``gates``) and the state ``h`` (B, o)."""
+    _numpy_of_one_dtype(W_hh, b_hh, projected, h)
+    gates = np.ascontiguousarray(projected)
+    hs, W_t, bias = _outputs(gates, h), np.ascontiguousarray(W_hh.T), np.ascontiguousarray(b_hh)
+    hn, r = np.empty_like(hs[1:]), np.empty_like(gates[0])
+    _check(gates, hs, hn, r, W_t, bias)
+    _compiled().gru_forward_loop(blas.gemm(gates.dtype), W_t, bias, hs, gates, r, hn,
+                                 gates.dtype.type(1))
+    return hs, gates, hn
+
+
+def gru_backward(W_hh: Array, gates: Array, hn: Array, hs: Array, dhs: Array, dh: Array,
+                 need_first: bool) -> tuple[Array, Array, Array]:
+    """``(da_h, dn, dh_0)``, as the generic loop back gives them (``dh_0`` meaningless
+    unless ``need_first``), from the last state's gradient ``dh`` (B, o)."""
+    _numpy_of_one_dtype(W_hh, gates, hn, hs, dhs, dh)
+    carry, rec = np.array(dh, order="C", copy=True), np.zeros(dh.shape, dtype=dh.dtype)
+    dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
+    da_h, dn = np.empty_like(gates), np.empty_like(hn)
+    _check(gates, hn, hs, dhs, carry, rec, da_h, dn, W)
+    _compiled().gru_backward_loop(blas.gemm(gates.dtype), W, gates, hn, hs, dhs, carry, rec,
+                                  da_h, dn, need_first, gates.dtype.type(1))
+    return da_h, dn, carry + rec
+
+
+def _outputs(gates: Array, h: Array) -> Array:
+    """The outputs' buffer (T+1, B, o) of a sequence whose gates are ``gates``, ``h`` first."""
+    steps, batch, _ = gates.shape
+    hs = np.empty((steps + 1, batch, h.shape[-1]), dtype=gates.dtype)
+    hs[0] = h
+    return hs
+
+
+def _numpy_of_one_dtype(*operands: Array) -> None:
+    """``ValueError`` unless every operand is a numpy array of the first one's dtype (any
+    layout: the loops copy what is not C-contiguous)."""
+    for a in operands:
+        if type(a) is not np.ndarray or a.dtype != operands[0].dtype:
+            raise ValueError(f"numba_cells: operands must be numpy arrays of one dtype, got "
+                             f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}")
+
+
+@functools.cache
+def _compiled() -> Any:
+    from . import _numba_cells
+
+    return _numba_cells
+
+
+STANDARD_LSTM = SimpleNamespace(forward=standard_lstm_forward, backward=standard_lstm_backward)
+GRU = SimpleNamespace(forward=gru_forward, backward=gru_backward)
+LOOPS = {"standard_lstm": STANDARD_LSTM, "gru": GRU}
+"""The loops of each cell, by the name ``kernels.cell_loops`` takes."""
