@@ -416,7 +416,7 @@ def corpus(tmp_path) -> Path:
     ("--hidden", "9"), ("--dtype", "float32"), ("--optimizer", "adam"), ("--rate", "0.1"),
     ("--momentum", "0.5"), ("--l2", "0"), ("--clip", "2"), ("--seq-len", "7"), ("--batch", "4"),
     ("--seed", "6"), ("--steps", "7"), ("--time-limit", "5"), ("--log-every", "3"),
-    ("--save-every", "2"), ("--backend", "array_api_strict"),
+    ("--save-every", "2"), ("--backend", "array_api_strict"), ("--cell", "gru"),
 ])
 def test_every_option_the_ranks_share_is_compared(corpus, option, value):
     from dualtape.text.distributed import _difference
@@ -425,6 +425,18 @@ def test_every_option_the_ranks_share_is_compared(corpus, option, value):
     assert _difference(reference, reference) is None
     assert _difference(shared(corpus, option, value)[1](), reference).startswith(
         f"its {option} is ")
+
+
+def test_the_ranks_must_share_the_dropout_and_draw_its_masks_apart(corpus):
+    from dualtape.text.distributed import _difference
+
+    reference = shared(corpus, "--hidden", "8,8")[1]()
+    trainer, settings = shared(corpus, "--hidden", "8,8", "--dropout", "0.2")
+    assert _difference(settings(), reference).startswith("its --dropout is ")
+    masks = trainer.dropout_rngs[0].bit_generator.state
+    trainer.dropout_rngs[0].random()  # the generators are in the model's digest
+    assert trainer.dropout_rngs[0].bit_generator.state != masks
+    assert _difference(settings(), shared(corpus, "--hidden", "8,8", "--dropout", "0.2")[1]())
 
 
 def test_the_ranks_must_save_alike_train_on_one_text_and_resume_one_state(corpus, tmp_path):

@@ -28,6 +28,7 @@ from dualtape.text.model import (
     Vocabulary,
     annotate_capitals,
     build_text_network,
+    check_text_network,
     choose,
     one_hot,
     parse_hidden,
@@ -878,3 +879,148 @@ def test_optimizer_state_that_does_not_fit_the_network_is_refused(tmp_path):
     _rewrite(path, transpose_momentum)
     with pytest.raises(TextError, match="optimizer state does not fit"):
         load_checkpoint(path).trainer(trainer.ids)
+
+
+# --- the recurrent cell and dropout (--cell, --dropout) --------------------------------------
+
+CELLS = ["grenade-lstm", "lstm", "gru"]
+KIND = {"grenade-lstm": "LSTM", "lstm": "StandardLSTM", "gru": "GRU"}
+
+
+def test_each_cell_builds_its_layers_with_dropout_between_them():
+    with dualtape.use_backend("numpy"):
+        for cell, kind in KIND.items():
+            net = build_text_network(20, [16, 8, 4], seed=1, cell=cell, dropout=0.25)
+            kinds = [layer.kind for layer in net.layers]
+            assert kinds == [kind, "Dropout", kind, "Dropout", kind, "FullyConnected", "Softmax"]
+            assert check_text_network(net, 20) == ([16, 8, 4], cell, 0.25)
+        plain = build_text_network(20, [16, 8], seed=1, cell="gru")
+        assert check_text_network(plain, 20) == ([16, 8], "gru", 0.0)
+        # torch's initialisation for torch's cells: uniform in +-1/sqrt(n_out)
+        assert np.abs(plain.layers[1].params["W_hh"]).max() <= 1 / np.sqrt(8)
+        # the dropout draws no seeds the weights use: the same weights with and without it
+        dropped = build_text_network(20, [16, 8], seed=1, cell="gru", dropout=0.5)
+        assert_params_equal(host_params(plain), host_params(_without_dropout(dropped)))
+        with pytest.raises(ValueError, match="dropout goes between recurrent layers"):
+            build_text_network(20, [16], seed=1, dropout=0.5)
+        with pytest.raises(ValueError, match="cell must be one of grenade-lstm, lstm, gru"):
+            build_text_network(20, [16], seed=1, cell="rnn")
+
+
+def _not_text_models():
+    lstm, std, gru = (lambda i, o: dualtape.LSTM(i, o, seed=0), lambda i, o: dualtape.StandardLSTM(
+        i, o, seed=0), lambda i, o: dualtape.GRU(i, o, seed=0))
+    head = [dualtape.FullyConnected(6, 5, seed=0), dualtape.Softmax()]
+    drop = dualtape.Dropout
+    return {
+        "mixed cells": [lstm(5, 6), std(6, 6)],
+        "basic recurrent": [dualtape.BasicRecurrent(5, 6, seed=0)],
+        "dropout after the last": [gru(5, 6), drop(0.2)],
+        "dropout first": [drop(0.2), gru(5, 6)],
+        "two dropouts": [gru(5, 6), drop(0.2), drop(0.2), gru(6, 6)],
+        "different rates": [gru(5, 6), drop(0.2), gru(6, 6), drop(0.3), gru(6, 6)],
+        "dropout between some": [gru(5, 6), drop(0.2), gru(6, 6), gru(6, 6)],
+        "dropout at rate 0": [gru(5, 6), drop(0.0), gru(6, 6)],
+        "no recurrent layer": [dualtape.FullyConnected(5, 6, seed=0)],
+    }, head
+
+
+@pytest.mark.parametrize("case", list(_not_text_models()[0]))
+def test_check_text_network_refuses_other_layouts(case):
+    with dualtape.use_backend("numpy"):
+        bodies, head = _not_text_models()
+        net = dualtape.RecurrentNetwork(bodies[case] + head)
+        with pytest.raises(TextError, match="is not a text model"):
+            check_text_network(net, 5)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_each_cell_lowers_the_loss_with_and_without_dropout(cell):
+    for dropout in (0.0, 0.3):
+        config = dataclasses.replace(TINY, hidden=[12, 12], cell=cell, dropout=dropout)
+        trainer = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+        losses = _losses(trainer, 25)
+        assert np.mean(losses[-5:]) < losses[0] - 0.4, (cell, dropout, losses)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_resumed_run_with_dropout_draws_the_masks_it_would_have(tmp_path, cell):
+    config = dataclasses.replace(TINY, hidden=[10, 6], cell=cell, dropout=0.4)
+    first = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+    _losses(first, 3)
+    first.sample(10, 1.0)  # neither sampling nor the save point's loss draws a mask
+    first.save(tmp_path / "c.npz")
+    expected = _losses(first, 3)
+    checkpoint = load_checkpoint(tmp_path / "c.npz")
+    assert checkpoint.config == config and len(checkpoint.rngs["dropout"]) == 1
+    resumed = checkpoint.trainer(checkpoint.vocab.encode(TEXT))
+    np.testing.assert_allclose(_losses(resumed, 3), expected, rtol=1e-6)
+    reseeded = checkpoint.trainer(resumed.ids, dataclasses.replace(config, seed=8), reseed=True)
+    fresh = TextTrainer.new(TEXT, dataclasses.replace(config, seed=8), resolve_backend("numpy"))
+    assert [g.bit_generator.state for g in reseeded.dropout_rngs] == [
+        g.bit_generator.state for g in fresh.dropout_rngs]
+
+
+def _without_dropout(net):
+    return dualtape.RecurrentNetwork([layer for layer in net.layers if layer.kind != "Dropout"])
+
+
+def test_dropout_is_off_in_samples_and_back_on_for_training():
+    config = dataclasses.replace(TINY, hidden=[12, 12], dropout=0.5)
+    trainer = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+    _losses(trainer, 3)
+    state = trainer.sample_rng.bit_generator.state
+    masks = [g.bit_generator.state for g in trainer.dropout_rngs]
+    drawn = trainer.sample(40, 0.9, prime="The")
+    trainer.sample_rng.bit_generator.state = state
+    plain = sample(_without_dropout(trainer.net), trainer.vocab, 40, temperature=0.9,
+                   rng=trainer.sample_rng, prime="The")
+    assert drawn == plain
+    trainer.check_finite()
+    assert [g.bit_generator.state for g in trainer.dropout_rngs] == masks  # none drawn
+    assert all(layer.training for layer in trainer.net.layers if layer.kind == "Dropout")
+    trainer.step()
+    assert [g.bit_generator.state for g in trainer.dropout_rngs] != masks
+
+
+MODEL = ["--hidden", "8,8", "--seq-len", "8", "--batch", "2", "--backend", "numpy",
+         "--seed", "4"]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_each_cell_trains_saves_samples_and_resumes_from_the_command_line(capsys, corpus,
+                                                                          tmp_path, cell):
+    ckpt = str(tmp_path / "model.npz")
+    code, out, err = run(capsys, "train-text", str(corpus), *MODEL, "--cell", cell,
+                         "--dropout", "0.3", "--steps", "4", "--sample-chars", "10",
+                         "--save", ckpt)
+    assert code == 0, err
+    assert f"network: {KIND[cell]}(" in out and "-> Dropout(0.3) ->" in out
+    assert "compiling" not in out or cell == "grenade-lstm"
+    code, out, err = run(capsys, "sample", ckpt, "--chars", "30", "--seed", "1", "--prime", "The")
+    assert code == 0 and len(out) == 3 + 30 + 1, err
+    assert run(capsys, "sample", ckpt, "--chars", "30", "--seed", "1", "--prime", "The")[1] == out
+    net = load_checkpoint(ckpt).net
+    expected = sample(_without_dropout(net), load_checkpoint(ckpt).vocab, 30, temperature=0.8,
+                      rng=np.random.default_rng(1), prime="The")
+    assert out == "The" + expected + "\n"  # no mask in the samples
+    code, out, err = run(capsys, "train-text", "--resume", ckpt, "--steps", "2", "--backend",
+                         "numpy", "--sample-chars", "0")  # the cell and dropout from the file
+    assert code == 0 and "at step 6" in out and f"network: {KIND[cell]}(" in out, err
+    code, out, err = run(capsys, "train-text", "--resume", ckpt, "--steps", "1", "--cell", cell,
+                         "--dropout", "0.3", "--backend", "numpy", "--sample-chars", "0")
+    assert code == 0, err
+    other = next(c for c in CELLS if c != cell)
+    fails(capsys, "train-text", "--resume", ckpt, "--cell", other,
+          match=f"--cell {other} does not match the checkpoint ({cell}); leave it out")
+    fails(capsys, "train-text", "--resume", ckpt, "--dropout", "0.1",
+          match="--dropout 0.1 does not match the checkpoint (0.3); leave it out")
+
+
+def test_dropout_needs_two_recurrent_layers(capsys, corpus):
+    fails(capsys, "train-text", str(corpus), *SMALL, "--dropout", "0.2",
+          match="--dropout 0.2 needs two recurrent layers or more (it goes between them) but "
+          "--hidden 8 has one")
+    code, _, err = run(capsys, "train-text", str(corpus), *SMALL, "--dropout", "0",
+                       "--steps", "1", "--sample-chars", "0")
+    assert code == 0, err

@@ -71,6 +71,10 @@ TAMPERED = [
     ({"hidden": ["12"]}, "hidden must be a list of positive layer sizes"),
     ({"seed": -1}, "seed must be an integer from 0"),
     ({"corpus": 5}, "corpus must be a file path or null"),
+    ({"cell": "rnn"}, "cell must be one of grenade-lstm, lstm, gru, got 'rnn'"),
+    ({"cell": ["lstm"]}, "cell must be one of grenade-lstm, lstm, gru, got ['lstm']"),
+    ({"dropout": 1.0}, "dropout must be a number in [0, 1), got 1.0"),
+    ({"dropout": "0.2"}, "dropout must be a number in [0, 1), got '0.2'"),
 ]
 
 
@@ -133,6 +137,13 @@ EDITED_STATE = [
     (set_in("config", "annotate_capitals", value=True), "capital annotation (False) differs"),
     (set_in("config", "vocab", value=3), "more than its configuration's --vocab 3"),
     (set_in("config", "hidden", value=[9]), "hidden sizes [8] differ"),
+    (set_in("config", "cell", value="gru"),
+     "the network's cell grenade-lstm differs from its recorded configuration's gru"),
+    (set_in("config", "dropout", value=0.2),
+     "the network's dropout 0 differs from its recorded configuration's 0.2"),
+    (set_in("rng", "dropout", value={}), DAMAGED + " (rng's dropout is a dict, not a list"),
+    (set_in("rng", "dropout", value=[{"bit_generator": "MT19937"}]), DAMAGED),
+    (set_in("rng", "dropout", value=[]), None),  # no Dropout layers, no states: as it should be
     (set_in("config", "corpus_sha256", value="g" * 64), "corpus_sha256 must be a SHA-256"),
     (drop("step"), DAMAGED + " ('step')"),
     (drop("rng"), DAMAGED + " ('rng')"),
@@ -154,6 +165,9 @@ EDITED_STATE = [
 def test_every_field_of_the_training_state_edited_or_removed_is_one_line(capsys, trained,
                                                                          corpus, edit, message):
     _rewrite(trained, lambda header, arrays: edit(header["extra"]))
+    if message is None:  # an edit that changes nothing that matters
+        assert run(capsys, "sample", str(trained), "--chars", "3")[0] == 0
+        return
     fails(capsys, "sample", str(trained), match=message)
     fails(capsys, "train-text", str(corpus), "--resume", str(trained), "--steps", "1",
           match=message)
@@ -217,6 +231,44 @@ def test_an_edited_optimizer_state_is_refused(capsys, trained, corpus, change, m
           match=message)
 
 
+def test_a_checkpoint_from_before_the_cell_and_dropout_is_grenades_lstm(capsys, trained,
+                                                                         corpus):
+    def old(header, arrays):
+        for name in ("cell", "dropout"):
+            header["extra"]["config"].pop(name)
+
+    _rewrite(trained, old)
+    assert load_checkpoint(trained).config.cell == "grenade-lstm"
+    code, out, err = run(capsys, "train-text", str(corpus), "--resume", str(trained),
+                         "--steps", "1", "--sample-chars", "0", "--cell", "grenade-lstm")
+    assert code == 0 and "resumed" in out, err
+
+
+@pytest.fixture
+def with_dropout(capsys, corpus, tmp_path) -> Path:
+    path = tmp_path / "dropout.npz"
+    code, _, err = run(capsys, "train-text", str(corpus), *SMALL, "--hidden", "8,8,8",
+                       "--dropout", "0.2", "--steps", "2", "--sample-chars", "0",
+                       "--save", str(path))
+    assert code == 0, err
+    return path
+
+
+@pytest.mark.parametrize("edit, message", [
+    (drop_in("rng", "dropout"), "its rng holds 0 dropout generator states but the network has "
+     "2 Dropout layers"),
+    (lambda extra: extra["rng"]["dropout"].pop(), "its rng holds 1 dropout generator states"),
+    (set_in("config", "dropout", value=0.3), "the network's dropout 0.2 differs"),
+    (set_in("config", "dropout", value=0), "the network's dropout 0.2 differs"),
+], ids=["no states", "one state", "another rate", "none"])
+def test_a_checkpoint_with_dropout_keeps_its_generators_and_rate(capsys, with_dropout, corpus,
+                                                                 edit, message):
+    _rewrite(with_dropout, lambda header, arrays: edit(header["extra"]))
+    fails(capsys, "sample", str(with_dropout), match=message)
+    fails(capsys, "train-text", str(corpus), "--resume", str(with_dropout), "--steps", "1",
+          match=message)
+
+
 def test_a_checkpoint_from_before_the_fingerprint_still_resumes_with_file(capsys, trained,
                                                                           corpus):
     _rewrite(trained, lambda header, arrays: header["extra"]["config"].pop("corpus_sha256"))
@@ -238,6 +290,7 @@ REFUSED_OPTIONS = [
     *[(flag, v) for flag in ("--l2", "--clip") for v in ("-1", "inf", "nan")],
     ("--seed", "-1"), ("--seed", str(2**63)), ("--hidden", "0"), ("--hidden", "-4"),
     ("--save", ""), ("--resume", ""),
+    *[("--dropout", v) for v in ("-0.1", "1", "1.5", "inf", "nan")],
 ]
 
 
@@ -279,7 +332,8 @@ def test_huge_options_that_cannot_run_are_one_line(capsys, corpus, tmp_path, fla
 
 
 def test_options_that_do_not_parse_are_argparses_usage_error(capsys, corpus):
-    for flag, value in (("--steps", "inf"), ("--seed", "1.5"), ("--rate", "fast")):
+    for flag, value in (("--steps", "inf"), ("--seed", "1.5"), ("--rate", "fast"),
+                        ("--cell", "rnn"), ("--cell", "basic"), ("--dropout", "half")):
         with pytest.raises(SystemExit) as stopped:
             run(capsys, "train-text", str(corpus), flag, value)
         assert stopped.value.code == 2
@@ -817,7 +871,13 @@ def test_a_checkpoint_too_large_for_memory_is_one_line(capsys, checkpoint, monke
     TrainConfig(hidden=[64], batch=64, seq_len=20, optimizer="adam", rate=0.01, seed=1),
     TrainConfig(hidden=[48], batch=128, seq_len=60, dtype="float64", seed=1),
     TrainConfig(hidden=[256], batch=16, seq_len=30, seed=1),
-], ids=["default", "adam", "float64-long", "wide"])
+    TrainConfig(hidden=[80, 80], cell="lstm", seed=1),
+    TrainConfig(hidden=[80, 80], cell="gru", seed=1),
+    TrainConfig(hidden=[80, 80, 80], cell="lstm", dropout=0.2, seed=1),
+    TrainConfig(hidden=[48, 48], batch=128, seq_len=60, dtype="float64", cell="gru",
+                dropout=0.5, seed=1),
+], ids=["default", "adam", "float64-long", "wide", "lstm", "gru", "lstm-dropout",
+        "gru-dropout-float64"])
 def test_the_memory_estimate_covers_a_measured_step_within_three_times(config):
     # Measured on numpy: 1.1x (default) to 1.9x (float64-long) the traced peak.
     corpus_text = read_corpus(None)

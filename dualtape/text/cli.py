@@ -65,7 +65,9 @@ from .console import (
 )
 
 BACKEND_CHOICES = ("auto", "numpy", "cupy", "torch", "array_api_strict")
-ARCHITECTURE = ("hidden", "vocab", "annotate_capitals", "dtype", "optimizer")
+ARCHITECTURE = ("hidden", "cell", "dropout", "vocab", "annotate_capitals", "dtype", "optimizer")
+CELL_CHOICES = ("grenade-lstm", "lstm", "gru")
+"""``--cell`` (``model.CELLS``, repeated here so that ``dualtape info`` imports no model code)."""
 TUNABLE = ("seq_len", "batch", "rate", "momentum", "l2", "clip", "encoding")
 MAX_SAMPLE_CHARS = 100_000
 """The longest sample train-text draws while training (sampling does not stop for Ctrl-C;
@@ -101,7 +103,16 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
     model.add_argument("--annotate-capitals", action="store_true", default=None,
                        help="learn an uppercase letter as a capital marker + its lowercase letter")
     model.add_argument("--hidden", metavar="SIZES",
-                       help="LSTM layer sizes, comma-separated (default 80,80)")
+                       help="recurrent layer sizes, comma-separated (default 80,80)")
+    model.add_argument("--cell", choices=CELL_CHOICES,
+                       help="the recurrent layers: grenade-lstm (default; Grenade's peephole "
+                       "LSTM, dualtape.LSTM), lstm (torch.nn.LSTM's, dualtape.StandardLSTM) or "
+                       "gru (torch.nn.GRU's, dualtape.GRU); Grenade's BasicRecurrent is linear, "
+                       "too weak for text, and not offered")
+    model.add_argument("--dropout", type=float, metavar="P",
+                       help="while training, zero this fraction of each recurrent layer's "
+                       "outputs on the way to the next (not after the last, as torch.nn.LSTM's "
+                       "dropout; needs two layers), 0 <= P < 1; off in samples (default 0)")
     model.add_argument("--dtype", choices=("float32", "float64"), help="default float32")
     model.add_argument("--optimizer", choices=("sgd", "adam"),
                        help="SGD with momentum (default) or Adam")
@@ -236,6 +247,10 @@ def _check_config(config: Any) -> None:
     if problem is not None:
         name, need, value = problem
         raise TextError(f"--{name.replace('_', '-')} must be {need}, got {value}")
+    if config.dropout and len(config.hidden) < 2:
+        raise TextError(f"--dropout {config.dropout:g} needs two recurrent layers or more (it "
+                        f"goes between them) but --hidden {config.hidden[0]} has one; give "
+                        "sizes such as 80,80 or leave --dropout out")
 
 
 def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | None:
@@ -384,6 +399,11 @@ def _read(config: Any, max_mb: float | None, from_checkpoint: bool = False) -> s
     return text
 
 
+def _shown(layer: Any) -> str:
+    """A layer for the header: its repr, a Dropout's without its (long, derived) seed."""
+    return f"Dropout({layer.rate:g})" if layer.kind == "Dropout" else repr(layer)
+
+
 def _header(prepared: Prepared, chosen: threads.ThreadChoice) -> list[str]:
     trainer, text = prepared.trainer, prepared.text
     cfg, vocab, net = trainer.config, trainer.vocab, trainer.net
@@ -393,7 +413,7 @@ def _header(prepared: Prepared, chosen: threads.ThreadChoice) -> list[str]:
     lines = [
         f"corpus: {corpus} ({len(text):,} characters); vocabulary: {len(vocab)} symbols "
         f"({vocab.characters} characters + {extras})",
-        f"network: {' -> '.join(map(repr, net.layers))}; {count:,} parameters, {cfg.dtype} on "
+        f"network: {' -> '.join(map(_shown, net.layers))}; {count:,} parameters, {cfg.dtype} on "
         f"{trainer.backend.name}",
     ]
     opt = (f"SGD rate {cfg.rate:g}, momentum {cfg.momentum:g}, l2 {cfg.l2:g}"
@@ -430,7 +450,8 @@ def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.Threa
     """The threads ``--threads`` asks for, for ``config``'s sizes on this machine, its cores
     shared by ``ranks`` ranks of this run."""
     return threads.choose_threads(threads.parse_threads(args.threads), config.hidden,
-                                  config.batch, cores=threads.usable_cores(), ranks=ranks,
+                                  config.batch, gates=threads.RECURRENT_GATES[config.cell],
+                                  cores=threads.usable_cores(), ranks=ranks,
                                   load=threads.load_average(),
                                   can_limit=threads.threadpoolctl_installed())
 
@@ -475,14 +496,16 @@ COMPILE_NOTICE_S = 1.0
 
 def _ready_cpu_loops(trainer: Any, output: Output) -> None:
     """Compile the compiled CPU loops for the run's dtype (or load them from numba's disk
-    cache) before the first step; past ``COMPILE_NOTICE_S`` a line says so, instead of a silent
-    pause, and a second how long it took. A compile that fails is left to the loops'
-    self-check at the first step, which warns once and falls back to the ufunc loop."""
+    cache) before the first step (only Grenade's LSTM has them); past ``COMPILE_NOTICE_S``
+    a line says so, instead of a silent pause, and a second how long it took. A compile that
+    fails is left to the loops' self-check at the first step, which warns once and falls back
+    to the ufunc loop."""
     import threading
 
     from ..kernels import cpu_path, numba_cell
 
-    if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
+    if trainer.backend.name != "numpy" or trainer.config.cell != "grenade-lstm" or (
+            cpu_path()[0] != "compiled"):
         return
     announced = threading.Event()
 

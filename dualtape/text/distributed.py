@@ -8,10 +8,10 @@ the model itself); a rank that differs is named, with how, before any training. 
 parameters are broadcast and the optimizer becomes a ``DataParallel``. ``--batch`` is per
 rank (the global batch is N times it); rank r draws its windows from the window generator
 jumped r times (PCG64 ``jumped``: streams 2^127 draws apart), so rank 0 draws what a single
-process would. Only rank 0 prints, samples and writes checkpoints, which hold the wrapped
-optimizer's state and rank 0's generators, so they resume with any number of ranks (rank
-r > 0 jumps again from rank 0's stored stream). Each rank clips its own gradient (``--clip``)
-before the average.
+process would; the Dropout layers' generators are jumped alike. Only rank 0 prints, samples
+and writes checkpoints, which hold the wrapped optimizer's state and rank 0's generators, so
+they resume with any number of ranks (rank r > 0 jumps again from rank 0's stored stream).
+Each rank clips its own gradient (``--clip``) before the average.
 
 The ranks stay in step: the loss is read as a mean over all ranks and every rank checks the
 (identical) parameters at every save point, so a divergence stops every rank at the same
@@ -107,8 +107,10 @@ def prepare_distributed(args: argparse.Namespace,
     _raise_on_rank_0(comm, [_difference(theirs, everyone[0]) for theirs in everyone])
     distributed.broadcast_parameters(trainer.net, comm=comm)
     trainer.optimizer = distributed.DataParallel(trainer.optimizer, comm)
-    if rank:
+    if rank:  # each rank its own windows and dropout masks
         trainer.window_rng = np.random.Generator(trainer.window_rng.bit_generator.jumped(rank))
+        trainer.dropout_rngs = [np.random.Generator(rng.bit_generator.jumped(rank))
+                                for rng in trainer.dropout_rngs]
     batch = trainer.config.batch
     note = f"distributed: {size} ranks x batch {batch} = global batch {size * batch}"
     note = note if prepared.note is None else f"{prepared.note}; {note}"
@@ -134,8 +136,8 @@ def shared_settings(args: argparse.Namespace, trainer: TextTrainer, text: str
     generators) with its step."""
     config = dataclasses.asdict(trainer.config)
     shared = {f"--{name.replace('_', '-')}": config[name] for name in (
-        "hidden", "dtype", "optimizer", "rate", "momentum", "l2", "clip", "seq_len", "batch",
-        "seed")}
+        "hidden", "cell", "dropout", "dtype", "optimizer", "rate", "momentum", "l2", "clip",
+        "seq_len", "batch", "seed")}
     shared.update({f"--{name.replace('_', '-')}": getattr(args, name) for name in RUN_OPTIONS})
     shared["saving (--save or --resume)"] = bool(args.save or args.resume)
     shared["--backend"] = trainer.backend.name
@@ -153,8 +155,7 @@ def _model_digest(trainer: TextTrainer) -> str:
             digest.update(np.ascontiguousarray(to_numpy(group[name])).tobytes())
     for key, value in sorted(trainer.optimizer.state_dict().items()):
         digest.update(key.encode() + np.ascontiguousarray(value).tobytes())
-    states = [trainer.window_rng.bit_generator.state, trainer.sample_rng.bit_generator.state]
-    digest.update(json.dumps(states, sort_keys=True).encode())
+    digest.update(json.dumps(trainer.rng_states(), sort_keys=True).encode())
     return digest.hexdigest()
 
 

@@ -8,24 +8,27 @@ checkpoints are in ``trainer``, the command line in ``cli``):
   letter, so the network learns one symbol per letter and a separate "capital" decision);
 - ``random_windows`` and ``one_hot``: batches of ``seq_len + 1`` consecutive symbol ids, the
   input being the first ``seq_len`` and the target the last ``seq_len`` (the next character);
-- ``build_text_network``: stacked LSTMs + FullyConnected + Softmax;
+- ``build_text_network``: stacked recurrent layers of one cell (``CELLS``: Grenade's LSTM,
+  torch's LSTM or GRU), optionally with ``Dropout`` between them, + FullyConnected + Softmax;
+  ``check_text_network`` tells a checkpoint's network apart from other networks;
 - ``sample``: one character at a time through ``RecurrentNetwork.step``, on the host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..backend import from_host, to_numpy
-from ..layers import LSTM, FullyConnected, Softmax
+from ..layers import GRU, LSTM, Dropout, FullyConnected, Softmax, StandardLSTM
 from ..layers.base import Array
 from ..recurrent import RecurrentNetwork
 
@@ -180,13 +183,46 @@ def parse_hidden(spec: str) -> list[int]:
     return sizes
 
 
-def build_text_network(
-    vocab_size: int, hidden: Sequence[int], *, seed: int | None = None, dtype: str = "float32"
-) -> RecurrentNetwork:
-    """``LSTM(vocab, h1), LSTM(h1, h2), …, FullyConnected(h_last, vocab), Softmax()`` on the
-    current backend, with the LSTM weights rescaled for training.
+CELLS = {"grenade-lstm": LSTM, "lstm": StandardLSTM, "gru": GRU}
+"""The recurrent cells of a text model (``--cell``), by name: Grenade's peephole LSTM (the
+default), ``torch.nn.LSTM``'s and ``torch.nn.GRU``'s. Grenade's ``BasicRecurrent`` is left
+out: it is linear (no nonlinearity on its state), too weak for text."""
+CELL_NAMES = tuple(CELLS)
+CELL_OF_KIND = {cls.kind: name for name, cls in CELLS.items()}
 
-    Grenade draws LSTM weights uniform in [-1, 1]. A gate then sums ``n`` terms of standard
+
+class TextLayout(NamedTuple):
+    """What a text network is, as ``check_text_network`` reads it: the recurrent layers'
+    ``hidden`` sizes, their ``cell`` (a ``CELLS`` name) and the ``dropout`` rate between them
+    (0: no Dropout layers)."""
+
+    hidden: list[int]
+    cell: str
+    dropout: float
+
+
+def layer_seeds(seed: int | None, layers: int) -> tuple[list[int], int, list[int]]:
+    """The seeds ``build_text_network`` gives ``layers`` recurrent layers, the FullyConnected
+    layer and the ``layers - 1`` Dropout layers, all drawn from ``seed`` (the Dropout seeds
+    after the others, so the weights do not depend on the dropout)."""
+    rng = np.random.default_rng(seed)
+    seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=layers + 1)]
+    dropout = [int(s) for s in rng.integers(0, 2**63 - 1, size=max(layers - 1, 0))]
+    return seeds[:-1], seeds[-1], dropout
+
+
+def build_text_network(
+    vocab_size: int, hidden: Sequence[int], *, seed: int | None = None, dtype: str = "float32",
+    cell: str = "grenade-lstm", dropout: float = 0.0,
+) -> RecurrentNetwork:
+    """``R(vocab, h1), [Dropout(p),] R(h1, h2), …, FullyConnected(h_last, vocab), Softmax()``
+    on the current backend, ``R`` the recurrent layer ``CELLS[cell]``; with ``dropout`` > 0 a
+    ``Dropout(dropout)`` follows every recurrent layer but the last (as ``torch.nn.LSTM``'s
+    ``dropout``; it needs two layers or more). Every layer is seeded from ``seed``.
+
+    ``"lstm"`` and ``"gru"`` keep torch's initialisation (uniform in ±1/√n_out). Grenade's
+    ``"grenade-lstm"`` has its weights rescaled for training: Grenade draws them uniform in
+    [-1, 1]. A gate then sums ``n`` terms of standard
     deviation ~0.58·|x|, so with 80 cells the recurrent and stacked inputs push the gates deep
     into saturation. So the LSTMs after the first take ``init="scaled"`` (``W`` divided by
     √n_in, ``U`` by √n_out) and the first ``init="scaled_recurrent"`` (only ``U``: it sees
@@ -196,35 +232,74 @@ def build_text_network(
     Grenade's scale ends at 2.96-2.98 with SGD 0.5 (after a first-100-step mean of 18-24) and
     2.24-2.29 with Adam 0.01; rescaled, 1.56-1.58 and 1.21-1.23.
     """
-    rng = np.random.default_rng(seed)
-    seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=len(hidden) + 1)]
+    if cell not in CELL_NAMES:
+        raise ValueError(f"build_text_network: cell must be one of {', '.join(CELL_NAMES)}, "
+                         f"got {cell!r}")
+    if dropout and len(hidden) < 2:
+        raise ValueError("build_text_network: dropout goes between recurrent layers; "
+                         f"{len(hidden)} layer has none")
+    recurrent_seeds, fc_seed, dropout_seeds = layer_seeds(seed, len(hidden))
     layers: list[Any] = []
     n_in = vocab_size
     for k, n_out in enumerate(hidden):
-        init = "scaled" if k else "scaled_recurrent"
-        layers.append(LSTM(n_in, n_out, seed=seeds[k], dtype=dtype, init=init))
+        if k and dropout:
+            layers.append(Dropout(dropout, seed=dropout_seeds[k - 1]))
+        if cell == "grenade-lstm":
+            init = "scaled" if k else "scaled_recurrent"
+            layers.append(LSTM(n_in, n_out, seed=recurrent_seeds[k], dtype=dtype, init=init))
+        else:
+            layers.append(CELLS[cell](n_in, n_out, seed=recurrent_seeds[k], dtype=dtype))
         n_in = n_out
-    layers += [FullyConnected(n_in, vocab_size, seed=seeds[-1], dtype=dtype), Softmax()]
+    layers += [FullyConnected(n_in, vocab_size, seed=fc_seed, dtype=dtype), Softmax()]
     return RecurrentNetwork(layers)
 
 
-def check_text_network(net: Any, vocab_size: int) -> list[int]:
-    """The hidden sizes of a network ``build_text_network`` could have made for
-    ``vocab_size`` symbols; ``TextError`` describing the mismatch otherwise."""
+def check_text_network(net: Any, vocab_size: int) -> TextLayout:
+    """The layout (hidden sizes, cell, dropout) of a network ``build_text_network`` could have
+    made for ``vocab_size`` symbols; ``TextError`` describing the mismatch otherwise."""
     layers = getattr(net, "layers", [])
     kinds = [layer.kind for layer in layers]
+    body = layers[:-2]
+    dropped = len(body) > 1 and kinds[1] == "Dropout"
+    recurrent, between = (body[::2], body[1::2]) if dropped else (body, [])
+    rates = {getattr(layer, "rate", None) for layer in between}
     shape_ok = (
-        isinstance(net, RecurrentNetwork) and len(kinds) >= 3 and kinds[-2:] == [
-            "FullyConnected", "Softmax"] and all(k == "LSTM" for k in kinds[:-2])
+        isinstance(net, RecurrentNetwork) and len(kinds) >= 3
+        and kinds[-2:] == ["FullyConnected", "Softmax"] and (len(body) % 2 == 1 or not dropped)
+        and len({layer.kind for layer in recurrent}) == 1 and kinds[0] in CELL_OF_KIND
+        and all(layer.kind == "Dropout" for layer in between) and len(rates) <= 1
+        and 0 not in rates
     )
     if not shape_ok:
-        raise TextError(f"the network {net!r} is not a text model (LSTMs, FullyConnected, Softmax)")
+        raise TextError(
+            f"the network {net!r} is not a text model (recurrent layers of one cell: "
+            f"{', '.join(CELL_OF_KIND)}, with the same Dropout between each two or none; then "
+            "FullyConnected, Softmax)")
     if layers[0].n_in != vocab_size or layers[-2].n_out != vocab_size:
         raise TextError(
             f"the network takes {layers[0].n_in} and gives {layers[-2].n_out} symbols but the "
             f"vocabulary has {vocab_size}; the checkpoint is from another network"
         )
-    return [layer.n_out for layer in layers[:-2]]
+    return TextLayout([layer.n_out for layer in recurrent], CELL_OF_KIND[kinds[0]],
+                      rates.pop() if rates else 0.0)
+
+
+def dropout_layers(net: Any) -> list[Any]:
+    """The ``Dropout`` layers of a network, in order."""
+    return [layer for layer in net.layers if layer.kind == "Dropout"]
+
+
+@contextlib.contextmanager
+def evaluating(net: Any) -> Iterator[None]:
+    """Within: ``net`` with its Dropout layers off (``set_training(False)``); after: each
+    layer as it was."""
+    switched = [(layer, layer.training) for layer in net.layers if hasattr(layer, "training")]
+    net.set_training(False)
+    try:
+        yield
+    finally:
+        for layer, training in switched:
+            layer.training = training
 
 
 MAX_CORPUS_MB = 64
@@ -324,14 +399,17 @@ def generate(
     prime: str = "",
 ) -> Iterator[str]:
     """``sample``'s text piece by piece, as each symbol is drawn (a capital marker is held
-    back until its letter comes), so a caller can print it as it comes."""
+    back until its letter comes), so a caller can print it as it comes. Dropout is off while
+    it computes (``evaluating``), whatever the network's training switch says between."""
     if not temperature > 0:
         raise ValueError(f"sample: temperature must be positive, got {temperature}")
     rng = rng if rng is not None else np.random.default_rng()
     backend, eye = net.backend, np.eye(len(vocab), dtype=net.dtype)
     start = vocab.index.get("\n", vocab.index.get(" ", 0))
     primed = vocab.encode(prime) if prime else np.asarray([start])
-    _, state, ys = net.forward_sequence(net.initial_state(), from_host(eye[primed], backend))
+    with evaluating(net):
+        _, state, ys = net.forward_sequence(net.initial_state(),
+                                            from_host(eye[primed], backend))
     probs = to_numpy(ys[-1, ...])
     marker = vocab.index.get(CAPITAL) if vocab.annotate_capitals else None
     held: list[int] = []
@@ -342,5 +420,6 @@ def generate(
             yield vocab.decode(held)
             held.clear()
         if n + 1 < chars:
-            state, y = net.step(state, from_host(eye[symbol], backend))
+            with evaluating(net):
+                state, y = net.step(state, from_host(eye[symbol], backend))
             probs = to_numpy(y)

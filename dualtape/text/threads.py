@@ -4,7 +4,8 @@
 matrix products with single-threaded elementwise work between them, and a product shared by
 threads waits for the slowest one. So the count is one thread per ``PER_THREAD_WORK``
 multiply-adds of the loop's largest product (``product_work``: ``c Uᵀ`` of the widest LSTM,
-``batch · o · 3o``), at least 1, at most this process's share of the usable cores (divided
+``batch · o · 3o``; ``h W_hhᵀ``, ``batch · o · 4o`` for torch's LSTM, ``3o`` for the GRU), at
+least 1, at most this process's share of the usable cores (divided
 among the ranks of a distributed run on this machine), and no more than the cores the
 1-minute load average leaves free. A thread count set in the environment
 (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) is left as it is.
@@ -51,10 +52,15 @@ def parse_threads(text: str) -> int | str:
     return count
 
 
-def product_work(hidden: Sequence[int], batch: int) -> int:
+RECURRENT_GATES = {"grenade-lstm": 3, "lstm": 4, "gru": 3}
+"""Rows of the recurrent weights per unit, by ``--cell``: Grenade's ``U`` (3o, o), torch's
+LSTM ``W_hh`` (4o, o), the GRU's (3o, o)."""
+
+
+def product_work(hidden: Sequence[int], batch: int, gates: int = 3) -> int:
     """Multiply-adds of the largest matrix product inside a time loop: ``c Uᵀ`` of the widest
-    LSTM, ``batch · o · 3o``."""
-    return max(batch * n * 3 * n for n in hidden)
+    LSTM, ``batch · o · 3o`` (``gates · o`` for a cell with other recurrent weights)."""
+    return max(batch * n * gates * n for n in hidden)
 
 
 def usable_cores() -> int:
@@ -100,6 +106,7 @@ class ThreadChoice:
 
 
 def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, cores: int,
+                   gates: int = 3,
                    ranks: int = 1, load: float | None = None,
                    environ: Mapping[str, str] | None = None,
                    can_limit: bool = True) -> ThreadChoice:
@@ -118,7 +125,7 @@ def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, core
     if not can_limit:
         return ThreadChoice(None, "threadpoolctl is not installed, so dualtape cannot set "
                             "them: pip install threadpoolctl")
-    work = product_work(hidden, batch)
+    work = product_work(hidden, batch, gates)
     wanted = max(1, work // PER_THREAD_WORK)
     share = max(1, cores // ranks)
     free = share if load is None else max(1, min(share, (cores - math.floor(load + 0.5)) // ranks))

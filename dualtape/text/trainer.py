@@ -18,9 +18,12 @@ reads a value back from the device every step. The global gradient norm is clipp
 ``clip`` on the device (the first steps' norm is ~11; without clipping SGD diverged).
 
 Random state: parameters come from ``seed``; the window and sample generators are
-``default_rng([seed, 1])`` and ``default_rng([seed, 2])``. A checkpoint stores both generators'
-states, so a resumed run draws the windows it would have drawn without the stop (a step that
-raises puts the window generator back as it was).
+``default_rng([seed, 1])`` and ``default_rng([seed, 2])``; each Dropout layer (``--dropout``)
+draws its masks from its own generator, seeded as ``model.layer_seeds`` says. A checkpoint
+stores every generator's state, so a resumed run draws the windows and masks it would have
+drawn without the stop (a step that raises puts the window generator back as it was).
+Dropout is on in training steps only: the loss a save point checks (``spread_loss``) and the
+samples are computed with it off (``model.evaluating``), drawing no masks.
 
 Saving: every save point checks first that the parameters and the optimizer state are finite;
 a diverged model is never written (``DivergedError``), so the last checkpoint stays. A
@@ -59,10 +62,14 @@ from ..network import mean_over_processes
 from ..optim import SGD, Adam, Optimizer
 from ..recurrent import RecurrentNetwork, gradient_buffers
 from .model import (
+    CELL_NAMES,
     TextError,
     Vocabulary,
     build_text_network,
     check_text_network,
+    dropout_layers,
+    evaluating,
+    layer_seeds,
     one_hot,
     random_windows,
     sample,
@@ -81,7 +88,10 @@ DIVERGED_FACTOR = 100
 ``--rate 1e30`` leaves weights near 1e27 and a loss near 1e28, while a new model starts near
 ``ln V`` and clipped training stays within a few times that."""
 GENERATORS = ("windows", "samples")
-"""The random generators a checkpoint stores (``extra["rng"]``)."""
+"""The random generators a checkpoint stores (``extra["rng"]``), besides ``"dropout"``: a
+list of the Dropout layers' generator states, there when the network has Dropout layers."""
+DROPOUT = "dropout"
+
 
 
 class DivergedError(FloatingPointError):
@@ -95,6 +105,8 @@ class TrainConfig:
     """Everything that defines a training run (stored in checkpoints)."""
 
     hidden: list[int] = field(default_factory=lambda: [80, 80])
+    cell: str = "grenade-lstm"
+    dropout: float = 0.0
     vocab: int = 100
     annotate_capitals: bool = False
     seq_len: int = 50
@@ -123,6 +135,8 @@ POSITIVE_INT = ("a positive integer", lambda x: _is_int(x) and x > 0)
 CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "hidden": ("a list of positive layer sizes",
                lambda h: isinstance(h, list) and bool(h) and all(POSITIVE_INT[1](n) for n in h)),
+    "cell": (f"one of {', '.join(CELL_NAMES)}", lambda c: isinstance(c, str) and c in CELL_NAMES),
+    "dropout": ("a number in [0, 1)", lambda p: _is_real(p) and 0 <= p < 1),
     "vocab": POSITIVE_INT,
     "annotate_capitals": ("true or false", lambda b: isinstance(b, bool)),
     "seq_len": POSITIVE_INT,
@@ -141,9 +155,10 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 """What each ``TrainConfig`` field must be: ``(requirement, test)``. The command line and
 ``load_checkpoint`` both check a run's configuration against these rules."""
-OPTIONAL_FIELDS = ("corpus_sha256",)
-"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint was added);
-any other missing field is damage."""
+OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout")
+"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint, the cell
+and dropout were added: those are Grenade's LSTM without dropout); any other missing field is
+damage."""
 
 
 def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
@@ -168,6 +183,14 @@ def make_optimizer(config: TrainConfig) -> Optimizer:
     raise TextError(f"unknown optimizer {config.optimizer!r}; choose one of {OPTIMIZERS}")
 
 
+CELL_PARAMS: dict[str, Callable[[int, int], int]] = {
+    "grenade-lstm": lambda i, o: 4 * o * i + 3 * o * o + 4 * o,  # W, U (no candidate), b
+    "lstm": lambda i, o: 4 * o * (i + o + 2),  # W_ih, W_hh, b_ih, b_hh
+    "gru": lambda i, o: 3 * o * (i + o + 2),
+}
+"""Parameters of one recurrent layer of each cell, from its inputs and outputs."""
+
+
 def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
     """Bytes a training step needs at its peak, from above: parameters with their gradients,
     clipped gradients, update temporaries and optimizer state, plus the step's one-hot windows
@@ -177,9 +200,11 @@ def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
     rows = config.seq_len * config.batch
     params = activations = 0
     n_in = vocab_size
-    for n_out in config.hidden:
-        params += 4 * n_out * n_in + 3 * n_out * n_out + 4 * n_out
+    for k, n_out in enumerate(config.hidden):
+        params += CELL_PARAMS.get(config.cell, CELL_PARAMS["lstm"])(n_in, n_out)
         activations += rows * (16 * n_out + n_in)  # gates, cells, projections, their grads
+        if k and config.dropout:  # the mask and output, the host's draw (float64) and grads
+            activations += rows * n_in * (3 + 24 // itemsize)
         n_in = n_out
     params += vocab_size * (n_in + 1)
     activations += rows * 4 * vocab_size  # logits, softmax, its gradient, targets
@@ -273,16 +298,43 @@ class TextTrainer:
         self.backend: Backend = net.backend
         self._logits = RecurrentNetwork(net.layers[:-1])  # shares the layers, without Softmax
         self.xp = self.backend.xp
+        dropouts = dropout_layers(net)
         if rngs is None:
             self.window_rng = np.random.default_rng([config.seed, 1])
             self.sample_rng = np.random.default_rng([config.seed, 2])
+            seeds = layer_seeds(config.seed, len(config.hidden))[2]
+            generators = [np.random.default_rng(seed) for seed in seeds[:len(dropouts)]]
         else:
             self.window_rng, self.sample_rng = _generator(rngs["windows"]), _generator(
                 rngs["samples"])
+            generators = [_generator(state) for state in rngs.get(DROPOUT, [])]
+        if len(generators) != len(dropouts):
+            raise TextError(f"{len(generators)} dropout generator states for the network's "
+                            f"{len(dropouts)} Dropout layers")
+        self.dropout_rngs = generators
         self._loss_sum: Array | None = None
         self._loss_count = 0
         self.saved: tuple[str, int] | None = None
         """The last checkpoint written: ``(path, step)``."""
+
+    @property
+    def dropout_rngs(self) -> list[np.random.Generator]:
+        """The generators the Dropout layers draw their masks from, in order (setting it
+        gives each layer its generator)."""
+        return [layer._rng for layer in dropout_layers(self.net)]  # noqa: SLF001
+
+    @dropout_rngs.setter
+    def dropout_rngs(self, generators: list[np.random.Generator]) -> None:
+        for layer, rng in zip(dropout_layers(self.net), generators, strict=True):
+            layer._rng = rng  # noqa: SLF001 - Dropout keeps its generator, and no setter
+
+    def rng_states(self) -> dict[str, Any]:
+        """Every generator's state, as a checkpoint's ``extra["rng"]`` holds them."""
+        states: dict[str, Any] = {"windows": self.window_rng.bit_generator.state,
+                                  "samples": self.sample_rng.bit_generator.state}
+        if self.dropout_rngs:
+            states[DROPOUT] = [rng.bit_generator.state for rng in self.dropout_rngs]
+        return states
 
     @classmethod
     def new(cls, text: str, config: TrainConfig, backend: Backend) -> TextTrainer:
@@ -292,7 +344,8 @@ class TextTrainer:
         check_memory(config, len(vocab), backend)
         with use_backend(backend.name, backend.device):
             net = build_text_network(len(vocab), config.hidden, seed=config.seed,
-                                     dtype=config.dtype)
+                                     dtype=config.dtype, cell=config.cell,
+                                     dropout=config.dropout)
         return cls(net, vocab, config, make_optimizer(config), ids)
 
     @property
@@ -377,18 +430,19 @@ class TextTrainer:
 
     def spread_loss(self) -> float:
         """The loss per character of the network as it is now (a forward pass only) on
-        ``batch`` windows whose starts are spread evenly through the corpus."""
+        ``batch`` windows whose starts are spread evenly through the corpus, with dropout off."""
         cfg, xp, core = self.config, self.xp, self._logits
         starts = np.linspace(0, len(self.ids) - cfg.seq_len - 1, cfg.batch).astype(np.int64)
         window = windows_at(self.ids, starts, cfg.seq_len)
-        with device_context(self.backend):
+        with device_context(self.backend), evaluating(core):
             hot = self._one_hot(window)
             _, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
             value, _ = softmax_cross_entropy(xp, ys, hot[1:, ...])
             return float(to_numpy(value)) / cfg.seq_len
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
-        """Text from the current network, drawn with the trainer's sample generator."""
+        """Text from the current network, drawn with the trainer's sample generator (with
+        dropout off)."""
         return sample(self.net, self.vocab, chars, temperature=temperature,
                       rng=self.sample_rng, prime=prime)
 
@@ -403,8 +457,7 @@ class TextTrainer:
             "vocabulary": self.vocab.to_json(),
             "config": dataclasses.asdict(self.config),
             "step": self.step_count,
-            "rng": {"windows": self.window_rng.bit_generator.state,
-                    "samples": self.sample_rng.bit_generator.state},
+            "rng": self.rng_states(),
         }
         for key, value in state.items():
             extra[f"optimizer/{key}"] = np.asarray(value)
@@ -526,11 +579,14 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
         raise TextError(f"{path}: the network's weights hold NaN or infinity; the checkpoint "
                         "was saved from a diverged run or damaged, and cannot be used")
     try:
-        hidden = check_text_network(net, len(vocab))
+        layout = check_text_network(net, len(vocab))
     except TextError as exc:
         raise TextError(f"{path}: {exc}") from None
     state = {k[len("optimizer/"):]: v for k, v in extra.items() if k.startswith("optimizer/")}
-    mismatch = _mismatch(config, net, vocab, hidden, state)
+    mismatch = _mismatch(config, net, vocab, layout, state)
+    if mismatch is None and len(rngs.get(DROPOUT, [])) != len(dropout_layers(net)):
+        mismatch = (f"its rng holds {len(rngs.get(DROPOUT, []))} dropout generator states but "
+                    f"the network has {len(dropout_layers(net))} Dropout layers")
     if mismatch is not None:
         raise TextError(f"{path}: {mismatch}; the file was edited or damaged")
     return Checkpoint(net, vocab, config, int(step), state, rngs)
@@ -550,21 +606,30 @@ def _training_state(extra: dict[str, Any]) -> tuple[Vocabulary, TrainConfig, Any
         raise KeyError(f"config lacks {', '.join(missing)}")
     config = TrainConfig(**stored)
     rngs = extra["rng"]
-    if not isinstance(rngs, dict) or sorted(rngs) != sorted(GENERATORS):
+    if not isinstance(rngs, dict) or sorted(set(rngs) - {DROPOUT}) != sorted(GENERATORS):
         raise ValueError(f"rng holds {sorted(rngs) if isinstance(rngs, dict) else rngs!r}, "
                          f"not the states of {' and '.join(GENERATORS)}")
-    for state in rngs.values():
+    dropout = rngs.get(DROPOUT, [])
+    if not isinstance(dropout, list):
+        raise TypeError(f"rng's {DROPOUT} is a {type(dropout).__name__}, not a list of states")
+    for state in [rngs[name] for name in GENERATORS] + dropout:
         _generator(state)
     return vocab, config, extra["step"], dict(rngs)
 
 
-def _mismatch(config: TrainConfig, net: Any, vocab: Vocabulary, hidden: list[int],
+def _mismatch(config: TrainConfig, net: Any, vocab: Vocabulary, layout: Any,
               state: dict[str, np.ndarray]) -> str | None:
-    """How a checkpoint's configuration contradicts its network, vocabulary or optimizer
-    state; None when they agree."""
-    if hidden != list(config.hidden):
-        return (f"the network's hidden sizes {hidden} differ from its recorded configuration "
-                f"{config.hidden}")
+    """How a checkpoint's configuration contradicts its network (``layout``:
+    ``check_text_network``'s), vocabulary or optimizer state; None when they agree."""
+    if layout.hidden != list(config.hidden):
+        return (f"the network's hidden sizes {layout.hidden} differ from its recorded "
+                f"configuration {config.hidden}")
+    if layout.cell != config.cell:
+        return (f"the network's cell {layout.cell} differs from its recorded configuration's "
+                f"{config.cell}")
+    if layout.dropout != config.dropout:
+        return (f"the network's dropout {layout.dropout:g} differs from its recorded "
+                f"configuration's {config.dropout:g}")
     if net.dtype != config.dtype:
         return f"the network is {net.dtype} but its configuration says {config.dtype}"
     if vocab.annotate_capitals != config.annotate_capitals:
