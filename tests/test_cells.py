@@ -84,7 +84,7 @@ def test_a_mixed_stack_with_dropout_matches_finite_differences(backend):
     dys = rng.normal(size=(4, 2, 2))
 
     def run(xs_h=xs):
-        drop._rng = np.random.default_rng(9)  # the same mask on every evaluation
+        drop.rng = np.random.default_rng(9)  # the same mask on every evaluation
         return rnet.forward_sequence([dualtape.asarray(s) for s in states], dualtape.asarray(xs_h))
 
     def loss(xs_h=xs):

@@ -289,17 +289,21 @@ class Lines:
         self.lines.append(text)
 
 
-def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy") -> list[str]:
-    """What ``train-text``'s compile step prints when ``warm_up`` stands for the compile."""
+def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy",
+                cell: str = "grenade-lstm") -> list[str]:
+    """What ``train-text``'s compile step prints when ``warm_up`` stands for the compile (of
+    Grenade's loops, or of the standard cells' for another ``cell``)."""
     from types import SimpleNamespace
 
+    from dualtape.kernels import numba_cells
     from dualtape.text import cli as text_cli
 
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     monkeypatch.setattr(text_cli, "COMPILE_NOTICE_S", notice_s)
-    monkeypatch.setattr(numba_cell, "warm_up", warm_up)
+    monkeypatch.setattr(numba_cells if cell != "grenade-lstm" else numba_cell, "warm_up",
+                        warm_up)
     trainer = SimpleNamespace(backend=SimpleNamespace(name=backend),
-                              config=SimpleNamespace(dtype="float32"))
+                              config=SimpleNamespace(dtype="float32", cell=cell))
     output = Lines()
     text_cli._ready_cpu_loops(trainer, output)
     return output.lines
@@ -315,6 +319,20 @@ def test_train_text_says_once_that_it_is_compiling_when_that_takes_long(monkeypa
     assert ready_loops(monkeypatch, slow, notice_s=0.01) == [
         "compiling the CPU LSTM loops for float32 (once: later runs load them from numba's "
         "disk cache) ...", "compiled in 0.5 s"]
+
+
+def test_the_standard_cells_compile_their_own_loops(monkeypatch):
+    import time
+
+    def slow(dtype):
+        time.sleep(0.2)
+        return 0.2
+
+    assert ready_loops(monkeypatch, slow, notice_s=0.01, cell="gru")[0].startswith(
+        "compiling the CPU GRU loops for float32")
+    calls = []
+    assert ready_loops(monkeypatch, calls.append, notice_s=30, cell="lstm") == []
+    assert calls == ["float32"]
 
 
 def test_a_quick_load_from_the_cache_is_not_announced(monkeypatch):

@@ -26,9 +26,13 @@ class Dropout(Layer):
     Each forward pass draws a fresh mask on the host from a generator seeded with ``seed``
     (``None``: fresh OS entropy) and moves it to the input's backend, so a seed gives the same
     masks on every backend; the tape keeps the mask and backward multiplies by it
-    (``dx = dy·mask``). Grenade's ``Dropout`` passes its input through unchanged (its forward
-    pass is a stub); this one drops. ``save`` keeps ``rate`` and ``seed``, not how far the
-    generator has run: a loaded layer draws its masks from the seed's start again.
+    (``dx = dy·mask``). The generator is the attribute ``rng`` (a ``numpy.random.Generator``):
+    assign one to choose the masks to come, e.g. to resume a run where it stopped.
+
+    Grenade's ``Dropout`` passes its input through unchanged (its forward pass is a stub);
+    this one drops. ``save`` keeps ``rate`` and ``seed``, not how far the
+    generator has run: a loaded layer draws its masks from the seed's start again (save
+    ``rng.bit_generator.state`` beside it, as train-text's checkpoints do, to continue).
     """
 
     kind = "Dropout"
@@ -41,7 +45,7 @@ class Dropout(Layer):
             raise ValueError(f"Dropout: rate must be a number in [0, 1), got {rate!r}")
         self.rate, self.seed = float(rate), seed
         self.training = True
-        self._rng = host_rng(seed)
+        self.rng = host_rng(seed)
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"rate": self.rate}
@@ -56,7 +60,7 @@ class Dropout(Layer):
     def _forward(self, xp: Any, x: Array) -> tuple[DropoutTape, Array]:
         if not self.training or self.rate == 0.0:
             return DropoutTape(zeros_like_place((1, x.shape[-1]), x) + 1.0, x.shape[0]), x
-        keep = self._rng.random(tuple(x.shape)) >= self.rate
+        keep = self.rng.random(tuple(x.shape)) >= self.rate
         scale = 1.0 / (1.0 - self.rate)
         mask = from_host((keep * scale).astype(dtype_name(x.dtype)), backend_of(x))
         return DropoutTape(mask, x.shape[0]), x * mask

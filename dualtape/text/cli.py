@@ -495,30 +495,32 @@ COMPILE_NOTICE_S = 1.0
 
 
 def _ready_cpu_loops(trainer: Any, output: Output) -> None:
-    """Compile the compiled CPU loops for the run's dtype (or load them from numba's disk
-    cache) before the first step (only Grenade's LSTM has them); past ``COMPILE_NOTICE_S``
+    """Compile the compiled CPU loops of the run's cell for its dtype (or load them from
+    numba's disk cache) before the first step; past ``COMPILE_NOTICE_S``
     a line says so, instead of a silent pause, and a second how long it took. A compile that
     fails is left to the loops' self-check at the first step, which warns once and falls back
     to the ufunc loop."""
     import threading
 
-    from ..kernels import cpu_path, numba_cell
+    from ..kernels import cpu_path, numba_cell, numba_cells
 
-    if trainer.backend.name != "numpy" or trainer.config.cell != "grenade-lstm" or (
-            cpu_path()[0] != "compiled"):
+    if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
         return
+    warm_up = numba_cell.warm_up if trainer.config.cell == "grenade-lstm" else \
+        numba_cells.warm_up
     announced = threading.Event()
 
     def announce() -> None:
         announced.set()
-        output.line(f"compiling the CPU LSTM loops for {trainer.config.dtype} (once: later runs "
+        cell = "GRU" if trainer.config.cell == "gru" else "LSTM"
+        output.line(f"compiling the CPU {cell} loops for {trainer.config.dtype} (once: later runs "
                     "load them from numba's disk cache) ...")
 
     notice = threading.Timer(COMPILE_NOTICE_S, announce)
     notice.daemon = True
     notice.start()
     try:
-        seconds = numba_cell.warm_up(trainer.config.dtype)
+        seconds = warm_up(trainer.config.dtype)
     except Exception:  # noqa: BLE001 - the self-check at the first step reports it
         return
     finally:

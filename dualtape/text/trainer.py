@@ -321,12 +321,12 @@ class TextTrainer:
     def dropout_rngs(self) -> list[np.random.Generator]:
         """The generators the Dropout layers draw their masks from, in order (setting it
         gives each layer its generator)."""
-        return [layer._rng for layer in dropout_layers(self.net)]  # noqa: SLF001
+        return [layer.rng for layer in dropout_layers(self.net)]
 
     @dropout_rngs.setter
     def dropout_rngs(self, generators: list[np.random.Generator]) -> None:
         for layer, rng in zip(dropout_layers(self.net), generators, strict=True):
-            layer._rng = rng  # noqa: SLF001 - Dropout keeps its generator, and no setter
+            layer.rng = rng
 
     def rng_states(self) -> dict[str, Any]:
         """Every generator's state, as a checkpoint's ``extra["rng"]`` holds them."""
