@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The prepared GPU check: run on the device machine from the repository root, e.g.
-#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=480)
+#   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=540)
 # It needs no network. The machine has cupy-cuda13x, numpy, pytest, pytest-benchmark, hypothesis
 # and torch; carry array-api-compat, array-api-strict and autograd as wheels in .whl/, made here:
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp -d .whl array-api-compat array-api-strict autograd
 # Every step logs under $OUT (steps.log says what ran, how long and its exit status), and a
-# failed step does not stop the rest. The step timeouts add up to 380 s. Without a GPU (a dry
+# failed step does not stop the rest. The step timeouts add up to 455 s. Without a GPU (a dry
 # run here) the GPU steps report that they need CUDA and the script still ends normally.
 set -u -o pipefail
 OUT=${OUT:-/tmp/dualtape-gpu}
@@ -48,10 +48,11 @@ python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.ve
 dualtape info'
 
 # 1. Correctness: every gpu-marked test, on the fused path (the default) and the generic path;
-#    the fused tests include o = 512 at batch 64.
-DUALTAPE_FUSED=1 step gpu-tests-fused 70 "$OUT/gpu-tests-fused.log" \
+#    the fused tests include o = 512 at batch 64, and the standard cells' cells.cu kernels
+#    against torch's committed numbers (test_cells_torch.py).
+DUALTAPE_FUSED=1 step gpu-tests-fused 100 "$OUT/gpu-tests-fused.log" \
   python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider
-DUALTAPE_FUSED=0 step gpu-tests-generic 45 "$OUT/gpu-tests-generic.log" \
+DUALTAPE_FUSED=0 step gpu-tests-generic 60 "$OUT/gpu-tests-generic.log" \
   python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider
 
 # 2. Kernel launches per time step (JSON on stdout, everything else in the log).
@@ -70,5 +71,10 @@ needs_cuda bench-fused0 "$OUT/bench-fused0.log" || DUALTAPE_FUSED=0 step bench-f
   --backends cupy --references none --dtypes float32,float64 \
   --markdown "$OUT/bench-fused0.md" --json "$OUT/bench-fused0.json"
 needs_cuda bench-cli "$OUT/bench-cli.log" || step bench-cli 30 "$OUT/bench-cli.log" \
-  dualtape bench --backends numpy,cupy --quick --references none --json "$OUT/bench-cli.json"
+  dualtape bench --backends numpy,cupy --quick --references none --workloads lstm,update,train \
+  --json "$OUT/bench-cli.json"
+# 4. The standard LSTM and the GRU (cells.cu) against torch.nn.LSTM / nn.GRU (cuDNN) on the GPU.
+needs_cuda bench-cells "$OUT/bench-cells.log" || step bench-cells 30 "$OUT/bench-cells.log" \
+  dualtape bench --backends numpy,cupy --quick --workloads cells \
+  --references torch.nn,torch.nn:cuda --markdown "$OUT/bench-cells.md" --json "$OUT/bench-cells.json"
 echo "done in $SECONDS s" >> "$STEPS"
