@@ -1,26 +1,6 @@
-// dualtape/kernels/lstm.cu compiled for the host: the CUDA qualifiers vanish and a launch is
-// emulated by calling the __global__ function once per (block, thread), so the thin wrappers'
-// index arithmetic runs too. Used by tests/test_cuda_source.py through ctypes.
-#include <math.h>
-#define __host__
-#define __device__
-#define __global__
-struct HostDim { int x; };
-static HostDim blockIdx, threadIdx, blockDim, gridDim;
-#include CU_FILE
-
-template <typename Kernel, typename... Args>
-static void launch(Kernel kernel, int grid, int block, Args... args) {
-    gridDim.x = grid;
-    blockDim.x = block;
-    for (int b = 0; b < grid; ++b) {
-        for (int t = 0; t < block; ++t) {
-            blockIdx.x = b;
-            threadIdx.x = t;
-            kernel(args...);
-        }
-    }
-}
+// dualtape/kernels/lstm.cu compiled for the host (cuda_host_launch.h), its kernels as C
+// functions for tests/test_cuda_source.py to call through ctypes.
+#include "cuda_host_launch.h"
 
 #define DT_HOST_WRAPPERS(T)                                                                   \
     extern "C" void lstm_forward_##T(int grid, int block, int batch, int n, const T* a,       \

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from dualtape.kernels import cupy_cell
 from dualtape.kernels.sequence import StepwiseCell
 
 HOST_SHIM = Path(__file__).with_name("cuda_host.cpp")
+MATH_FILE = Path(cupy_cell.__file__).with_name("cell_math.cuh")
 
 
 def find_nvrtc() -> tuple[ctypes.CDLL | None, str]:
@@ -90,11 +92,13 @@ def find_cxx() -> tuple[str | None, str]:
 
 def build_host_library(cxx: str, cu_file: Path, out_dir: Path,
                        shim: Path = HOST_SHIM) -> ctypes.CDLL:
-    """``cu_file`` compiled for the host through ``shim`` (which includes ``CU_FILE``) with
-    warnings as errors, loaded with ctypes."""
+    """``cu_file`` compiled for the host through ``shim`` (which includes it as ``CU_FILE``,
+    after the package's ``cell_math.cuh`` as ``MATH_FILE``) with warnings as errors, loaded
+    with ctypes."""
     target = out_dir / f"{cu_file.stem}_host.so"
     command = [cxx, "-std=c++11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-               f'-DCU_FILE="{cu_file}"', str(shim), "-o", str(target)]
+               f'-DMATH_FILE="{MATH_FILE}"', f'-DCU_FILE="{cu_file}"', str(shim), "-o",
+               str(target)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}\n{done.stderr}")

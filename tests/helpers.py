@@ -80,3 +80,19 @@ def other_device_array(backend, host: np.ndarray):
         with cupy.cuda.Device(other):
             return cupy.asarray(host), f"CUDA Device {other}"
     pytest.skip(f"backend {backend.name!r} has a single device")
+
+
+def libm_calls(function, dtype: str) -> set[str]:
+    """The libm exp, tanh and log calls in the LLVM IR of a numba-compiled ``function``'s
+    ``dtype`` signature (compiled afresh: code loaded from the disk cache has no IR to show).
+    A libm exp in a loop would mean a scalar, unvectorized loop."""
+    from numba import njit
+
+    fresh = njit(boundscheck=False, error_model="numpy")(function.py_func)
+    signature = next(s for s in function.signatures
+                     if str(next(a for a in s if hasattr(a, "dtype")).dtype) == dtype)
+    fresh.compile(signature)
+    ir = fresh.inspect_llvm(signature)
+    assert "define" in ir
+    return {name for name in ("@exp", "@expf", "@tanh", "@tanhf", "@log", "@logf", "llvm.exp")
+            if name in ir}

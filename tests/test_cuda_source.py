@@ -1,8 +1,9 @@
 """The CUDA kernels of ``dualtape/kernels/lstm.cu``, checked without a GPU.
 
-NVRTC compiles the source for sm_90 (H200) and sm_80, float and double, with no warning; g++
-compiles the same text for the host, and the sequence loop CuPy uses drives that build, on
-NaN-guarded buffers, against the generic array-API code.
+NVRTC compiles the source, and ``cells.cu`` (the standard cells, ``test_cuda_cells.py``), for
+sm_90 (H200) and sm_80, float and double, with no warning; g++ compiles the same text for the
+host, and the sequence loop CuPy uses drives that build, on NaN-guarded buffers, against the
+generic array-API code.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dualtape.kernels import cupy_cell
+from dualtape.kernels import cupy_cell, cupy_cells
 from dualtape.kernels import sequence as loops
 from dualtape.layers.lstm import (
     generic_backward_sequence,
@@ -69,12 +70,13 @@ def host_library(cxx, tmp_path_factory):
     return build_host_library(cxx, SOURCE, tmp_path_factory.mktemp("lstm_host"))
 
 
+@pytest.mark.parametrize("module", [cupy_cell, cupy_cells], ids=["lstm.cu", "cells.cu"])
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-def test_nvrtc_compiles_every_instance_without_warnings(nvrtc, arch):
-    names = cupy_cell.name_expressions()
-    assert sorted(names) == sorted(f"{k}<{t}>" for k in cupy_cell.KERNELS
+def test_nvrtc_compiles_every_instance_without_warnings(nvrtc, arch, module):
+    names = module.name_expressions()
+    assert sorted(names) == sorted(f"{k}<{t}>" for k in module.KERNELS
                                    for t in ("float", "double"))
-    result, log, lowered = nvrtc_compile(nvrtc, cupy_cell.source(), arch, names)
+    result, log, lowered = nvrtc_compile(nvrtc, module.source(), arch, names)
     assert result == 0, log
     assert log == "", f"NVRTC printed:\n{log}"
     assert set(lowered) == set(names)

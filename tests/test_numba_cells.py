@@ -15,15 +15,21 @@ from dualtape.layers.standard_lstm import (
     generic_forward_sequence,
 )
 
+from .helpers import libm_calls
+
 WHY_NOT = numba_cell.unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no compiled loops: {WHY_NOT}")
 TOLERANCE = {"float32": {"rtol": 2e-5, "atol": 2e-6}, "float64": {"rtol": 1e-12, "atol": 1e-13}}
 
 
-def problem(batch: int, n: int, steps: int, dtype: str) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(batch * 100 + n + steps)
-    shapes = {"W_hh": (4 * n, n), "projected": (steps, batch, 4 * n), "h": (batch, n),
-              "c": (batch, n), "dhs": (steps, batch, n), "dh": (batch, n), "dc": (batch, n)}
+def problem(batch: int, n: int, steps: int, dtype: str, gates: int = 4
+            ) -> dict[str, np.ndarray]:
+    """Random inputs of a cell's loops (``gates`` 4: the LSTM's, 3: the GRU's), the weights
+    scaled by 1/√n as torch draws them and the projections spread over ±2."""
+    rng = np.random.default_rng(batch * 100 + n + steps + gates)
+    shapes = {"W_hh": (gates * n, n), "b_hh": (gates * n,),
+              "projected": (steps, batch, gates * n), "h": (batch, n), "c": (batch, n),
+              "dhs": (steps, batch, n), "dh": (batch, n), "dc": (batch, n)}
     scale = {"W_hh": 1 / np.sqrt(n), "projected": 2.0}
     return {k: (rng.uniform(-1, 1, s) * scale.get(k, 1.0)).astype(dtype)
             for k, s in shapes.items()}
@@ -50,21 +56,12 @@ def test_the_compiled_loops_equal_the_generic_loops(batch, n, steps, dtype):
             np.testing.assert_allclose(f_dh, g_dh, **TOLERANCE[dtype])
 
 
-def gru_problem(batch: int, n: int, steps: int, dtype: str) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(batch * 100 + n + steps + 1)
-    shapes = {"W_hh": (3 * n, n), "b_hh": (3 * n,), "projected": (steps, batch, 3 * n),
-              "h": (batch, n), "dhs": (steps, batch, n), "dh": (batch, n)}
-    scale = {"W_hh": 1 / np.sqrt(n), "projected": 2.0}
-    return {k: (rng.uniform(-1, 1, s) * scale.get(k, 1.0)).astype(dtype)
-            for k, s in shapes.items()}
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("steps", [1, 3, 50])
 @pytest.mark.parametrize("n", [1, 5, 80])
 @pytest.mark.parametrize("batch", [1, 3, 64])
 def test_the_compiled_gru_loops_equal_the_generic_loops(batch, n, steps, dtype):
-    a = gru_problem(batch, n, steps, dtype)
+    a = problem(batch, n, steps, dtype, gates=3)
     generic = gru.generic_forward_sequence(np, a["W_hh"], a["b_hh"], a["projected"], a["h"])
     fast = numba_cells.gru_forward(a["W_hh"], a["b_hh"], a["projected"].copy(), a["h"])
     for name, x, y in zip(("hs", "gates", "hn"), fast, generic, strict=True):
@@ -166,24 +163,8 @@ def test_strided_inputs_are_copied_into_the_loops_order():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_compiled_code_calls_no_libm_exp_or_tanh(dtype):
     """σ and tanh come from the vectorizable ``fast_exp``, and backward reads the tape."""
-    from numba import njit
-
     from dualtape.kernels import _numba_cells
 
-    a, g = problem(1, 2, 1, dtype), gru_problem(1, 2, 1, dtype)
-    numba_cells.standard_lstm_forward(a["W_hh"], a["projected"], a["h"], a["c"])
-    numba_cells.standard_lstm_backward(a["W_hh"], a["projected"], a["h"][None], a["h"][None],
-                                       a["dhs"], a["dh"], a["dc"], True)
-    hs, gates, hn = numba_cells.gru_forward(g["W_hh"], g["b_hh"], g["projected"], g["h"])
-    numba_cells.gru_backward(g["W_hh"], gates, hn, hs, g["dhs"], g["dh"], True)
+    numba_cells.warm_up(dtype)
     for name in numba_cells.COMPILED:
-        function = getattr(_numba_cells, name)
-        fresh = njit(boundscheck=False, error_model="numpy")(function.py_func)
-        signature = next(s for s in function.signatures
-                         if str(next(x for x in s if hasattr(x, "dtype")).dtype) == dtype)
-        fresh.compile(signature)
-        ir = fresh.inspect_llvm(signature)
-        assert "define" in ir
-        calls = {c for c in ("@exp", "@expf", "@tanh", "@tanhf", "@log", "llvm.exp") if c in ir}
-        assert not calls, f"{name} calls {calls}"
-
+        assert not libm_calls(getattr(_numba_cells, name), dtype), name

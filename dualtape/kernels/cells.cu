@@ -5,16 +5,8 @@
 // compiles for the host (tests/cuda_host_cells.cpp) and is checked there against the generic
 // array-API code; the __global__ wrappers map threads to the batch x n elements in a
 // grid-stride loop. T is float or double (CuPy's RawModule name_expressions). Rows hold gate
-// blocks of n: [i, f, g, o] for the LSTM, [r, z, n] for the GRU.
-
-template <typename T> __host__ __device__ inline T cell_tanh(T x);
-template <> __host__ __device__ inline float cell_tanh<float>(float x) { return tanhf(x); }
-template <> __host__ __device__ inline double cell_tanh<double>(double x) { return tanh(x); }
-
-// σ in its tanh form, which does not overflow.
-template <typename T> __host__ __device__ inline T cell_sigmoid(T x) {
-    return cell_tanh<T>(x * (T)0.5) * (T)0.5 + (T)0.5;
-}
+// blocks of n: [i, f, g, o] for the LSTM, [r, z, n] for the GRU. dt_tanh and dt_sigmoid come
+// from cell_math.cuh.
 
 // LSTM forward, element (b, j): the gate row holds the input projection (both biases in) and
 // r the recurrent product h W_hhᵀ (rows of 4n); their sums become i, f, g, o in place in the
@@ -24,15 +16,15 @@ template <typename T> __host__ __device__ inline void standard_lstm_forward_elem
     T* row = gates + b * 4 * n;
     const T* rec = r + b * 4 * n;
     const int cell = b * n + j;
-    const T i = cell_sigmoid<T>(row[j] + rec[j]), f = cell_sigmoid<T>(row[n + j] + rec[n + j]);
-    const T g = cell_tanh<T>(row[2 * n + j] + rec[2 * n + j]);
-    const T o = cell_sigmoid<T>(row[3 * n + j] + rec[3 * n + j]);
+    const T i = dt_sigmoid<T>(row[j] + rec[j]), f = dt_sigmoid<T>(row[n + j] + rec[n + j]);
+    const T g = dt_tanh<T>(row[2 * n + j] + rec[2 * n + j]);
+    const T o = dt_sigmoid<T>(row[3 * n + j] + rec[3 * n + j]);
     row[j] = i;
     row[n + j] = f;
     row[2 * n + j] = g;
     row[3 * n + j] = o;
     c_next[cell] = f * c[cell] + i * g;
-    tanh_c[cell] = cell_tanh<T>(c_next[cell]);
+    tanh_c[cell] = dt_tanh<T>(c_next[cell]);
     h_next[cell] = o * tanh_c[cell];
 }
 
@@ -62,10 +54,10 @@ template <typename T> __host__ __device__ inline void gru_forward_element(
     int b, int j, int n, const T* a, const T* r, const T* bias, const T* h, T* gates, T* hn,
     T* h_next) {
     const int row = b * 3 * n, cell = b * n + j;
-    const T reset = cell_sigmoid<T>(a[row + j] + (r[row + j] + bias[j]));
-    const T update = cell_sigmoid<T>(a[row + n + j] + (r[row + n + j] + bias[n + j]));
+    const T reset = dt_sigmoid<T>(a[row + j] + (r[row + j] + bias[j]));
+    const T update = dt_sigmoid<T>(a[row + n + j] + (r[row + n + j] + bias[n + j]));
     const T recurrent = r[row + 2 * n + j] + bias[2 * n + j];
-    const T candidate = cell_tanh<T>(a[row + 2 * n + j] + reset * recurrent);
+    const T candidate = dt_tanh<T>(a[row + 2 * n + j] + reset * recurrent);
     gates[row + j] = reset;
     gates[row + n + j] = update;
     gates[row + 2 * n + j] = candidate;

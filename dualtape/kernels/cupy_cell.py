@@ -25,9 +25,16 @@ KERNELS = ("lstm_forward", "lstm_backward")
 _DTYPES = {"float32": "float", "float64": "double"}
 
 
+def cuda_source(name: str) -> str:
+    """What NVRTC compiles for the kernels of ``name`` (a ``.cu`` file of this package):
+    ``cell_math.cuh``, the functions all cells share, then the file."""
+    files = importlib.resources.files(__package__)
+    return "".join(files.joinpath(f).read_text("utf-8") for f in ("cell_math.cuh", name))
+
+
 def source() -> str:
     """The CUDA source of the LSTM kernels."""
-    return importlib.resources.files(__package__).joinpath("lstm.cu").read_text("utf-8")
+    return cuda_source("lstm.cu")
 
 
 def name_expressions() -> list[str]:

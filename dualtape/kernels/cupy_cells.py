@@ -11,13 +11,12 @@ them on first use per device and dtype (``kernels.cell_loops``).
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from .cupy_cell import _DTYPES, launch_shape
+from .cupy_cell import _DTYPES, cuda_source, launch_shape
 
 Array = Any
 KERNELS = ("standard_lstm_forward", "standard_lstm_backward", "gru_forward", "gru_backward")
@@ -25,7 +24,7 @@ KERNELS = ("standard_lstm_forward", "standard_lstm_backward", "gru_forward", "gr
 
 def source() -> str:
     """The CUDA source of the two cells' kernels."""
-    return importlib.resources.files(__package__).joinpath("cells.cu").read_text("utf-8")
+    return cuda_source("cells.cu")
 
 
 def name_expressions() -> list[str]:

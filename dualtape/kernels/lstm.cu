@@ -7,16 +7,7 @@
 // The per-element maths are __host__ __device__ functions, so the same text compiles for the
 // host (tests/cuda_host.cpp) and is checked there against the generic array-API code. The
 // __global__ wrappers only map threads to elements. T is float or double (instantiated through
-// CuPy's RawModule name_expressions).
-
-template <typename T> __host__ __device__ inline T dt_tanh(T x);
-template <> __host__ __device__ inline float dt_tanh<float>(float x) { return tanhf(x); }
-template <> __host__ __device__ inline double dt_tanh<double>(double x) { return tanh(x); }
-
-// σ in its tanh form, which does not overflow.
-template <typename T> __host__ __device__ inline T dt_sigmoid(T x) {
-    return dt_tanh<T>(x * (T)0.5) * (T)0.5 + (T)0.5;
-}
+// CuPy's RawModule name_expressions). dt_tanh and dt_sigmoid come from cell_math.cuh.
 
 // Forward, element (b, j): f and i from the input projection a (rows of 4n) and the recurrent
 // product r (rows of 2n), written into the gate row; then c' = f*c + i*ĉ, with ĉ already in it.

@@ -1,0 +1,25 @@
+// A CUDA source compiled for the host (the shims cuda_host.cpp and cuda_host_cells.cpp include
+// this): the CUDA qualifiers vanish, cell_math.cuh (MATH_FILE) and the kernels (CU_FILE) are
+// included, and a launch is emulated by calling the __global__ function once per (block,
+// thread), so the thin wrappers' index arithmetic runs too.
+#include <math.h>
+#define __host__
+#define __device__
+#define __global__
+struct HostDim { int x; };
+static HostDim blockIdx, threadIdx, blockDim, gridDim;
+#include MATH_FILE
+#include CU_FILE
+
+template <typename Kernel, typename... Args>
+static void launch(Kernel kernel, int grid, int block, Args... args) {
+    gridDim.x = grid;
+    blockDim.x = block;
+    for (int b = 0; b < grid; ++b) {
+        for (int t = 0; t < block; ++t) {
+            blockIdx.x = b;
+            threadIdx.x = t;
+            kernel(args...);
+        }
+    }
+}
