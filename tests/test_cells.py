@@ -12,6 +12,7 @@ from dualtape import GRU, BasicRecurrent, Dropout, FullyConnected, StandardLSTM,
 from dualtape.backend import backend_of
 
 from .conftest import counting_transcendentals, np64
+from .helpers import other_backend_array
 
 F64 = "float64"
 CELLS = [StandardLSTM, GRU, BasicRecurrent]
@@ -218,6 +219,9 @@ def test_a_state_of_the_wrong_width_names_the_layers_state_size(backend):
                                dualtape.asarray(np.zeros((4, 2, 2), np.float32)))
     with pytest.raises(ValueError, match="h and c must both have shape"):
         layer.join_state(dualtape.asarray(np.zeros((2, 3))), dualtape.asarray(np.zeros((2, 4))))
+    c, other = other_backend_array(backend, np.zeros((2, 3)))
+    with pytest.raises(TypeError, match=other):
+        layer.join_state(dualtape.asarray(np.zeros((2, 3))), c)
 
 
 def test_a_mixed_stack_saves_loads_and_trains(backend, tmp_path):

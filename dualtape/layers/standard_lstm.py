@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from ..backend import namespace_of
+from ..backend import check_same_place, namespace_of
 from ..kernels import cell_loops
 from .base import Array, project_sequence
 from .gated import GatedRecurrent, disagreement
@@ -167,6 +167,7 @@ class StandardLSTM(GatedRecurrent):
         """The state ``[h | c]`` from an output ``h`` and a cell ``c`` (each (batch, n_out)
         or (n_out,)), as torch's ``(h_0, c_0)`` of one layer gives them."""
         xp = namespace_of(h)
+        check_same_place(c, h, "c", f"{self!r}.join_state")
         if tuple(h.shape) != tuple(c.shape) or h.shape[-1] != self.n_out:
             raise ValueError(f"{self!r}: h and c must both have shape (batch, {self.n_out}) or "
                              f"({self.n_out},), got {tuple(h.shape)} and {tuple(c.shape)}")
