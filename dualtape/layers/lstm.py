@@ -142,7 +142,8 @@ def fused_disagreement(path: SequencePath, like: Array) -> str | None:
 
 
 class LSTM(RecurrentLayer):
-    """Grenade's LSTM from ``n_in`` inputs to ``n_out`` outputs (and as many cells).
+    """Grenade's LSTM from ``n_in`` inputs to ``n_out`` outputs (and as many cells); for the
+    textbook cell (``torch.nn.LSTM``'s: gates on ``h``, ``h = o·tanh(c')``) see ``StandardLSTM``.
 
     The state is the cell ``c`` alone; per step, for input ``x``::
 
