@@ -29,6 +29,7 @@ from .network import Network, train
 from .optim import SGD, Adam
 from .recurrent import RecurrentNetwork, train_recurrent
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
+from .training import clip_gradients
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,7 @@ __all__ = [
     "Tanh",
     "asarray",
     "available_backends",
+    "clip_gradients",
     "from_torch",
     "get_backend",
     "keep_freed_memory",

@@ -42,7 +42,6 @@ from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
     TrainConfig,
-    clip_gradients,
     load_checkpoint,
     run_training,
 )
@@ -200,29 +199,6 @@ def test_the_loss_is_read_back_as_a_mean_and_nan_is_caught():
     trainer.step()
     with pytest.raises(FloatingPointError, match="diverged"):
         trainer.read_loss()
-
-
-def global_norm(groups) -> float:
-    return math.sqrt(sum(float(np.sum(np.asarray(dualtape.to_numpy(g), dtype=np.float64) ** 2))
-                         for group in groups for g in group.values()))
-
-
-@pytest.mark.parametrize("scale, clipped", [(4.0, True), (0.5, False)],
-                         ids=["above-clip", "below-clip"])
-def test_clip_gradients_scales_the_global_norm_down_to_clip(backend, scale, clipped):
-    # Several groups of several arrays: the norm is taken over all of them together.
-    rng = np.random.default_rng(0)
-    host = [{"W": rng.normal(size=(3, 4)), "b": rng.normal(size=4)}, {"U": rng.normal(size=5)}]
-    norm = global_norm(host)
-    host = [{k: g * (scale / norm) for k, g in group.items()} for group in host]  # norm: scale
-    grads = [{k: dualtape.asarray(g) for k, g in group.items()} for group in host]
-    out = clip_gradients(backend.xp, grads, 1.0)
-    assert global_norm(out) == pytest.approx(1.0 if clipped else scale, rel=1e-12)
-    factor = 1.0 / scale if clipped else 1.0
-    for got, want in zip(out, host, strict=True):
-        for key in want:
-            np.testing.assert_allclose(dualtape.to_numpy(got[key]), want[key] * factor,
-                                       rtol=1e-12)
 
 
 def cross_entropy_per_char(net, window: np.ndarray, vocab_size: int) -> float:

@@ -15,7 +15,8 @@ builds one-hot inputs and next-character targets there, and runs the network's
 and is read back only by ``read_loss`` (every ``--log-every`` steps), where NaN is caught.
 Targets are one-hot rather than integer labels because the label check in ``losses._one_hot``
 reads a value back from the device every step. The global gradient norm is clipped to
-``clip`` on the device (the first steps' norm is ~11; without clipping SGD diverged).
+``clip`` on the device (``dualtape.clip_gradients``; the first steps' norm is ~11; without
+clipping SGD diverged).
 
 Random state: parameters come from ``seed``; the window and sample generators are
 ``default_rng([seed, 1])`` and ``default_rng([seed, 2])``; each Dropout layer (``--dropout``)
@@ -61,6 +62,7 @@ from ..losses import softmax_cross_entropy
 from ..network import mean_over_processes
 from ..optim import SGD, Adam, Optimizer
 from ..recurrent import RecurrentNetwork, gradient_buffers
+from ..training import clip_gradients
 from .model import (
     CELL_NAMES,
     TextError,
@@ -245,21 +247,6 @@ def check_memory(config: TrainConfig, vocab_size: int, backend: Backend) -> None
         )
 
 
-def clip_gradients(xp: Any, grads: list[dict[str, Array]], clip: float) -> list[dict]:
-    """``grads`` scaled by ``min(1, clip / global norm)``, computed on the device."""
-    total = None
-    for group in grads:
-        for g in group.values():
-            s = xp.sum(g * g)
-            total = s if total is None else total + s
-    if total is None:
-        return grads
-    norm = xp.sqrt(total)
-    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is "no clipping" in float32 too
-    factor = clip / xp.maximum(norm, xp.full_like(norm, clip))
-    return [{k: g * factor for k, g in group.items()} for group in grads]
-
-
 def check_length(ids: np.ndarray, seq_len: int) -> np.ndarray:
     """``ids`` if they hold at least one window of ``seq_len + 1``; else ``TextError``."""
     if len(ids) < seq_len + 1:
@@ -377,7 +364,7 @@ class TextTrainer:
                                                   grads_out=gradient_buffers(core),
                                                   need_dstates=False)
             if cfg.clip > 0:
-                grads = clip_gradients(xp, grads, cfg.clip)
+                grads, _ = clip_gradients(grads, cfg.clip)
             self.optimizer.step(core.params, grads)
             value = value * scale
             self._loss_sum = value if self._loss_sum is None else self._loss_sum + value

@@ -29,13 +29,6 @@ def cli(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
 
 MUTANTS = [
     # --- clipping and the step -----------------------------------------------------------------
-    trainer("norm = xp.sqrt(total)", "norm = total",
-            "clip_gradients uses the squared norm instead of the norm", UNIT),
-    trainer("factor = clip / xp.maximum(norm, xp.full_like(norm, clip))",
-            "factor = clip / xp.minimum(norm, xp.full_like(norm, clip))",
-            "clip_gradients scales small gradients up (minimum for maximum)", UNIT),
-    trainer("total = s if total is None else total + s", "total = s",
-            "clip_gradients measures only the last array", UNIT),
     trainer("if cfg.clip > 0:", "if cfg.clip >= 0:", "--clip 0 (off) clips to zero", UNIT),
     trainer("dys * scale, None, need_dxs", "dys, None, need_dxs",
             "the gradient is not divided by seq_len (only the loss is)", UNIT),
@@ -203,9 +196,6 @@ MUTANTS = [
     Mutant(MODEL, "            raw = _read_at_most(f, limit + 1)",
            "            raw = f.read(limit + 1)",
            "a huge --max-corpus-mb allocates its whole size for the read", SAFETY),
-    trainer("    clip = min(clip, float(xp.finfo(norm.dtype).max))  # 1e300 is \"no clipping\" "
-            "in float32 too\n", "", "a --clip beyond float32's range makes the gradients NaN",
-            TEXT),
     Mutant(MODEL, "not isinstance(data.get(\"annotate_capitals\", False), bool)):",
            "False):", "a vocabulary's annotate_capitals 0 reads as false", SAFETY),
     # --- distributed train-text ---------------------------------------------------------------
