@@ -18,6 +18,9 @@ from .losses import check_loss_for, loss_function, mask_weights
 from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
 from .optim import Optimizer, StateGroup
 
+PREDICT_CHUNK = 512
+"""The time steps ``predict_sequence`` runs at a time by default."""
+
 
 class RecurrentNetworkTape(NamedTuple):
     """One tape per layer: a sequence tape for recurrent layers, a ``(T·batch)``-row tape for
@@ -108,6 +111,38 @@ class RecurrentNetwork(Chain):
         states, _ = self._check_states(state, x.shape[0])
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])
         return [restore(s, single) for s in states], restore(ys[0, ...], single)
+
+    def predict_sequence(
+        self, state: Any, xs: Any, *, outputs: str = "all", chunk: int = PREDICT_CHUNK
+    ) -> tuple[list[Array], Array]:
+        """``(state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)`` without a tape,
+        for inference over long sequences: the steps run ``chunk`` at a time and each chunk's
+        tape is dropped before the next, so the memory besides the outputs does not grow with
+        T. ``outputs="all"`` returns every step's output (as ``forward_sequence``, to float
+        rounding: each chunk projects its own inputs), ``"last"`` only the last step's,
+        ``(batch, n_out)`` or ``(n_out,)``: then the memory is constant in T. ``state`` as in
+        ``forward_sequence``; ``Dropout`` follows ``set_training`` as everywhere (switch it
+        off for inference)."""
+        if outputs not in ("all", "last"):
+            raise ValueError(f"RecurrentNetwork: outputs must be 'all' or 'last', got "
+                             f"{outputs!r}")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"RecurrentNetwork: chunk must be a positive integer, got {chunk!r}")
+        xp, xs, single = self._prepare_sequence(xs)
+        states, _ = self._check_states(state, xs.shape[1])
+        pieces = []  # every chunk's outputs, or only the last chunk's
+        steps = xs.shape[0]
+        for start in range(0, steps, chunk):
+            stop = min(start + chunk, steps)  # the array API leaves stops past the end open
+            _, states, ys = self._forward_sequence(xp, states, xs[start:stop, ...])
+            if outputs == "last":
+                pieces.clear()  # what an earlier chunk's output holds goes with it
+            pieces.append(ys)
+        ys = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=0)
+        if outputs == "last":
+            ys = ys[-1, ...]
+        return ([read_only(restore(s, single)) for s in states],
+                read_only(restore(ys, single)))
 
     def _prepare_sequence(self, xs: Any, copy: bool = False) -> tuple[Any, Array, bool]:
         xp, xs, single = self._prepare(

@@ -408,9 +408,9 @@ def generate(
     start = vocab.index.get("\n", vocab.index.get(" ", 0))
     primed = vocab.encode(prime) if prime else np.asarray([start])
     with evaluating(net):
-        _, state, ys = net.forward_sequence(net.initial_state(),
-                                            from_host(eye[primed], backend))
-    probs = to_numpy(ys[-1, ...])
+        state, last = net.predict_sequence(net.initial_state(), from_host(eye[primed], backend),
+                                           outputs="last")
+    probs = to_numpy(last)
     marker = vocab.index.get(CAPITAL) if vocab.annotate_capitals else None
     held: list[int] = []
     for n in range(chars):

@@ -6,6 +6,7 @@ NET, REC = "dualtape/network.py", "dualtape/recurrent.py"
 FF = ("tests/test_network.py", "tests/test_losses.py")
 RNN = ("tests/test_recurrent.py", "tests/test_gradient_buffers.py", "tests/test_aliasing.py")
 STALE = ("tests/test_stale_tapes.py",)
+PREDICT = ("tests/test_predict_sequence.py",)
 MUTANTS = [
     Mutant(NET, "    if x.shape[0] == 0:\n        raise ValueError(\"train: the batch is empty",
            "    if False:\n        raise ValueError(\"train: the batch is empty",
@@ -50,4 +51,13 @@ MUTANTS = [
     Mutant(REC, "    if learn_initial_state and not isinstance(state, list):",
            "    if learn_initial_state and state is None:",
            "a tuple of states accepted for learning in place", RNN),
+    # predict_sequence
+    Mutant(REC, "                pieces.clear()  # what an earlier chunk's output holds goes "
+                "with it\n", "",
+           "predict_sequence keeps every chunk's outputs for the last one", PREDICT),
+    Mutant(REC, "            stop = min(start + chunk, steps)", "            stop = start + chunk",
+           "predict_sequence slices past the end (the array API leaves that open)", PREDICT),
+    Mutant(REC, "        for start in range(0, steps, chunk):",
+           "        for start in range(0, steps - 1, chunk):",
+           "predict_sequence drops the last step at chunk 1", PREDICT),
 ]
