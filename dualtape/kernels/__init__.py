@@ -61,9 +61,9 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
 def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
     """The fast time loops of ``cell`` (``"standard_lstm"`` or ``"gru"``) for arrays of
     ``like``'s kind, dtype and device, or None for the generic code: on numpy the compiled
-    loops (``numba_cells``), on CuPy the ``cells.cu`` kernels
-    (``cupy_cells``). ``self_check(loops)`` says how they disagree with the generic loops, or
-    returns None; it runs once per dtype (and CUDA device) before they are first used."""
+    loops (``numba_cells``), on CuPy the ``cells.cu`` kernels (``cupy_cells``).
+    ``self_check(loops)`` says how they disagree with the generic loops, or returns None; it
+    runs once per dtype (and CUDA device) before they are first used."""
     if _generic_only():
         return None
     if type(like) is np.ndarray:
