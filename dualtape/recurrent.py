@@ -13,6 +13,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .backend import backend_of, device_context, out_module
+from .checkpointing import (
+    CheckpointedTape,
+    checkpointed_backward,
+    checkpointed_forward,
+    segment_length,
+)
 from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
 from .losses import check_loss_for, loss_function, mask_weights
 from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
@@ -63,14 +69,28 @@ class RecurrentNetwork(Chain):
         checked = [layer._check_state(s, batch, copy) for layer, s in pairs]
         return [s for s, _ in checked], any(single for _, single in checked)
 
-    def forward_sequence(self, state: Any, xs: Any) -> tuple[RecurrentNetworkTape, list, Array]:
+    def forward_sequence(
+        self, state: Any, xs: Any, *, tape: str | int = "full"
+    ) -> tuple[RecurrentNetworkTape | CheckpointedTape, list, Array]:
         """``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``, from
         ``state``: a list like ``initial_state``'s, one per recurrent layer, or None for zeros
-        (as is an entry None)."""
-        xp, xs, single = self._prepare_sequence(xs, copy=self.layers[0].keeps_input)
+        (as is an entry None).
+
+        ``tape`` is the tape policy: ``"full"`` keeps every layer's tape of every step;
+        ``"sqrt"`` or an integer k keeps a ``CheckpointedTape`` (the states every ⌈√T⌉ or k
+        steps, and the inputs), from which ``backward_sequence`` recomputes one segment at a
+        time: about one more forward pass, for memory that grows with T/k + k instead of T.
+        The gradients equal the full tape's to float rounding (each segment's weight gradients
+        are their own products, summed)."""
+        every = segment_length(tape, _steps(xs))
+        xp, xs, single = self._prepare_sequence(
+            xs, copy=self.layers[0].keeps_input or every is not None)
         states, _ = self._check_states(state, xs.shape[1], copy=True)
-        tape, states, ys = self._forward_sequence(xp, states, xs)
-        return tape, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
+        if every is None:
+            kept, states, ys = self._forward_sequence(xp, states, xs)
+        else:
+            kept, states, ys = checkpointed_forward(self, xp, states, xs, every)
+        return kept, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
     def backward_sequence(
         self, tape: RecurrentNetworkTape, dstate_T: Any, dys: Any
@@ -82,7 +102,7 @@ class RecurrentNetwork(Chain):
         ``(T, n_out)``. The order is the recurrent layers' ``backward_sequence(tape, dstate_T,
         dys)``; an array as ``dstate_T`` (the other order) raises ``ValueError``.
         """
-        if not isinstance(tape, RecurrentNetworkTape):
+        if not isinstance(tape, RecurrentNetworkTape | CheckpointedTape):
             raise ValueError(
                 f"RecurrentNetwork: expected the tape forward_sequence returned, got a "
                 f"{type(tape).__name__}"
@@ -94,14 +114,21 @@ class RecurrentNetwork(Chain):
                 f"a {type(dstate_T).__name__} of shape {tuple(np.shape(dstate_T))} as dstate_T: "
                 "dys in its place?"
             )
-        self._check_tapes(tape.tapes)
-        width = self.n_out if self.n_out is not None else tape.tapes[0][0].shape[-1]
+        if isinstance(tape, RecurrentNetworkTape):
+            self._check_tapes(tape.tapes)
+            reference = tape.tapes[0][0]
+        else:
+            reference = tape.xs
+        width = self.n_out if self.n_out is not None else reference.shape[-1]
         shape = (tape.steps, tape.batch, width)
-        xp, dys, single = prepare_like(dys, shape, tape.tapes[0][0], "RecurrentNetwork", "dys")
+        xp, dys, single = prepare_like(dys, shape, reference, "RecurrentNetwork", "dys")
         dstates = None
         if dstate_T is not None:
             dstates, _ = self._check_states(dstate_T, tape.batch)
-        grads, dstates, dxs = self._backward_sequence(xp, tape, dys, dstates)
+        if isinstance(tape, RecurrentNetworkTape):
+            grads, dstates, dxs = self._backward_sequence(xp, tape, dys, dstates)
+        else:
+            grads, dstates, dxs = checkpointed_backward(self, xp, tape, dys, dstates)
         return grads, [restore(d, single) for d in dstates], restore(dxs, single)
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
@@ -199,6 +226,15 @@ class RecurrentNetwork(Chain):
         return grads, dstate_0, dh
 
 
+def _steps(xs: Any) -> int:
+    """The time steps of a sequence given in any form (its first axis; 1 when it has none,
+    for the checks that follow to refuse)."""
+    shape = getattr(xs, "shape", None)
+    if shape is None:
+        shape = np.shape(xs)
+    return int(shape[0]) if len(shape) else 1
+
+
 _GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -241,6 +277,7 @@ def train_recurrent(
     mask: Any = None,
     loss: str = "squared_error",
     learn_initial_state: bool = False,
+    tape: str | int = "full",
 ) -> tuple[float, list[Array]]:
     """One training call over a sequence: forward, loss, backprop through time, one update.
 
@@ -260,6 +297,10 @@ def train_recurrent(
     The loss is summed over the time steps that have a target and averaged over the batch, so
     at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
     are summed into one update; with momentum and L2 at 0 that equals Grenade's per-step fold.
+    ``tape`` is the tape policy (``"full"``, ``"sqrt"`` or a number of steps k, as in
+    ``RecurrentNetwork.forward_sequence``): ``"sqrt"`` keeps the states every ⌈√T⌉ steps and
+    recomputes one segment at a time in backward, for long sequences that a full tape would
+    not fit in memory.
     With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
     as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``,
     the loss a float, ``state_T`` in the form of ``xs``; a NaN or infinite input, or a
@@ -283,7 +324,11 @@ def train_recurrent(
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
     states, _ = rnet._check_states(state, batch)
-    tape, states_last, ys = rnet._forward_sequence(xp, states, xs)
+    every = segment_length(tape, steps)
+    if every is None:
+        kept, states_last, ys = rnet._forward_sequence(xp, states, xs)
+    else:
+        kept, states_last, ys = checkpointed_forward(rnet, xp, states, xs, every)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)
     try:
@@ -294,9 +339,14 @@ def train_recurrent(
             {"the initial state": states, "the network's parameters": list(all_params(rnet))},
         )
         raise
-    grads, dstates, _ = rnet._backward_sequence(xp, tape, dys, None, need_dxs=False,
-                                                grads_out=gradient_buffers(rnet),
-                                                need_dstates=learn_initial_state)
+    if every is None:
+        grads, dstates, _ = rnet._backward_sequence(xp, kept, dys, None, need_dxs=False,
+                                                    grads_out=gradient_buffers(rnet),
+                                                    need_dstates=learn_initial_state)
+    else:
+        grads, dstates, _ = checkpointed_backward(rnet, xp, kept, dys, None, need_dxs=False,
+                                                  need_dstates=learn_initial_state,
+                                                  scratch=gradient_buffers(rnet))
     if learn_initial_state:
         learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
         gradients = {str(k): d for k, d in enumerate(dstates)}

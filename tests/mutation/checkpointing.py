@@ -1,0 +1,27 @@
+"""Mutants of ``dualtape/checkpointing.py`` (checkpointed tapes)."""
+
+from run_mutants import Mutant
+
+CK = "dualtape/checkpointing.py"
+TESTS = ("tests/test_checkpointing.py",)
+MUTANTS = [
+    Mutant(CK, "                layer.rng.bit_generator.state = state\n            segment",
+           "                pass\n            segment",
+           "the recomputed segments draw new Dropout masks", TESTS),
+    Mutant(CK, "            layer.rng.bit_generator.state = state\n    whole", "            pass\n"
+           "    whole", "the Dropout generators left where the recomputation left them", TESTS),
+    Mutant(CK, "{name: g + mine[name] for name, g in group.items()}",
+           "{name: mine[name] for name, g in group.items()}",
+           "only the first segment's weight gradients kept", TESTS),
+    Mutant(CK, "            dxs.insert(0, dx)", "            dxs.append(dx)",
+           "the input gradients' segments in reverse order", TESTS),
+    Mutant(CK, "        layer._check_version(_Version(version))\n", "        pass\n",
+           "a checkpointed tape used after the parameters changed", TESTS),
+    Mutant(CK, "        starts.append([xp.asarray(s, copy=True) for s in states])",
+           "        starts.append(list(states))",
+           "the checkpoints keep views that pin each segment's tape", TESTS),
+    Mutant(CK, "        return max(1, math.isqrt(steps - 1) + 1) if steps > 1 else 1",
+           "        return steps", "'sqrt' keeps the whole tape", TESTS),
+    Mutant(CK, "need_dstates or k > 0)", "need_dstates)",
+           "the state gradient stops at the last segment's start in training", TESTS),
+]
