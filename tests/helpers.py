@@ -96,3 +96,16 @@ def libm_calls(function, dtype: str) -> set[str]:
     assert "define" in ir
     return {name for name in ("@exp", "@expf", "@tanh", "@tanhf", "@log", "@logf", "llvm.exp")
             if name in ir}
+
+
+def peak_bytes(call) -> int:
+    """The peak of the memory Python's allocator (numpy's arrays included) handed out while
+    ``call()`` ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -4,8 +4,6 @@ of it."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ import dualtape
 from dualtape import GRU, LSTM, FullyConnected, RecurrentNetwork, StandardLSTM, Tanh
 
 from .conftest import np64
+from .helpers import peak_bytes
 
 F64 = "float64"
 CLOSE = {"rtol": 1e-12, "atol": 1e-13}  # each chunk projects its own inputs: rounding only
@@ -52,15 +51,6 @@ def test_a_single_sequence_keeps_its_form_and_the_outputs_are_read_only():
     assert last.shape == (2,)
     with pytest.raises(ValueError, match="read-only"):
         ys[0, 0] = 1.0
-
-
-def peak_bytes(call) -> int:
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_memory_does_not_grow_with_the_sequence_for_the_last_output():
