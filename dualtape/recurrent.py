@@ -82,9 +82,9 @@ class RecurrentNetwork(Chain):
         time: about one more forward pass, for memory that grows with T/k + k instead of T.
         The gradients equal the full tape's to float rounding (each segment's weight gradients
         are their own products, summed)."""
-        every = segment_length(tape, _steps(xs))
-        xp, xs, single = self._prepare_sequence(
-            xs, copy=self.layers[0].keeps_input or every is not None)
+        xp, xs, single = self._prepare_sequence(  # a checkpointed tape keeps the inputs
+            xs, copy=self.layers[0].keeps_input or tape != "full")
+        every = segment_length(tape, xs.shape[0])
         states, _ = self._check_states(state, xs.shape[1], copy=True)
         if every is None:
             kept, states, ys = self._forward_sequence(xp, states, xs)
@@ -224,15 +224,6 @@ class RecurrentNetwork(Chain):
                 )
                 dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
         return grads, dstate_0, dh
-
-
-def _steps(xs: Any) -> int:
-    """The time steps of a sequence given in any form (its first axis; 1 when it has none,
-    for the checks that follow to refuse)."""
-    shape = getattr(xs, "shape", None)
-    if shape is None:
-        shape = np.shape(xs)
-    return int(shape[0]) if len(shape) else 1
 
 
 _GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

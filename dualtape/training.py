@@ -51,11 +51,7 @@ def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
 
 
 def _largest(xp: Any, arrays: list[Array]) -> Array:
-    """The largest magnitude in ``arrays`` (0-d; 0 when all are empty; a NaN shows in the
-    sum of squares instead)."""
+    """The largest magnitude in ``arrays`` (0-d; 0 when all are empty)."""
     peaks = [xp.max(xp.abs(a)) if math.prod(a.shape) else zeros_like_place((), a)
              for a in arrays]
-    largest = peaks[0]
-    for p in peaks[1:]:
-        largest = xp.where(p > largest, p, largest)
-    return largest
+    return xp.max(xp.stack(peaks))

@@ -42,15 +42,16 @@ def test_it_gives_forward_sequences_outputs_and_states(backend, chunk):
         np.testing.assert_array_equal(np64(s), before)  # the state given is left alone
 
 
-def test_a_single_sequence_keeps_its_form_and_the_outputs_are_read_only():
+def test_a_single_sequence_keeps_its_form_and_the_outputs_are_read_only(backend):
     rnet = mixed_network()
-    xs = np.random.default_rng(1).normal(size=(5, 3))
+    xs = dualtape.asarray(np.random.default_rng(1).normal(size=(5, 3)))
     states, ys = rnet.predict_sequence(None, xs, chunk=2)
-    assert ys.shape == (5, 2) and [s.shape for s in states] == [(4,), (10,), (3,)]
+    assert ys.shape == (5, 2) and [tuple(s.shape) for s in states] == [(4,), (10,), (3,)]
     _, last = rnet.predict_sequence(None, xs, outputs="last")
     assert last.shape == (2,)
-    with pytest.raises(ValueError, match="read-only"):
-        ys[0, 0] = 1.0
+    if backend.name == "numpy":  # elsewhere outputs are copies (see the aliasing contract)
+        with pytest.raises(ValueError, match="read-only"):
+            ys[0, 0] = 1.0
 
 
 def test_memory_does_not_grow_with_the_sequence_for_the_last_output():

@@ -38,7 +38,7 @@ def prepare(backend: Backend, data: dict[str, Any], cell: str) -> Callable[[], A
     """dualtape: ``forward_sequence`` then ``backward_sequence`` of the layer, per call;
     returns the gradients and the inputs' gradient."""
     params = data["params"][0]
-    rows, n_in = params["W_ih"].shape
+    n_in = params["W_ih"].shape[1]
     kind = KINDS[cell]
     layer = kind(n_in, params["W_hh"].shape[1], dtype=str(params["W_ih"].dtype))
     layer.params = {k: from_host(np.array(v), backend) for k, v in params.items()}
@@ -57,7 +57,7 @@ def torch_step(data: dict[str, Any], cell: str, device: str = "cpu") -> Callable
     import torch
 
     params = data["params"][0]
-    rows, n_in = params["W_ih"].shape
+    n_in = params["W_ih"].shape[1]
     module = getattr(torch.nn, TORCH_MODULES[cell])(n_in, params["W_hh"].shape[1])
     names = {"W_ih": "weight_ih_l0", "W_hh": "weight_hh_l0", "b_ih": "bias_ih_l0",
              "b_hh": "bias_hh_l0"}

@@ -58,6 +58,10 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     return None
 
 
+CELL_NAMES = {"standard_lstm": "StandardLSTM", "gru": "GRU"}
+"""The layer of each cell name ``cell_loops`` takes."""
+
+
 def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
     """The fast time loops of ``cell`` (``"standard_lstm"`` or ``"gru"``) for arrays of
     ``like``'s kind, dtype and device, or None for the generic code: on numpy the compiled
@@ -81,8 +85,7 @@ def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) ->
         key, where = ("cupy", cell, device, dtype), f"CUDA device {device} ({dtype})"
     else:
         return None
-    name = {"standard_lstm": "StandardLSTM", "gru": "GRU"}[cell]
-    return loops if selfcheck.verified(key, f"fast {name} loops", where,
+    return loops if selfcheck.verified(key, f"fast {CELL_NAMES[cell]} loops", where,
                                        lambda: self_check(loops)) else None
 
 

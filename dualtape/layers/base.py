@@ -202,13 +202,19 @@ def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
     return sequence_product(xp, xs, W.T) + b
 
 
-def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Array]:
-    """``(Σ_t d_tᵀ inputs_t, Σ_t Σ_b d_t)`` for ``d`` (T, B, k) and ``inputs`` (T, B, j): a
-    weight gradient of shape (k, j) and its bias gradient (k,), each one product over all
-    ``T·B`` rows, after the time loop."""
+def sequence_outer(xp: Any, d: Array, inputs: Array) -> Array:
+    """``Σ_t d_tᵀ inputs_t`` for ``d`` (T, B, k) and ``inputs`` (T, B, j): a weight gradient
+    of shape (k, j), one product over all ``T·B`` rows, after the time loop."""
     rows = d.shape[0] * d.shape[1]
-    flat = xp.reshape(d, (rows, d.shape[-1]))
-    return batch_outer(flat, xp.reshape(inputs, (rows, inputs.shape[-1]))), batch_sum(xp, flat)
+    return batch_outer(xp.reshape(d, (rows, d.shape[-1])),
+                       xp.reshape(inputs, (rows, inputs.shape[-1])))
+
+
+def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Array]:
+    """``(sequence_outer(d, inputs), Σ_t Σ_b d_t)``: a weight gradient and its bias
+    gradient (k,)."""
+    flat = xp.reshape(d, (d.shape[0] * d.shape[1], d.shape[-1]))
+    return sequence_outer(xp, d, inputs), batch_sum(xp, flat)
 
 
 def check_size(owner: str, name: str, n: Any) -> int:

@@ -14,6 +14,7 @@ from .base import (
     batch_outer,
     checked_sizes,
     project_sequence,
+    sequence_outer,
     sequence_product,
     sequence_weight_grads,
     uniform_params,
@@ -120,7 +121,7 @@ class BasicRecurrent(RecurrentLayer):
                 dstate = d @ recurrent
         d_all = xp.stack(ds)
         dW_x, db = sequence_weight_grads(xp, d_all, tape.xs)
-        dW_y, _ = sequence_weight_grads(xp, d_all, tape.ys[:-1, ...])
+        dW_y = sequence_outer(xp, d_all, tape.ys[:-1, ...])
         grads = {"W": xp.concat([dW_x, dW_y], axis=-1), "b": db}
         dxs = sequence_product(xp, d_all, W[:, :n_in]) if need_dxs else None
         return grads, dstate if need_dstate else None, dxs

@@ -14,6 +14,7 @@ from .base import (
     Array,
     RecurrentLayer,
     checked_sizes,
+    sequence_outer,
     sequence_product,
     sequence_weight_grads,
     uniform_params,
@@ -56,10 +57,15 @@ class GatedRecurrent(RecurrentLayer):
         """The parameters' gradients and the inputs' (None unless ``need_dxs``) from those of
         the pre-activations, ``da_i`` of ``xs W_ihᵀ + b_ih`` and ``da_h`` of ``h W_hhᵀ + b_hh``
         (T, B, gates·n_out), with ``xs`` (T, B, n_in) and ``hs`` (T, B, n_out) the states
-        each step started from: one product per parameter over all steps."""
+        each step started from: one product per weight over all steps. When ``da_i`` is
+        ``da_h`` (an LSTM's) the two biases have one gradient, summed once."""
         grads = {}
         grads["W_ih"], grads["b_ih"] = sequence_weight_grads(xp, da_i, xs)
-        grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
+        if da_i is da_h:
+            grads["W_hh"] = sequence_outer(xp, da_h, hs)
+            grads["b_hh"] = xp.asarray(grads["b_ih"], copy=True)
+        else:
+            grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
         dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs else None
         return grads, dxs
 

@@ -48,7 +48,8 @@ MUTANTS = [
            "        run(gates[t], cells[t], tanh_cells[t], dhs[t], rec, dc, das[t])\n"
            "        if t:", "the CUDA LSTM loop leaves out the first state's product",
            ("tests/test_cuda_cells.py",)),
-    Mutant(KERNELS, "    return loops if selfcheck.verified(key, f\"fast {name} loops\", where,\n"
+    Mutant(KERNELS, "    return loops if selfcheck.verified(key, "
+                    "f\"fast {CELL_NAMES[cell]} loops\", where,\n"
                     "                                       lambda: self_check(loops)) else None",
            "    return loops", "fast loops used without their self-check", LOOPS),
 ]

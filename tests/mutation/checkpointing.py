@@ -10,9 +10,10 @@ MUTANTS = [
            "the recomputed segments draw new Dropout masks", TESTS),
     Mutant(CK, "            layer.rng.bit_generator.state = state\n    whole", "            pass\n"
            "    whole", "the Dropout generators left where the recomputation left them", TESTS),
-    Mutant(CK, "{name: g + mine[name] for name, g in group.items()}",
-           "{name: mine[name] for name, g in group.items()}",
-           "only the first segment's weight gradients kept", TESTS),
+    Mutant(CK, "                mod.add(group[name], g, out=group[name])",
+           "                pass", "only the first segment's weight gradients kept", TESTS),
+    Mutant(CK, "                group[name] = group[name] + g", "                pass",
+           "only the first segment's weight gradients kept off numpy and CuPy", TESTS),
     Mutant(CK, "            dxs.insert(0, dx)", "            dxs.append(dx)",
            "the input gradients' segments in reverse order", TESTS),
     Mutant(CK, "        layer._check_version(_Version(version))\n", "        pass\n",
