@@ -18,6 +18,7 @@ import pytest
 
 import dualtape
 from dualtape import distributed
+from dualtape.text.cli import DEFAULT_VALID
 
 from . import mpi_worker
 from .helpers import assert_params_equal, host_params
@@ -513,8 +514,7 @@ def test_ranks_that_differ_or_fail_at_start_are_refused_in_one_line(rank_0, rank
 @pytest.mark.mpi
 def test_two_ranks_train_on_rank_0s_windows_and_the_stream_jumped_once(tmp_path, monkeypatch):
     from dualtape.text import trainer as text_train
-    from dualtape.text.model import read_corpus
-    from dualtape.text.trainer import TextTrainer, TrainConfig
+    from dualtape.text.trainer import TrainConfig
 
     checkpoint = tmp_path / "model.npz"
     done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--clip", "0", "--steps", "4",
@@ -527,14 +527,37 @@ def test_two_ranks_train_on_rank_0s_windows_and_the_stream_jumped_once(tmp_path,
     real = text_train.random_windows
     monkeypatch.setattr(text_train, "random_windows", lambda ids, seq_len, batch, rng: (
         np.concatenate([real(ids, seq_len, batch // 2, r) for r in streams], axis=1)))
-    config = TrainConfig(hidden=[8], seq_len=8, batch=6, seed=5, dtype="float64", clip=0.0)
+    config = TrainConfig(hidden=[8], seq_len=8, batch=6, seed=5, dtype="float64", clip=0.0,
+                         valid=DEFAULT_VALID)
+    _same_as_alone(checkpoint, config)
+
+
+def _same_as_alone(checkpoint: Path, config, steps: int = 4) -> None:
+    """The distributed run's saved weights are those of one process training ``config``."""
+    from dualtape.text.model import read_corpus
+    from dualtape.text.trainer import TextTrainer
+
     alone = TextTrainer.new(read_corpus(None), config, dualtape.backend.resolve_backend("numpy"))
-    for _ in range(4):
+    for _ in range(steps):
         alone.step()
     saved = host_params(dualtape.load(checkpoint, backend="numpy"))
     for got, want in zip(saved, host_params(alone.net), strict=True):
         for key in want:
             np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.mpi
+def test_two_stateful_ranks_read_the_streams_one_process_reads_at_their_global_batch(tmp_path):
+    from dualtape.text.trainer import TrainConfig
+
+    checkpoint = tmp_path / "model.npz"
+    done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--clip", "0", "--steps", "25",
+                      "--cell", "gru", "--stateful", "--distributed", "--save", str(checkpoint)])
+    assert done.returncode == 0, done.stderr
+    # rank r read streams 3r .. 3r + 2 of 6 and carried their states from step to step
+    config = TrainConfig(hidden=[8], cell="gru", seq_len=8, batch=6, seed=5, dtype="float64",
+                         clip=0.0, valid=DEFAULT_VALID, stateful=True)
+    _same_as_alone(checkpoint, config, steps=25)
 
 
 @pytest.mark.mpi

@@ -112,6 +112,13 @@ def prepare_distributed(args: argparse.Namespace,
         trainer.dropout_rngs = [np.random.Generator(rng.bit_generator.jumped(rank))
                                 for rng in trainer.dropout_rngs]
     batch = trainer.config.batch
+    if trainer.config.stateful:  # rank r reads streams r·batch ... of all ranks' size·batch
+        try:
+            trainer.share_streams(rank * batch, size * batch)
+            error = None
+        except TextError as exc:
+            error = str(exc)
+        _raise_on_rank_0(comm, comm.allgather(error))
     note = f"distributed: {size} ranks x batch {batch} = global batch {size * batch}"
     note = note if prepared.note is None else f"{prepared.note}; {note}"
     return prepared._replace(note=note), _runner(comm)

@@ -77,6 +77,7 @@ from .model import (
     sample,
     windows_at,
 )
+from .streams import StreamPosition, advance, check_streams, layout, stream_starts
 
 TEXT_FORMAT = 1
 """Version of the train-text checkpoint contents (on top of ``io``'s file format)."""
@@ -93,6 +94,9 @@ GENERATORS = ("windows", "samples")
 """The random generators a checkpoint stores (``extra["rng"]``), besides ``"dropout"``: a
 list of the Dropout layers' generator states, there when the network has Dropout layers."""
 DROPOUT = "dropout"
+STREAM_STATE = "stream_state/"
+"""The ``extra`` names under which a stateful run's carried states are stored, one per
+recurrent layer (``stream_state/0``, ...); ``extra["streams"]`` holds their position."""
 
 
 
@@ -120,6 +124,8 @@ class TrainConfig:
     clip: float = 1.0
     dtype: str = "float32"
     seed: int = 0
+    stateful: bool = False
+    valid: float = 0.0
     corpus: str | None = None
     encoding: str = "utf-8"
     corpus_sha256: str | None = None
@@ -150,6 +156,8 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "clip": ("a finite number, 0 (off) or more", lambda x: _is_real(x) and x >= 0),
     "dtype": (" or ".join(FLOAT_DTYPES), lambda d: d in FLOAT_DTYPES),
     "seed": ("an integer from 0 to 2**63 - 1", lambda x: _is_int(x) and 0 <= x < 2**63),
+    "stateful": ("true or false", lambda b: isinstance(b, bool)),
+    "valid": ("a fraction in [0, 0.5]", lambda f: _is_real(f) and 0 <= f <= 0.5),
     "corpus": ("a file path or null", lambda c: c is None or isinstance(c, str)),
     "encoding": ("the name of a text encoding", lambda e: isinstance(e, str)),
     "corpus_sha256": ("a SHA-256 hex digest or null", lambda h: h is None or (
@@ -157,10 +165,10 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 """What each ``TrainConfig`` field must be: ``(requirement, test)``. The command line and
 ``load_checkpoint`` both check a run's configuration against these rules."""
-OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout")
-"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint, the cell
-and dropout were added: those are Grenade's LSTM without dropout); any other missing field is
-damage."""
+OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout", "stateful", "valid")
+"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint, the cell,
+dropout, stateful windows and the held-out split were added: those are Grenade's LSTM without
+dropout, on random windows over the whole corpus); any other missing field is damage."""
 
 
 def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
@@ -257,6 +265,40 @@ def check_length(ids: np.ndarray, seq_len: int) -> np.ndarray:
     return ids
 
 
+HELD_OUT_CHARS = 2**17
+"""The most held-out symbols a held-out loss reads: the held-out part's first ones (the rest
+is still never trained on)."""
+HELD_OUT_STREAM = 2_000
+"""Symbols per held-out stream, at least: the held-out text is read as up to ``batch``
+streams, each from the initial state, so a model is scored with the context it has when it
+writes (as ``sample`` does), not only a window's."""
+HELD_OUT_CHUNK = 256
+"""Steps per forward pass of the held-out loss."""
+
+
+def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(training, held_out)``: the corpus's last ``fraction`` of symbols held out (None
+    for 0), so that no training window, of ``seq_len + 1`` symbols within the first part,
+    overlaps it; ``TextError`` when either part is too short."""
+    held = round(len(ids) * fraction)
+    if fraction and held < 2:
+        raise TextError(f"--valid {fraction:g} of {len(ids):,} symbols holds out {held}, "
+                        "fewer than the 2 a loss needs; use a larger --valid or 0 for none")
+    training = ids[:len(ids) - held]
+    if len(training) < seq_len + 1:
+        raise TextError(
+            f"--valid {fraction:g} leaves {len(training):,} of the corpus's {len(ids):,} "
+            f"symbols for training, but --seq-len {seq_len} needs at least {seq_len + 1}; use "
+            "a smaller --valid or --seq-len, or a longer text")
+    return training, (ids[len(ids) - held:] if held else None)
+
+
+def bits(nats: float) -> float:
+    """A loss in nats per character as bits per character."""
+    return nats / math.log(2)
+
+
 def _generator(state: Any) -> np.random.Generator:
     rng = np.random.Generator(np.random.PCG64())
     rng.bit_generator.state = state
@@ -277,10 +319,15 @@ class TextTrainer:
         *,
         step: int = 0,
         rngs: dict[str, Any] | None = None,
+        streams: tuple[dict[str, int], list[np.ndarray]] | None = None,
+        held_out: dict[str, list] | None = None,
     ) -> None:
         check_length(ids, config.seq_len)
         self.net, self.vocab, self.config, self.optimizer = net, vocab, config, optimizer
-        self.ids = ids
+        self.ids, self.held_ids = split_held_out(ids, config.valid, config.seq_len)
+        """The symbols trained on, and the held-out ones after them (None: none)."""
+        self.held_out: dict[str, list] = dict(held_out or {})
+        """The held-out losses seen: ``"last"`` and ``"best"``, each ``[step, nats]``."""
         self.step_count = step
         self.backend: Backend = net.backend
         self._logits = RecurrentNetwork(net.layers[:-1])  # shares the layers, without Softmax
@@ -299,6 +346,14 @@ class TextTrainer:
             raise TextError(f"{len(generators)} dropout generator states for the network's "
                             f"{len(dropouts)} Dropout layers")
         self.dropout_rngs = generators
+        self.stream_first, self.stream_count = 0, config.batch
+        self.position = StreamPosition()
+        """Where the next stateful step reads (``streams``); unused on random windows."""
+        self.carried: list[Array] | None = None
+        """The states the last stateful step ended in (None: the initial state)."""
+        self._stored_streams = streams
+        if config.stateful:
+            self.share_streams(0, config.batch)
         self._loss_sum: Array | None = None
         self._loss_count = 0
         self.saved: tuple[str, int] | None = None
@@ -314,6 +369,51 @@ class TextTrainer:
     def dropout_rngs(self, generators: list[np.random.Generator]) -> None:
         for layer, rng in zip(dropout_layers(self.net), generators, strict=True):
             layer.rng = rng
+
+    def share_streams(self, first: int, count: int) -> None:
+        """Before the first step of a stateful run: read streams ``first .. first + batch -
+        1`` of ``count`` (a distributed run's rank r reads from ``r · batch`` of ``ranks ·
+        batch``), continuing the checkpoint's streams where they fit."""
+        check_streams(len(self.ids), self.config.seq_len, count)
+        self.stream_first, self.stream_count = first, count
+        self.position, self.carried = StreamPosition(), None
+        if self._stored_streams is not None:
+            self._continue_streams(*self._stored_streams)
+
+    def _continue_streams(self, where: dict[str, int], states: list[np.ndarray]) -> None:
+        """Continue the streams a checkpoint stopped at (``where``: its ``extra["streams"]``,
+        ``states``: the carried states it stored, if any). Streams laid out for another
+        batch, window length or text begin that epoch again, from the initial state."""
+        cfg = self.config
+        position = StreamPosition(where["epoch"], where["window"])
+        fits = (where["count"] == self.stream_count and where["seq_len"] == cfg.seq_len
+                and position.window < layout(len(self.ids), cfg.seq_len, self.stream_count,
+                                             position.epoch).windows)
+        self.position = position if fits else StreamPosition(position.epoch)
+        if not (fits and states):
+            return
+        zeros = self._logits.initial_state(cfg.batch)
+        if len(states) != len(zeros) or any(
+                s.shape != tuple(z.shape) or s.dtype != cfg.dtype or not np.isfinite(s).all()
+                for s, z in zip(states, zeros, strict=False)):
+            raise TextError(f"the checkpoint's carried states ({len(states)}) do not fit the "
+                            f"network's {len(zeros)} recurrent layers at batch {cfg.batch}, or "
+                            "hold NaN; the file was edited or damaged")
+        self.carried = [from_host(s, self.backend) for s in states]
+
+    def stream_extra(self) -> dict[str, Any]:
+        """A stateful run's position and carried states, as a checkpoint's ``extra`` holds
+        them; the states only when this process reads every stream (a distributed run's
+        ranks each carry their own, and a resumed one begins them from the initial state)."""
+        if not self.config.stateful:
+            return {}
+        extra: dict[str, Any] = {"streams": {**self.position._asdict(),
+                                             "count": self.stream_count,
+                                             "seq_len": self.config.seq_len}}
+        if self.carried is not None and self.stream_count == self.config.batch:
+            for k, state in enumerate(self.carried):
+                extra[f"{STREAM_STATE}{k}"] = to_numpy(state)
+        return extra
 
     def rng_states(self) -> dict[str, Any]:
         """Every generator's state, as a checkpoint's ``extra["rng"]`` holds them."""
@@ -344,20 +444,37 @@ class TextTrainer:
         """One update on a batch of random windows; the loss stays on the device."""
         drawn_from = self.window_rng.bit_generator.state
         try:
-            self._step()
+            ends = self._step()
         except BaseException:
             self.window_rng.bit_generator.state = drawn_from  # as if the step never began
             raise
+        cfg = self.config
+        if cfg.stateful:
+            self.position = advance(len(self.ids), cfg.seq_len, self.stream_count, self.position)
+            self.carried = None if self.position.window == 0 else [
+                self.xp.asarray(s, copy=True) for s in ends]  # not views of the tape
         self._loss_count += 1
         self.step_count += 1
 
-    def _step(self) -> None:
+    def _windows(self) -> tuple[np.ndarray, list[Array] | None]:
+        """The step's windows of symbol ids and the states they begin from (None: zeros)."""
+        cfg = self.config
+        if not cfg.stateful:
+            return random_windows(self.ids, cfg.seq_len, cfg.batch, self.window_rng), None
+        starts = stream_starts(len(self.ids), cfg.seq_len, self.stream_count,
+                               self.stream_first, cfg.batch, self.position)
+        return windows_at(self.ids, starts, cfg.seq_len), self.carried
+
+    def _step(self) -> list[Array]:
+        """One update; returns the states the windows ended in."""
         cfg, xp = self.config, self.xp
-        window = random_windows(self.ids, cfg.seq_len, cfg.batch, self.window_rng)
+        window, states = self._windows()
         with device_context(self.backend):
             hot = self._one_hot(window)
             core = self._logits
-            tape, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
+            if states is None:
+                states = core.initial_state(cfg.batch)
+            tape, ends, ys = core._forward_sequence(xp, states, hot[:-1, ...])
             value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
             scale = 1.0 / cfg.seq_len
             grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False,
@@ -368,6 +485,7 @@ class TextTrainer:
             self.optimizer.step(core.params, grads)
             value = value * scale
             self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
+        return ends
 
     def _one_hot(self, window: np.ndarray) -> Array:
         """Host symbol ids ``(seq_len + 1, batch)`` as one-hot rows on the device."""
@@ -385,6 +503,29 @@ class TextTrainer:
         if not math.isfinite(value):
             raise self._diverged(f"the loss is {value} near step {self.step_count}")
         return value
+
+    def held_out_loss(self) -> float | None:
+        """The loss per character (nats) of the network as it is now on the held-out text
+        (None when there is none), recorded in ``held_out``: its first ``HELD_OUT_CHARS``
+        symbols read as up to ``batch`` streams of at least ``HELD_OUT_STREAM`` from the
+        initial state, without a tape, dropout off; the same symbols every time."""
+        if self.held_ids is None:
+            return None
+        held = self.held_ids[:HELD_OUT_CHARS + 1]
+        streams = max(1, min(self.config.batch, (len(held) - 1) // HELD_OUT_STREAM))
+        span = (len(held) - 1) // streams
+        window = windows_at(held, np.arange(streams, dtype=np.int64) * span, span)
+        core, states, total = self._logits, None, 0.0
+        with device_context(self.backend), evaluating(core):
+            for start in range(0, span, HELD_OUT_CHUNK):
+                hot = self._one_hot(window[start:start + HELD_OUT_CHUNK + 1])
+                states, ys = core.predict_sequence(states, hot[:-1, ...])
+                total = total + softmax_cross_entropy(self.xp, ys, hot[1:, ...])[0]
+        nats = float(to_numpy(total)) / span
+        self.held_out["last"] = [self.step_count, nats]
+        if nats < self.held_out.get("best", [0, math.inf])[1]:  # NaN is never best
+            self.held_out["best"] = [self.step_count, nats]
+        return nats
 
     def _diverged(self, what: str) -> DivergedError:
         return DivergedError(f"training diverged: {what}; lower --rate (now "
@@ -445,7 +586,10 @@ class TextTrainer:
             "config": dataclasses.asdict(self.config),
             "step": self.step_count,
             "rng": self.rng_states(),
+            **self.stream_extra(),
         }
+        if self.held_out:
+            extra["held_out"] = self.held_out
         for key, value in state.items():
             extra[f"optimizer/{key}"] = np.asarray(value)
         try:
@@ -505,6 +649,10 @@ class Checkpoint:
     step: int
     optimizer_state: dict[str, np.ndarray]
     rngs: dict[str, Any]
+    streams: tuple[dict[str, int], list[np.ndarray]] | None = None
+    """A stateful run's position and carried states (``TextTrainer.stream_extra``)."""
+    held_out: dict[str, list] | None = None
+    """The held-out losses seen (``TextTrainer.held_out``)."""
 
     def trainer(self, ids: np.ndarray, config: TrainConfig | None = None,
                 reseed: bool = False) -> TextTrainer:
@@ -527,7 +675,8 @@ class Checkpoint:
                             f"the checkpoint is at step {self.step}; the file was edited or "
                             "damaged")
         return TextTrainer(self.net, self.vocab, config, optimizer, ids, step=self.step,
-                           rngs=None if reseed else self.rngs)
+                           rngs=None if reseed else self.rngs, streams=self.streams,
+                           held_out=self.held_out)
 
 
 def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Checkpoint:
@@ -553,6 +702,7 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
                         f"this dualtape reads ({TEXT_FORMAT}); upgrade dualtape")
     try:
         vocab, config, step, rngs = _training_state(extra)
+        streams, held_out = _stream_state(extra), _held_out(extra)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TextError(f"{path}: the checkpoint's training state is damaged ({exc})") from None
     problem = config_problem(config)
@@ -576,7 +726,43 @@ def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Check
                     f"the network has {len(dropout_layers(net))} Dropout layers")
     if mismatch is not None:
         raise TextError(f"{path}: {mismatch}; the file was edited or damaged")
-    return Checkpoint(net, vocab, config, int(step), state, rngs)
+    return Checkpoint(net, vocab, config, int(step), state, rngs, streams, held_out)
+
+
+def _held_out(extra: dict[str, Any]) -> dict[str, list] | None:
+    """The held-out losses a checkpoint recorded; ``ValueError`` when malformed."""
+    record = extra.get("held_out")
+    if record is None:
+        return None
+    if not isinstance(record, dict) or not set(record) <= {"last", "best"} or not all(
+            isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and v[0] >= 0
+            and _is_real(v[1]) and v[1] >= 0 for v in record.values()):
+        raise ValueError(f"held_out is {record!r}, not [step, loss] pairs last and best")
+    return record
+
+
+def _stream_state(extra: dict[str, Any]) -> tuple[dict[str, int], list[np.ndarray]] | None:
+    """A stateful run's stored position and carried states, None when it stored none;
+    ``TypeError`` or ``ValueError`` naming what is malformed."""
+    where = extra.get("streams")
+    names = [f"{STREAM_STATE}{k}" for k in range(sum(map(_is_stream_state, extra)))]
+    if not all(name in extra for name in names):
+        raise ValueError(f"its carried states are not numbered {STREAM_STATE}0 on")
+    states = [np.asarray(extra[name]) for name in names]
+    if where is None:
+        if states:
+            raise ValueError("it holds carried states but no stream position")
+        return None
+    fields = {"epoch": 0, "window": 0, "count": 1, "seq_len": 1}
+    if not isinstance(where, dict) or sorted(where) != sorted(fields) or not all(
+            _is_int(where[name]) and where[name] >= least for name, least in fields.items()):
+        raise ValueError(f"streams is {where!r}, not whole numbers epoch, window >= 0 and "
+                         "count, seq_len >= 1")
+    return {name: int(where[name]) for name in fields}, states
+
+
+def _is_stream_state(name: str) -> bool:
+    return name.startswith(STREAM_STATE)
 
 
 def _training_state(extra: dict[str, Any]) -> tuple[Vocabulary, TrainConfig, Any, dict]:
@@ -648,8 +834,9 @@ class Reporter(Protocol):
 
 @dataclass
 class RunLimits:
-    """When the loop stops, reports, samples and saves (None or 0 = never). ``writes`` False
-    (MPI ranks other than 0) checks the model at every save point without writing it."""
+    """When the loop stops, reports, samples, saves and reads the held-out loss (None or 0
+    = never; the held-out loss is also read at the end). ``writes`` False (MPI ranks other
+    than 0) checks the model at every save point without writing it."""
 
     steps: int | None = None
     time_limit: float | None = None
@@ -660,6 +847,7 @@ class RunLimits:
     save: str | None = None
     save_every: int = 0
     writes: bool = True
+    valid_every: int = 200
 
 
 @dataclass
@@ -710,6 +898,14 @@ def run_training(
         paused += spent
         total_paused += spent
 
+    def show_held_out() -> None:
+        if trainer.held_out.get("last", [None])[0] == trainer.step_count:
+            return  # read at this step already
+        nats = trainer.held_out_loss()
+        if nats is not None:
+            reporter.text(f"held-out loss at step {trainer.step_count}: {nats:.3f} nats/char, "
+                          f"{bits(nats):.3f} bits/char")
+
     def show_sample() -> None:
         if limits.sample_chars > 0:
             text = trainer.sample(limits.sample_chars, limits.temperature)
@@ -758,11 +954,14 @@ def run_training(
             reporter.advance()
             if limits.log_every and done % limits.log_every == 0:
                 log()
+            if limits.valid_every and done % limits.valid_every == 0:
+                pause(show_held_out)
             if limits.sample_every and done % limits.sample_every == 0:
                 pause(show_sample)
             if limits.save and limits.save_every and done % limits.save_every == 0:
                 pause(checkpoint)
         log()
+        pause(show_held_out)
     except DivergedError:
         raise
     except Exception:
