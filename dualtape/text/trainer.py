@@ -9,7 +9,9 @@ no tanh on the cell, so outputs grow; with the probability form, float32 probabi
 right character underflowed to 0 (a logit spread of 140 at step 253, seed 0, SGD 0.5), the loss
 became infinite and the weights NaN.
 
-Each step draws ``batch`` random windows on the host, sends their symbol ids to the device,
+Each step draws ``batch`` random windows on the host (with ``stateful``, the next window of
+each of ``batch`` streams read in order, begun from the state the stream's previous window
+ended in: ``streams.py``), sends their symbol ids to the device,
 builds one-hot inputs and next-character targets there, and runs the network's
 ``_forward_sequence``/``_backward_sequence`` directly: the loss stays on the device, summed,
 and is read back only by ``read_loss`` (every ``--log-every`` steps), where NaN is caught.
@@ -25,6 +27,11 @@ stores every generator's state, so a resumed run draws the windows and masks it 
 drawn without the stop (a step that raises puts the window generator back as it was).
 Dropout is on in training steps only: the loss a save point checks (``spread_loss``) and the
 samples are computed with it off (``model.evaluating``), drawing no masks.
+
+Held out (``valid``, a fraction): the corpus's last symbols, never in a training window, are
+scored as streams from the initial state through the tapeless forward (``held_out_loss``),
+the same symbols every time; checkpoints keep the last and best scores, and the split, fixed
+by the fraction, is the same on resume.
 
 Saving: every save point checks first that the parameters and the optimizer state are finite;
 a diverged model is never written (``DivergedError``), so the last checkpoint stays. A
