@@ -341,7 +341,8 @@ class Silent:
     def advance(self) -> None:
         pass
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
         self.speeds.append(chars_per_second)
 
     def text(self, message: str) -> None:

@@ -391,7 +391,7 @@ class Recorder:
     def advance(self):
         self.steps += 1
 
-    def progress(self, step, loss, speed):
+    def progress(self, step, loss, speed, valid_loss=None):
         self.readings.append((step, loss, speed))
 
     def text(self, message):

@@ -77,6 +77,7 @@ from .model import (
     sample,
     windows_at,
 )
+from .record import Row, TrainingLog
 
 TEXT_FORMAT = 1
 """Version of the train-text checkpoint contents (on top of ``io``'s file format)."""
@@ -636,8 +637,10 @@ class Reporter(Protocol):
     def advance(self) -> None:
         """One step done."""
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """A loss read back at ``step`` and the speed since the previous read."""
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
+        """A loss read back at ``step``, the speed since the previous read and, when one was
+        measured, the held-out loss."""
 
     def text(self, message: str) -> None:
         """A message or a sample, printed whole."""
@@ -649,7 +652,8 @@ class Reporter(Protocol):
 @dataclass
 class RunLimits:
     """When the loop stops, reports, samples and saves (None or 0 = never). ``writes`` False
-    (MPI ranks other than 0) checks the model at every save point without writing it."""
+    (MPI ranks other than 0) checks the model at every save point without writing it, nor
+    the ``log`` (a row at each loss reading)."""
 
     steps: int | None = None
     time_limit: float | None = None
@@ -660,6 +664,7 @@ class RunLimits:
     save: str | None = None
     save_every: int = 0
     writes: bool = True
+    log: TrainingLog | None = None
 
 
 @dataclass
@@ -698,9 +703,16 @@ def run_training(
         now = time.perf_counter()
         if loss is not None:
             seconds = max(now - last - paused, 1e-9)
-            speed = since_log * trainer.chars_per_step / seconds
-            reporter.progress(trainer.step_count, loss, speed)
+            record(loss, since_log * trainer.chars_per_step / seconds, now - start)
         last, since_log, paused = now, 0, 0.0
+
+    def record(loss: float, speed: float, seconds: float, valid: float | None = None) -> None:
+        reporter.progress(trainer.step_count, loss, speed, valid)
+        if limits.log is not None and limits.writes:
+            problem = limits.log.write(Row(trainer.step_count, seconds, loss, valid, speed,
+                                           trainer.config.rate))
+            if problem is not None:
+                reporter.warn(problem)
 
     def pause(action: Callable[[], None]) -> None:
         nonlocal paused, total_paused
