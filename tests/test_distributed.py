@@ -18,6 +18,7 @@ import pytest
 
 import dualtape
 from dualtape import distributed
+from dualtape.text.record import read_log
 
 from . import mpi_worker
 from .helpers import assert_params_equal, host_params
@@ -475,7 +476,10 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
     assert "distributed: 2 ranks x batch 3 = global batch 6" in done.stdout
     assert done.stdout.count("stopped (step limit) at step 6") == 1  # only rank 0 prints
     assert done.stdout.count("step      2  loss") == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]  # no temporary left
+    # no temporary left; the log beside the checkpoint has rank 0's rows alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "model.npz.log.csv"]
+    assert [row.step for row in read_log(f"{checkpoint}.log.csv").rows] == [2, 4, 6]
+    assert (tmp_path / "model.npz.log.csv").read_text().count("\n") == 4
     resumed = subprocess.run(
         [sys.executable, "-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
          "--steps", "2", "--sample-chars", "0", "--save", str(checkpoint)],
