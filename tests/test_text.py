@@ -700,6 +700,7 @@ def test_the_step_bar_puts_a_space_before_steps(capsys):
     bar.close()
     out = capsys.readouterr().out
     assert "41 steps" in out and "41step" not in out and "loss 2.500" in out
+    assert "step     41  loss 2.500  1,000 chars/s\n" in out  # the reading above the bar
 
 
 def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):

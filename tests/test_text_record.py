@@ -337,17 +337,6 @@ def test_the_closing_lines_give_the_best_held_out_bits_per_character(tmp_path):
     assert text_cli._closing(None, None) == []
 
 
-def test_on_a_bar_the_readings_are_written_above_it(capsys):
-    tqdm = pytest.importorskip("tqdm").tqdm
-    bar = console.BarReporter(tqdm, steps=None)
-    for _ in range(3):
-        bar.advance()
-    bar.progress(3, 2.5, 1000.0)
-    bar.close()
-    out = capsys.readouterr().out
-    assert "step      3  loss 2.500  1,000 chars/s\n" in out
-
-
 @pytest.mark.parametrize("columns, lines", [(0, 0), (0, 24), (80, 0), (1, 24)])
 def test_a_terminal_without_a_size_gets_a_bar_of_a_fixed_size(monkeypatch, columns, lines):
     monkeypatch.setattr(console.os, "get_terminal_size",

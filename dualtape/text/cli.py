@@ -39,6 +39,11 @@ trained on it; else the checkpoint's recorded corpus path, only when that is a r
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
 stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
+
+The record: every ``--log-every`` steps the loss is read back, printed (above the bar on a
+terminal) and appended to the log (``record``: ``--log PATH``, else ``CHECKPOINT.log.csv``
+beside ``--save`` or the ``--resume`` file, never through a link there; ``--no-log``: none),
+checked before training; a log that cannot be written warns once and training goes on.
 """
 
 from __future__ import annotations
