@@ -560,4 +560,7 @@ def test_a_diverging_two_rank_run_stops_every_rank_with_one_message(tmp_path):
                       "--save", str(tmp_path / "m.npz")])
     assert done.returncode == 1
     assert done.stderr.count("training diverged: the loss is nan") == 1, done.stderr
-    assert "nothing was saved" in done.stderr and not list(tmp_path.iterdir())
+    assert "nothing was saved" in done.stderr
+    # no checkpoint; the log keeps the readings before the divergence, from rank 0 alone
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz.log.csv"]
+    assert [row.step for row in read_log(tmp_path / "m.npz.log.csv").rows] == [1, 2]

@@ -386,7 +386,8 @@ def two_logs(tmp_path) -> list[Path]:
 
 
 def test_plot_writes_a_png_with_a_line_per_run(capsys, tmp_path):
-    image = pytest.importorskip("matplotlib.image")
+    pytest.importorskip("matplotlib")
+    import matplotlib.image as image
     logs = two_logs(tmp_path)
     output = tmp_path / "both.png"
     code, out, err = run(capsys, "plot", *map(str, logs), "-o", str(output))
