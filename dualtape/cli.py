@@ -1,4 +1,4 @@
-"""The ``dualtape`` command: ``info``, ``bench``, ``train-text``, ``sample``."""
+"""The ``dualtape`` command: ``info``, ``bench``, ``train-text``, ``sample``, ``plot``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .backend import (
 from .benchmarks import cli as bench_cli
 from .kernels import blas, numba_cell
 from .text import cli as text_cli
+from .text import plot as text_plot
 from .text.console import OUTPUT_LOST, silence_stdout
 
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("info", help="versions and available backends").set_defaults(run=info)
     bench_cli.register(commands)
     text_cli.register(commands)
+    text_plot.register(commands)
     return parser
 
 

@@ -19,6 +19,7 @@ import pytest
 import dualtape
 from dualtape import distributed
 from dualtape.text.cli import DEFAULT_VALID
+from dualtape.text.record import read_log
 
 from . import mpi_worker
 from .helpers import assert_params_equal, host_params
@@ -342,7 +343,8 @@ class Silent:
     def advance(self) -> None:
         pass
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
         self.speeds.append(chars_per_second)
 
     def text(self, message: str) -> None:
@@ -475,7 +477,10 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
     assert "distributed: 2 ranks x batch 3 = global batch 6" in done.stdout
     assert done.stdout.count("stopped (step limit) at step 6") == 1  # only rank 0 prints
     assert done.stdout.count("step      2  loss") == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]  # no temporary left
+    # no temporary left; the log beside the checkpoint has rank 0's rows alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "model.npz.log.csv"]
+    assert [row.step for row in read_log(f"{checkpoint}.log.csv").rows] == [2, 4, 6]
+    assert (tmp_path / "model.npz.log.csv").read_text().count("\n") == 4
     resumed = subprocess.run(
         [sys.executable, "-m", "dualtape.cli", "train-text", "--resume", str(checkpoint),
          "--steps", "2", "--sample-chars", "0", "--save", str(checkpoint)],
@@ -578,4 +583,7 @@ def test_a_diverging_two_rank_run_stops_every_rank_with_one_message(tmp_path):
                       "--save", str(tmp_path / "m.npz")])
     assert done.returncode == 1
     assert done.stderr.count("training diverged: the loss is nan") == 1, done.stderr
-    assert "nothing was saved" in done.stderr and not list(tmp_path.iterdir())
+    assert "nothing was saved" in done.stderr
+    # no checkpoint; the log keeps the readings before the divergence, from rank 0 alone
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz.log.csv"]
+    assert [row.step for row in read_log(tmp_path / "m.npz.log.csv").rows] == [1, 2]

@@ -386,13 +386,15 @@ def test_samples_restore_capitals():
 
 class Recorder:
     def __init__(self):
-        self.steps, self.readings, self.messages = 0, [], []
+        self.steps, self.readings, self.messages, self.held_out = 0, [], [], []
 
     def advance(self):
         self.steps += 1
 
-    def progress(self, step, loss, speed):
+    def progress(self, step, loss, speed, valid_loss=None):
         self.readings.append((step, loss, speed))
+        if valid_loss is not None:
+            self.held_out.append((step, valid_loss))
 
     def text(self, message):
         self.messages.append(message)
@@ -700,6 +702,7 @@ def test_the_step_bar_puts_a_space_before_steps(capsys):
     bar.close()
     out = capsys.readouterr().out
     assert "41 steps" in out and "41step" not in out and "loss 2.500" in out
+    assert "step     41  loss 2.500  1,000 chars/s\n" in out  # the reading above the bar
 
 
 def test_with_a_time_limit_the_bar_shows_the_time_used_and_left(capsys):

@@ -14,6 +14,7 @@ from dualtape.backend import resolve_backend
 from dualtape.io import load_with_extra, save
 from dualtape.text import trainer as trainer_module
 from dualtape.text.model import TextError, random_windows, windows_at
+from dualtape.text.record import TrainingLog, bits_per_char, read_log
 from dualtape.text.streams import (
     StreamPosition,
     advance,
@@ -24,7 +25,6 @@ from dualtape.text.streams import (
 from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
-    bits,
     load_checkpoint,
     run_training,
     split_held_out,
@@ -273,7 +273,7 @@ def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits():
             group[name] = group[name] * 0.0
     nats, size = trainer.held_out_loss(), len(trainer.vocab)
     assert nats == pytest.approx(math.log(size), rel=1e-6)
-    assert bits(nats) == pytest.approx(math.log2(size), rel=1e-6)
+    assert bits_per_char(nats) == pytest.approx(math.log2(size), rel=1e-6)
 
 
 def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(monkeypatch):
@@ -297,20 +297,24 @@ def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(monkeypatc
     assert got == pytest.approx(float(np.mean(losses)), rel=1e-5)
 
 
-def test_the_run_reports_the_held_out_loss_and_the_checkpoint_keeps_the_best(tmp_path):
+def test_the_run_reads_the_held_out_loss_beside_the_loss_and_the_checkpoint_keeps_it(
+        tmp_path):
     trainer = numpy_trainer(dataclasses.replace(TINY, valid=0.2))
     recorder = Recorder()
+    log = TrainingLog.open(tmp_path / "run.log.csv")
     limits = RunLimits(steps=6, log_every=3, sample_every=0, sample_chars=0,
-                       save=str(tmp_path / "c.npz"), valid_every=4)
+                       save=str(tmp_path / "c.npz"), valid_every=4, log=log)
     run_training(trainer, limits, recorder)
-    lines = [m for m in recorder.messages if m.startswith("held-out")]
-    assert [line.split(":")[0] for line in lines] == ["held-out loss at step 4",
-                                                       "held-out loss at step 6"]
-    nats = float(lines[-1].split(": ")[1].split()[0])
-    assert f"{bits(nats):.3f} bits/char" in lines[-1]
+    log.close()
+    # a reading at every --log-every and --valid-every step, and at the end
+    assert [step for step, _, _ in recorder.readings] == [3, 4, 6]
+    assert [step for step, _ in recorder.held_out] == [4, 6]
+    rows = read_log(tmp_path / "run.log.csv").rows
+    assert [r.step for r in rows] == [3, 4, 6] and rows[0].valid_loss is None
+    assert [r.valid_loss for r in rows[1:]] == pytest.approx([v for _, v in recorder.held_out])
     record = load_checkpoint(tmp_path / "c.npz").held_out
-    assert record["last"][0] == 6 and record["last"][1] == pytest.approx(nats, abs=5e-4)
-    assert record["best"][1] == min(record["best"][1], record["last"][1])
+    assert record["last"] == [6, recorder.held_out[-1][1]]
+    assert record["best"] == list(min(recorder.held_out, key=lambda r: r[1]))
     resumed = load_checkpoint(tmp_path / "c.npz").trainer(trainer.vocab.encode(TEXT))
     np.testing.assert_array_equal(resumed.held_ids, trainer.held_ids)
     assert resumed.held_out == record

@@ -39,6 +39,11 @@ trained on it; else the checkpoint's recorded corpus path, only when that is a r
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
 stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
+
+The record: every ``--log-every`` steps the loss is read back, printed (above the bar on a
+terminal) and appended to the log (``record``: ``--log PATH``, else ``CHECKPOINT.log.csv``
+beside ``--save`` or the ``--resume`` file, never through a link there; ``--no-log``: none),
+checked before training; a log that cannot be written warns once and training goes on.
 """
 
 from __future__ import annotations
@@ -157,8 +162,18 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
                      help="stop after this many seconds of training (default: no time limit); "
                      "the progress bar then shows the time used and left")
-    run.add_argument("--log-every", type=int, default=10, metavar="N",
-                     help="read the loss back from the device every N steps (default 10)")
+    run.add_argument("--log-every", type=int, default=100, metavar="N",
+                     help="read the loss back from the device every N steps, print it (above "
+                     "the progress bar on a terminal) and add a row to the log (default 100)")
+    run.add_argument("--log", metavar="PATH",
+                     help="append a row per reading to this log, PATH.csv or PATH.jsonl, with "
+                     "the columns step, seconds (of training, summed over resumes), "
+                     "train_loss (nats/char), valid_loss (nats/char) and valid_bpc (bits/char; "
+                     "empty without a held-out loss), chars_per_s, learning_rate; a resumed "
+                     "run appends, a new one refuses another run's log unless --overwrite; "
+                     "plot it with `dualtape plot PATH` (default with --save or --resume: "
+                     "the checkpoint's path + .log.csv)")
+    run.add_argument("--no-log", action="store_true", help="write no log")
     run.add_argument("--valid-every", type=int, default=200, metavar="N",
                      help="read the held-out loss every N steps and at the end, 0 = only at "
                      "the end (default 200)")
@@ -175,7 +190,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      "or a lost stdout); an existing checkpoint is replaced only when it is "
                      "the one resumed, or with --overwrite (default: the --resume file)")
     run.add_argument("--overwrite", action="store_true",
-                     help="let --save replace an existing checkpoint of another run")
+                     help="let --save replace an existing checkpoint of another run (and the "
+                     "log start afresh)")
     run.add_argument("--save-every", type=int, default=0, metavar="N",
                      help="also save every N steps (default: only at the end)")
     run.add_argument("--resume", metavar="PATH",
@@ -250,7 +266,7 @@ def _check_run_args(args: argparse.Namespace) -> None:
         "time_limit": ("positive and finite (leave it out for no limit)", _positive_finite),
         "sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", lambda n: 0 <= n <= MAX_SAMPLE_CHARS),
         "temperature": finite, "max_corpus_mb": finite,
-        "save": ("a path", bool), "resume": ("a path", bool),
+        "save": ("a path", bool), "resume": ("a path", bool), "log": ("a path", bool),
     })
 
 
@@ -501,6 +517,7 @@ def train_text(args: argparse.Namespace) -> int:
         else:
             prepared, ranks = _prepare(args), 1
         chosen = _threads(args, prepared.trainer.config, ranks)
+        log = _open_log(args, prepared.trainer)
     except TextError as exc:
         return _fail("train-text", str(exc))
     except MemoryError:
@@ -512,9 +529,14 @@ def train_text(args: argparse.Namespace) -> int:
         return _fail("train-text", f"while preparing the run: {type(exc).__name__}: {exc}")
     stop = StopRequest()
     output = Output(stop)
-    for line in [*_header(prepared, chosen), memory]:
+    logging = [] if log is None else [f"log: {log.path}, a row every {args.log_every} steps"]
+    for line in [*_header(prepared, chosen), memory, *logging]:
         output.line(line)
-    return _train(args, prepared, run, stop, output, chosen.count)
+    try:
+        return _train(args, prepared, run, stop, output, chosen.count, log)
+    finally:
+        if log is not None:
+            log.close()
 
 
 COMPILE_NOTICE_S = 1.0
@@ -557,8 +579,41 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
         output.line(f"compiled in {seconds:.1f} s")
 
 
+def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
+    """The run's ``TrainingLog`` (``--log``, else beside the checkpoint), checked; None with
+    ``--no-log`` or nowhere to put it."""
+    from .model import TextError
+    from .record import DEFAULT_SUFFIX, LogError, TrainingLog
+
+    beside = args.save or args.resume
+    if args.no_log and args.log is not None:
+        raise TextError("give --log PATH or --no-log, not both")
+    if args.no_log or (args.log is None and beside is None):
+        return None
+    path = args.log or beside + DEFAULT_SUFFIX
+    try:
+        return TrainingLog.open(path, resumed_step=trainer.step_count if args.resume else None,
+                                replace=args.overwrite, follow=args.log is not None)
+    except LogError as exc:
+        raise TextError(str(exc)) from None
+
+
+def _closing(log: Any, best: tuple[float, int] | None) -> list[str]:
+    """What the last lines say of the log and the best held-out loss."""
+    lines = []
+    if best is not None:
+        lines.append(f"best held-out loss: {best[0] / math.log(2):.3f} bits/char "
+                     f"({best[0]:.3f} nats) at step {best[1]}")
+    if log is not None and log.failed is not None:
+        lines.append(f"log: {log.path} is incomplete: {log.failed}")
+    elif log is not None and log.rows:
+        lines.append(f"log: {log.path} (+{log.rows} rows); plot it with: dualtape plot "
+                     f"{shlex.quote(log.path)}")
+    return lines
+
+
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
-           output: Output, thread_count: int | None) -> int:
+           output: Output, thread_count: int | None, log: Any = None) -> int:
     """The run itself, after the header: every way it ends, in one line and a status."""
     import numpy as np
 
@@ -568,7 +623,7 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     trainer = prepared.trainer
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
                        args.sample_chars, args.temperature, args.save or args.resume,
-                       args.save_every, valid_every=args.valid_every)
+                       args.save_every, valid_every=args.valid_every, log=log)
     reporter = GuardedReporter.make(output, args.steps, args.time_limit)
 
     def failed(message: str) -> int:
@@ -606,6 +661,8 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
                 f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
+    for line in _closing(log, reporter.best):
+        output.line(line)
     output.line(_next_step(trainer))
     if output.lost is not None:
         to_stderr(f"dualtape train-text: {stop.cause}; stopped at step {trainer.step_count}, "

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-PLAIN_INTERVAL = 2.0  # seconds between plain progress lines
+UNKNOWN_SIZE = {"ncols": 80, "nrows": 24}
+"""The bar's size on a terminal that reports none (0 columns or rows), where tqdm, asked to
+follow the terminal's width, would draw nothing."""
 INTERRUPTED = 128 + signal.SIGINT
 OUTPUT_LOST = 74
 """Exit status when stdout could not be written (``EX_IOERR`` of sysexits.h)."""
@@ -132,23 +134,30 @@ class Output:
 
 
 class PlainReporter:
-    """Progress as a line every ``PLAIN_INTERVAL`` seconds (for logs and pipes)."""
+    """Progress as a line at each loss reading (every ``--log-every`` steps; for logs and
+    pipes). It remembers the last reading and the best held-out loss."""
 
     def __init__(self) -> None:
-        self.last_line = -float("inf")
         self.loss: float | None = None
         self.speed = 0.0
+        self.best: tuple[float, int] | None = None
+        """The lowest held-out loss read and its step."""
 
     def advance(self) -> None:
         """Nothing to do per step."""
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """Remember the reading; print it if the last line is old enough."""
+    def remember(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None) -> str:
+        """Keep the reading (and the best held-out loss); the line that shows it."""
         self.loss, self.speed = loss, chars_per_second
-        now = time.monotonic()
-        if now - self.last_line >= PLAIN_INTERVAL:
-            self.last_line = now
-            emit(f"step {step:>6}  loss {loss:.3f}  {chars_per_second:,.0f} chars/s")
+        if valid_loss is not None and (self.best is None or valid_loss < self.best[0]):
+            self.best = (valid_loss, step)
+        return reading_line(step, loss, chars_per_second, valid_loss)
+
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
+        """Print the reading."""
+        emit(self.remember(step, loss, chars_per_second, valid_loss))
 
     def text(self, message: str) -> None:
         """Print a message."""
@@ -172,10 +181,11 @@ class BarReporter(PlainReporter):
         super().__init__()
         self.tqdm, self.time_limit, self.clock = tqdm, time_limit, clock
         self.started, self.done, self.reading = clock(), 0, ""
+        shape = bar_shape()
         if time_limit is None:
-            self.bar = tqdm(total=steps, unit=" steps", file=sys.stdout, dynamic_ncols=True)
+            self.bar = tqdm(total=steps, unit=" steps", file=sys.stdout, **shape)
         else:
-            self.bar = tqdm(total=time_limit, file=sys.stdout, dynamic_ncols=True,
+            self.bar = tqdm(total=time_limit, file=sys.stdout, **shape,
                             bar_format="{percentage:3.0f}%|{bar}| {desc}")
 
     def advance(self) -> None:
@@ -191,12 +201,14 @@ class BarReporter(PlainReporter):
             f"{interval(self.time_limit - used)}, {self.done} steps{self.reading}", refresh=False)
         self.bar.update(used - self.bar.n)
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """Show the reading on the bar."""
-        self.loss, self.speed = loss, chars_per_second
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
+        """Print the reading above the bar and show it on the bar."""
+        line = self.remember(step, loss, chars_per_second, valid_loss)
         self.reading = f", loss {loss:.3f}, {chars_per_second:,.0f} chars/s"
         if self.time_limit is None:
             self.bar.set_postfix_str(self.reading[2:], refresh=False)
+        self.text(line)
 
     def text(self, message: str) -> None:
         """Print above the bar."""
@@ -228,6 +240,30 @@ def make_reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
         return PlainReporter()
 
 
+def reading_line(step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> str:
+    """A loss reading as one line: the step, the training loss (nats/char), the speed, and
+    the held-out loss in nats and bits per character when one was measured."""
+    line = f"step {step:>6}  loss {loss:.3f}  {chars_per_second:,.0f} chars/s"
+    if valid_loss is None:
+        return line
+    from .record import bits_per_char  # the standard library alone, like this module
+
+    return f"{line}  held-out {valid_loss:.3f} ({bits_per_char(valid_loss):.3f} bits/char)"
+
+
+def bar_shape() -> dict[str, Any]:
+    """tqdm's size arguments: follow the terminal's width, or ``UNKNOWN_SIZE`` when stdout
+    reports no size."""
+    try:
+        size = os.get_terminal_size(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        size = None
+    if size is None or size.columns < 2 or size.lines < 2:
+        return dict(UNKNOWN_SIZE)
+    return {"dynamic_ncols": True}
+
+
 class GuardedReporter:
     """A reporter whose writes go through ``output``: a lost stdout stops the run instead of
     raising, and warnings then reach stderr."""
@@ -249,13 +285,20 @@ class GuardedReporter:
         """The last loss read."""
         return self.reporter.loss
 
+    @property
+    def best(self) -> tuple[float, int] | None:
+        """The lowest held-out loss read and its step."""
+        return self.reporter.best
+
     def advance(self) -> None:
         """One step done."""
         self.output.write(self.reporter.advance)
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
         """A loss reading."""
-        self.output.write(lambda: self.reporter.progress(step, loss, chars_per_second))
+        self.output.write(lambda: self.reporter.progress(step, loss, chars_per_second,
+                                                         valid_loss))
 
     def text(self, message: str) -> None:
         """A message or a sample."""

@@ -190,8 +190,9 @@ class GlobalSpeed:
     def advance(self) -> None:
         self.reporter.advance()
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        self.reporter.progress(step, loss, chars_per_second * self.size)
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
+        self.reporter.progress(step, loss, chars_per_second * self.size, valid_loss)
 
     def text(self, message: str) -> None:
         self.reporter.text(message)

@@ -84,6 +84,7 @@ from .model import (
     sample,
     windows_at,
 )
+from .record import Row, TrainingLog
 from .streams import StreamPosition, advance, check_streams, layout, stream_starts
 
 TEXT_FORMAT = 1
@@ -299,11 +300,6 @@ def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
             f"symbols for training, but --seq-len {seq_len} needs at least {seq_len + 1}; use "
             "a smaller --valid or --seq-len, or a longer text")
     return training, (ids[len(ids) - held:] if held else None)
-
-
-def bits(nats: float) -> float:
-    """A loss in nats per character as bits per character."""
-    return nats / math.log(2)
 
 
 def _generator(state: Any) -> np.random.Generator:
@@ -829,8 +825,10 @@ class Reporter(Protocol):
     def advance(self) -> None:
         """One step done."""
 
-    def progress(self, step: int, loss: float, chars_per_second: float) -> None:
-        """A loss read back at ``step`` and the speed since the previous read."""
+    def progress(self, step: int, loss: float, chars_per_second: float,
+                 valid_loss: float | None = None) -> None:
+        """A loss read back at ``step``, the speed since the previous read and, when one was
+        measured, the held-out loss."""
 
     def text(self, message: str) -> None:
         """A message or a sample, printed whole."""
@@ -843,7 +841,8 @@ class Reporter(Protocol):
 class RunLimits:
     """When the loop stops, reports, samples, saves and reads the held-out loss (None or 0
     = never; the held-out loss is also read at the end). ``writes`` False (MPI ranks other
-    than 0) checks the model at every save point without writing it."""
+    than 0) checks the model at every save point without writing it, nor the ``log`` (a row
+    at each loss reading)."""
 
     steps: int | None = None
     time_limit: float | None = None
@@ -855,6 +854,7 @@ class RunLimits:
     save_every: int = 0
     writes: bool = True
     valid_every: int = 200
+    log: TrainingLog | None = None
 
 
 @dataclass
@@ -887,15 +887,22 @@ def run_training(
     done = since_log = 0
     paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
 
-    def log() -> None:
+    def log(valid: float | None = None) -> None:
         nonlocal last, since_log, paused
         loss = trainer.read_loss()
         now = time.perf_counter()
         if loss is not None:
             seconds = max(now - last - paused, 1e-9)
-            speed = since_log * trainer.chars_per_step / seconds
-            reporter.progress(trainer.step_count, loss, speed)
+            record(loss, since_log * trainer.chars_per_step / seconds, now - start, valid)
         last, since_log, paused = now, 0, 0.0
+
+    def record(loss: float, speed: float, seconds: float, valid: float | None = None) -> None:
+        reporter.progress(trainer.step_count, loss, speed, valid)
+        if limits.log is not None and limits.writes:
+            problem = limits.log.write(Row(trainer.step_count, seconds, loss, valid, speed,
+                                           trainer.config.rate))
+            if problem is not None:
+                reporter.warn(problem)
 
     def pause(action: Callable[[], None]) -> None:
         nonlocal paused, total_paused
@@ -905,13 +912,13 @@ def run_training(
         paused += spent
         total_paused += spent
 
-    def show_held_out() -> None:
-        if trainer.held_out.get("last", [None])[0] == trainer.step_count:
-            return  # read at this step already
-        nats = trainer.held_out_loss()
-        if nats is not None:
-            reporter.text(f"held-out loss at step {trainer.step_count}: {nats:.3f} nats/char, "
-                          f"{bits(nats):.3f} bits/char")
+    def log_with_held_out() -> None:
+        """A reading with the held-out loss beside it (read before, its time left out of
+        the speed), unless the held-out loss was read at this step already."""
+        valid: list[float | None] = [None]
+        if trainer.held_out.get("last", [None])[0] != trainer.step_count:
+            pause(lambda: valid.__setitem__(0, trainer.held_out_loss()))
+        log(valid[0])
 
     def show_sample() -> None:
         if limits.sample_chars > 0:
@@ -944,31 +951,29 @@ def run_training(
             except Exception as exc:
                 reporter.warn(f"warning: {exc}")
 
+    def stop_reason() -> str | None:
+        if limits.steps is not None and done >= limits.steps:
+            return "steps"
+        if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
+            return "time"
+        return "interrupted" if stop_requested() else None
+
     try:
-        while True:
-            if limits.steps is not None and done >= limits.steps:
-                reason = "steps"
-                break
-            if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
-                reason = "time"
-                break
-            if stop_requested():
-                reason = "interrupted"
-                break
+        reason = stop_reason()
+        while reason is None:
             trainer.step()
             done += 1
             since_log += 1
             reporter.advance()
-            if limits.log_every and done % limits.log_every == 0:
+            reason = stop_reason()  # known before the reading, so the last one has it all
+            if reason or (limits.valid_every and done % limits.valid_every == 0):
+                log_with_held_out()
+            elif limits.log_every and done % limits.log_every == 0:
                 log()
-            if limits.valid_every and done % limits.valid_every == 0:
-                pause(show_held_out)
             if limits.sample_every and done % limits.sample_every == 0:
                 pause(show_sample)
             if limits.save and limits.save_every and done % limits.save_every == 0:
                 pause(checkpoint)
-        log()
-        pause(show_held_out)
     except DivergedError:
         raise
     except Exception:
