@@ -1,4 +1,5 @@
-"""Checkpointed tapes for ``RecurrentNetwork``: the states every k steps, not every step.
+"""Checkpointed tapes for ``RecurrentNetwork`` and recurrent layers: the states every k
+steps, not every step.
 
 The forward pass runs the sequence in segments of ``every`` steps and keeps, for each
 segment, only the states it starts from (and what the Dropout layers' generators were then);
@@ -7,6 +8,9 @@ through the same code (fast paths included) and backpropagating through it at on
 one segment's tape exists at a time. That is Chen et al. (2016)'s trade, as
 ``torch.utils.checkpoint`` makes it: about one more forward pass for memory that grows with
 ``T / every + every`` instead of ``T``; ``every = ⌈√T⌉`` (``"sqrt"``) balances the two.
+The functions take a network's private sequence methods (``layers``, ``_forward_sequence``,
+``_backward_sequence`` over lists of states); ``OneLayer`` gives a single recurrent layer
+those, so this module knows no network and layers may use it.
 """
 
 from __future__ import annotations
@@ -15,14 +19,15 @@ import math
 from typing import Any, NamedTuple
 
 from .backend import out_module
-from .layers.base import Array
+
+Array = Any
 
 POLICIES = ("full", "sqrt")
 """The named tape policies; an integer k >= 1 checkpoints every k steps."""
 
 
 class CheckpointedTape(NamedTuple):
-    """A ``RecurrentNetwork``'s checkpointed tape: the inputs ``xs`` (T, B, n_in), ``states``
+    """A checkpointed tape: the inputs ``xs`` (T, B, n_in), ``states``
     (per segment, the list of every recurrent layer's state at its start), ``every`` (the
     segment length), ``rng_states`` (per segment, each Dropout layer's generator state at its
     start), the parameters' ``versions`` (one per layer) it was made with, ``steps`` and
@@ -80,7 +85,13 @@ def checkpointed_backward(
     segments' weight gradients are summed, in place on numpy and CuPy. ``scratch``
     (``gradient_buffers``) receives the fast paths' gradients of every segment but the first
     before they are added. ``RuntimeError`` when a layer's parameters changed since the
-    forward pass."""
+    forward pass; ``ValueError`` for a tape of another number of layers or inputs."""
+    layer = rnet.layers[0]
+    if len(tape.versions) != len(rnet.layers) or tape.xs.shape[-1] != layer.n_in:
+        owner = repr(layer) if len(rnet.layers) == 1 else type(rnet).__name__
+        raise ValueError(f"{owner}: the checkpointed tape is of {len(tape.versions)} layers "
+                         f"and inputs of {tape.xs.shape[-1]}, not this one's; pass the tape "
+                         "its forward_sequence returned")
     for layer, version in zip(rnet.layers, tape.versions, strict=True):
         layer._check_version(_Version(version))
     dropouts = _dropouts(rnet)
@@ -105,6 +116,27 @@ def checkpointed_backward(
     if need_dxs:
         whole = dxs[0] if len(dxs) == 1 else xp.concat(dxs, axis=0)
     return grads, dstates, whole
+
+
+class OneLayer:
+    """A recurrent layer as the one-layer network the checkpointing functions take."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layers = [layer]
+
+    def _forward_sequence(self, xp: Any, states: list[Array], xs: Array
+                          ) -> tuple[Any, list[Array], Array]:
+        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)
+        return tape, [state], ys
+
+    def _backward_sequence(
+        self, xp: Any, tape: Any, dys: Array, dstates: list[Array], need_dxs: bool = True,
+        scratch: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
+    ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
+        grads, dstate, dxs = self.layers[0]._backward_sequence(
+            xp, tape, dstates[0], dys, need_dxs, None if scratch is None else scratch[0],
+            need_dstates)
+        return [grads], [dstate], dxs
 
 
 def _added(total: list[dict[str, Array]], more: list[dict[str, Array]]

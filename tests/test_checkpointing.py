@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import GRU, LSTM, Dropout, FullyConnected, RecurrentNetwork, StandardLSTM, Tanh
+from dualtape import (
+    GRU,
+    LSTM,
+    BasicRecurrent,
+    Dropout,
+    FullyConnected,
+    RecurrentNetwork,
+    StandardLSTM,
+    Tanh,
+)
 from dualtape.checkpointing import CheckpointedTape, segment_length
 
 from .conftest import np64
@@ -99,3 +108,49 @@ def test_a_tape_policy_that_is_not_full_sqrt_or_a_step_count_is_refused(policy):
     with pytest.raises(ValueError, match="tape must be"):
         dualtape.train_recurrent(mixed_network(), np.zeros((3, 1, 3)), np.zeros((3, 1, 2)),
                                  dualtape.SGD(0.1), tape=policy)
+
+
+LAYERS = {
+    "LSTM": lambda: LSTM(3, 4, seed=1, dtype=F64, init="scaled"),
+    "StandardLSTM": lambda: StandardLSTM(3, 4, seed=2, dtype=F64),
+    "GRU": lambda: GRU(3, 4, seed=3, dtype=F64),
+    "BasicRecurrent": lambda: BasicRecurrent(3, 4, seed=4, dtype=F64),
+}
+
+
+@pytest.mark.parametrize("kind", LAYERS)
+@pytest.mark.parametrize("policy", [2, "sqrt", 20])
+def test_each_recurrent_layer_takes_the_tape_policy_itself(backend, kind, policy):
+    rng = np.random.default_rng(3)
+    full, layer = LAYERS[kind](), LAYERS[kind]()
+    xs = dualtape.asarray(rng.normal(size=(7, 2, 3)))
+    dys = dualtape.asarray(rng.normal(size=(7, 2, 4)))
+    state = dualtape.asarray(0.5 * rng.normal(size=(2, layer.state_size)))
+    dstate = dualtape.asarray(rng.normal(size=(2, layer.state_size)))
+    tape, last, ys = layer.forward_sequence(state, xs, tape=policy)
+    assert isinstance(tape, CheckpointedTape) and tape.xs.shape == (7, 2, 3)
+    assert len(tape.states) == -(-7 // segment_length(policy, 7))
+    grads, dstate_0, dxs = layer.backward_sequence(tape, dstate, dys)
+    expected_tape, *expected_out = full.forward_sequence(state, xs)
+    expected = full.backward_sequence(expected_tape, dstate, dys)
+    for a, b in zip([last, ys, dstate_0, dxs], [*expected_out, expected[1], expected[2]],
+                    strict=True):
+        np.testing.assert_allclose(np64(a), np64(b), **CLOSE)
+    assert set(grads) == set(expected[0])
+    for key in grads:
+        np.testing.assert_allclose(np64(grads[key]), np64(expected[0][key]), **CLOSE,
+                                   err_msg=key)
+
+
+def test_a_checkpointed_tape_goes_back_only_to_what_made_it():
+    layer, rnet = LSTM(3, 4, seed=1, dtype=F64), mixed_network()
+    xs = np.zeros((4, 1, 3))
+    layer_tape, _, ys = layer.forward_sequence(None, xs, tape=2)
+    net_tape, _, net_ys = rnet.forward_sequence(None, xs, tape=2)
+    with pytest.raises(ValueError, match="the checkpointed tape is of 1 layers"):
+        rnet.backward_sequence(layer_tape, None, np64(net_ys))
+    with pytest.raises(ValueError, match="the checkpointed tape is of 6 layers"):
+        layer.backward_sequence(net_tape, None, np64(ys))
+    layer.params["U"] = layer.params["U"] * 2.0
+    with pytest.raises(RuntimeError, match="parameters changed"):
+        layer.backward_sequence(layer_tape, None, np64(ys))

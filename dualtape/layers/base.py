@@ -41,6 +41,13 @@ from ..backend import (
     out_module,
     zeros_like_place,
 )
+from ..checkpointing import (
+    CheckpointedTape,
+    OneLayer,
+    checkpointed_backward,
+    checkpointed_forward,
+    segment_length,
+)
 
 Array = Any
 
@@ -506,9 +513,14 @@ class RecurrentLayer(Layer):
         grads, dstate, dx = self._backward_step(xp, tape, dstate_next, dy)
         return grads, restore(dstate, single), restore(dx, single)
 
-    def forward_sequence(self, state: Any, xs: Any) -> tuple[Any, Array, Array]:
+    def forward_sequence(
+        self, state: Any, xs: Any, *, tape: str | int = "full"
+    ) -> tuple[Any, Array, Array]:
         """A sequence: ``(tape, state_T, ys)`` for ``xs`` ``(T, batch, n_in)`` or ``(T, n_in)``,
-        from ``state`` ``(batch, state_size)`` or ``(state_size,)``, or None for zeros."""
+        from ``state`` ``(batch, state_size)`` or ``(state_size,)``, or None for zeros.
+        ``tape`` as in ``RecurrentNetwork.forward_sequence``: ``"full"`` (every step's tape),
+        ``"sqrt"`` or k (a ``CheckpointedTape`` of the states every ⌈√T⌉ or k steps, each
+        segment recomputed in ``backward_sequence``)."""
         xp, xs, single = prepare_input(
             xs,
             n_features=self.n_in,
@@ -520,9 +532,14 @@ class RecurrentLayer(Layer):
             copy=True,
         )
         check_not_empty(xs, repr(self))
+        every = segment_length(tape, xs.shape[0])
         state, _ = self._check_state(state, xs.shape[1], copy=True)
-        tape, state_last, ys = self._forward_sequence(xp, state, xs)
-        return tape, read_only(restore(state_last, single)), read_only(restore(ys, single))
+        if every is None:
+            kept, state_last, ys = self._forward_sequence(xp, state, xs)
+        else:
+            kept, states, ys = checkpointed_forward(OneLayer(self), xp, [state], xs, every)
+            state_last = states[0]
+        return kept, read_only(restore(state_last, single)), read_only(restore(ys, single))
 
     def backward_sequence(
         self, tape: Any, dstate_T: Any, dys: Any
@@ -534,14 +551,20 @@ class RecurrentLayer(Layer):
         the order of ``backward(tape, dstate_next, dy)`` and ``RecurrentNetwork``'s. Arguments
         in the other order raise ``ValueError`` (a state gradient has no time axis).
         """
-        self._check_tape(tape, repr(self))
+        checkpointed = isinstance(tape, CheckpointedTape)
+        if not checkpointed:
+            self._check_tape(tape, repr(self))
         check_sequence_gradients_order(repr(self), dstate_T, dys)
         steps, batch = tape[0].shape[:2]
         xp, dys, single = prepare_like(
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
         )
         dstate_T = self._state_gradient(xp, dstate_T, batch, "dstate_T")
-        grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_T, dys)
+        if checkpointed:
+            grads, dstates, dxs = checkpointed_backward(OneLayer(self), xp, tape, dys, [dstate_T])
+            grads, dstate = grads[0], dstates[0]
+        else:
+            grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_T, dys)
         return grads, restore(dstate, single), restore(dxs, single)
 
     def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:

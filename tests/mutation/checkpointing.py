@@ -26,3 +26,20 @@ MUTANTS = [
     Mutant(CK, "need_dstates or k > 0)", "need_dstates)",
            "the state gradient stops at the last segment's start in training", TESTS),
 ]
+MUTANTS += [
+    Mutant("dualtape/layers/base.py", "            kept, states, ys = checkpointed_forward("
+           "OneLayer(self), xp, [state], xs, every)",
+           "            kept, states, ys = checkpointed_forward(OneLayer(self), xp, [state], "
+           "xs, every + 1)", "a layer's segments one step longer than its policy says",
+           ("tests/test_checkpointing.py",)),
+    Mutant("dualtape/checkpointing.py",
+           "        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)\n"
+           "        return tape, [state], ys",
+           "        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)\n"
+           "        return tape, states, ys", "a layer's segments all begin from its first state",
+           ("tests/test_checkpointing.py",)),
+    Mutant("dualtape/checkpointing.py",
+           "    if len(tape.versions) != len(rnet.layers) or tape.xs.shape[-1] != layer.n_in:",
+           "    if tape.xs.shape[-1] != layer.n_in:",
+           "another network's checkpointed tape accepted", ("tests/test_checkpointing.py",)),
+]
