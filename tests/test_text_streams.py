@@ -360,3 +360,14 @@ def corpus(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text(TEXT, encoding="utf-8")
     return path
+
+
+def test_the_closing_lines_give_the_best_held_out_loss_of_every_run(capsys, corpus, tmp_path):
+    path = str(tmp_path / "c.npz")
+    run(capsys, "train-text", str(corpus), *SMALL, "--steps", "4", "--save", path)
+    _edit(path, lambda e: e.update(held_out={"last": [4, 3.0], "best": [2, 0.125]}))
+    code, out, _ = run(capsys, "train-text", str(corpus), "--resume", path, "--steps", "2",
+                       "--sample-chars", "0")
+    assert code == 0 and load_checkpoint(path).held_out["last"][0] == 6
+    assert f"best held-out loss: {bits_per_char(0.125):.3f} bits/char (0.125 nats) at step 2" \
+        in out

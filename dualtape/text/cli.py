@@ -598,12 +598,16 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
         raise TextError(str(exc)) from None
 
 
-def _closing(log: Any, best: tuple[float, int] | None) -> list[str]:
-    """What the last lines say of the log and the best held-out loss."""
+def _closing(log: Any, best: list | None) -> list[str]:
+    """What the last lines say of the log and of the best held-out loss (``[step, nats]``,
+    over every run of the checkpoint's)."""
+    from .record import bits_per_char
+
     lines = []
     if best is not None:
-        lines.append(f"best held-out loss: {best[0] / math.log(2):.3f} bits/char "
-                     f"({best[0]:.3f} nats) at step {best[1]}")
+        step, nats = best
+        lines.append(f"best held-out loss: {bits_per_char(nats):.3f} bits/char ({nats:.3f} "
+                     f"nats) at step {step}")
     if log is not None and log.failed is not None:
         lines.append(f"log: {log.path} is incomplete: {log.failed}")
     elif log is not None and log.rows:
@@ -661,7 +665,7 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
                 f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
-    for line in _closing(log, reporter.best):
+    for line in _closing(log, trainer.held_out.get("best")):
         output.line(line)
     output.line(_next_step(trainer))
     if output.lost is not None:

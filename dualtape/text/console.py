@@ -135,23 +135,19 @@ class Output:
 
 class PlainReporter:
     """Progress as a line at each loss reading (every ``--log-every`` steps; for logs and
-    pipes). It remembers the last reading and the best held-out loss."""
+    pipes). It remembers the last reading."""
 
     def __init__(self) -> None:
         self.loss: float | None = None
         self.speed = 0.0
-        self.best: tuple[float, int] | None = None
-        """The lowest held-out loss read and its step."""
 
     def advance(self) -> None:
         """Nothing to do per step."""
 
     def remember(self, step: int, loss: float, chars_per_second: float,
                  valid_loss: float | None) -> str:
-        """Keep the reading (and the best held-out loss); the line that shows it."""
+        """Keep the reading; the line that shows it."""
         self.loss, self.speed = loss, chars_per_second
-        if valid_loss is not None and (self.best is None or valid_loss < self.best[0]):
-            self.best = (valid_loss, step)
         return reading_line(step, loss, chars_per_second, valid_loss)
 
     def progress(self, step: int, loss: float, chars_per_second: float,
@@ -284,11 +280,6 @@ class GuardedReporter:
     def loss(self) -> float | None:
         """The last loss read."""
         return self.reporter.loss
-
-    @property
-    def best(self) -> tuple[float, int] | None:
-        """The lowest held-out loss read and its step."""
-        return self.reporter.best
 
     def advance(self) -> None:
         """One step done."""

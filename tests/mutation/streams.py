@@ -55,3 +55,6 @@ MUTANTS = [
     Mutant(TRAINER, "    return nats / math.log(2)", "    return nats / math.log(10)",
            "bits in the wrong base", TESTS),
 ]
+MUTANTS.append(Mutant("dualtape/text/cli.py", '_closing(log, trainer.held_out.get("best"))',
+                      '_closing(log, trainer.held_out.get("last"))',
+                      "the closing line reports the last held-out loss as the best", TESTS))

@@ -365,8 +365,6 @@ MUTANTS = [
            "plain output prints no readings", RECORD_TESTS),
     Mutant(CONSOLE, "        self.text(line)\n", "",
            "a terminal shows the readings on the bar only, none above it", UNIT),
-    Mutant(CONSOLE, "valid_loss < self.best[0]", "valid_loss > self.best[0]",
-           "the worst held-out loss is reported as the best", RECORD_TESTS),
     Mutant(CONSOLE, "size.columns < 2 or size.lines < 2", "size.columns < 2",
            "a terminal reporting 0 rows shows nothing", RECORD_TESTS),
     cli("follow=args.log is not None)", "follow=True)",
