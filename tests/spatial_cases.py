@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import dualtape
+
 from .fixtures.make_spatial_golden import CONV_CASES, DTYPES, PAD_CASES, POOL_CASES
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "spatial_golden.npz"

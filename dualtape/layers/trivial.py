@@ -9,8 +9,9 @@ from .spatial import ShapeLayer
 
 
 class Trivial(ShapeLayer):
-    """Grenade's ``Trivial``: the output is the input, of any shape, and the gradient passes
-    unchanged. The tape keeps only the input's shape."""
+    """Grenade's ``Trivial``: the output is the input and the gradient passes unchanged. Like
+    the activations it takes any shape inside a ``Network`` and ``(batch, features)`` or
+    ``(features,)`` on its own. The tape keeps only the input's shape."""
 
     kind = "Trivial"
 
