@@ -30,12 +30,14 @@ class Convolution(Layer):
     Grenade's initialisation: ``W`` uniform in [-1, 1], drawn on the host from ``seed``;
     ``b`` zeros (Grenade's convolution has no bias; a zero bias starts as the same function).
 
-    The product: the windows unfolded into a matrix (batch·rows·cols, channels_in·kernel)
-    times ``W`` as a matrix, thinc's and Chainer's ``im2col`` way; on numpy and CuPy the
-    windows are a strided view copied once (``kernels.windows``). The tape keeps the input,
-    not the unfolded matrix, which is ``kernel rows·cols / (stride rows·cols)`` times larger
-    (9x for a 3x3 kernel at stride 1): unfolding again in backward costs about a tenth of the
-    layer's forward and backward (see the README's convolution notes).
+    The product: ``W`` as a matrix times the windows unfolded into a matrix
+    (channels_in·kernel, batch·rows·cols), thinc's and Chainer's ``im2col`` way; on numpy and
+    CuPy the windows are a strided view copied once (``kernels.windows``). The tape keeps
+    the input, not the unfolded matrix, which is about ``kernel rows·cols / (stride
+    rows·cols)`` times larger: measured on numpy (float32, one thread, batch 32) it is 7.8x
+    the input for 8 channels of 28x28 through a 3x3 kernel, 18x for one channel through
+    5x5, 1.7x at stride 2, while unfolding again in backward costs 8-11% of the layer's
+    forward and backward.
     """
 
     kind = "Convolution"
@@ -76,32 +78,35 @@ class Convolution(Layer):
                               self.stride)
 
     def _unfold(self, xp: Any, x: Array) -> Array:
-        """The windows of ``x`` as a matrix (batch·rows·cols, channels_in·kernel)."""
+        """The windows of ``x`` as a matrix (channels_in·kernel, batch·rows·cols), Chainer's
+        ``col`` layout: each row holds one kernel position's (rows, cols) image, read and
+        written along rows of ``x``."""
         w = windows(xp, x, self.kernel, self.stride)
         batch, channels, rows, cols, kh, kw = w.shape
-        return xp.reshape(xp.permute_dims(w, (0, 2, 3, 1, 4, 5)),
-                          (batch * rows * cols, channels * kh * kw))
+        return xp.reshape(xp.permute_dims(w, (1, 4, 5, 0, 2, 3)),
+                          (channels * kh * kw, batch * rows * cols))
 
     def _forward(self, xp: Any, x: Array) -> tuple[ConvolutionTape, Array]:
         check_example(self, x)
         p = self.params
         _, rows, cols = self.output_shape(tuple(x.shape[1:]))
-        flat = self._unfold(xp, x) @ xp.reshape(p["W"], (self.channels_out, -1)).T + p["b"]
-        y = xp.reshape(flat, (x.shape[0], rows, cols, self.channels_out))
-        return ConvolutionTape(x, p.version), xp.permute_dims(y, (0, 3, 1, 2))
+        flat = xp.reshape(p["W"], (self.channels_out, -1)) @ self._unfold(xp, x)
+        y = xp.reshape(flat, (self.channels_out, x.shape[0], rows, cols))
+        y = xp.permute_dims(y, (1, 0, 2, 3)) + xp.reshape(p["b"], (self.channels_out, 1, 1))
+        return ConvolutionTape(x, p.version), y
 
     def _backward(self, xp: Any, tape: ConvolutionTape, dy: Array
                   ) -> tuple[dict[str, Array], Array]:
         self._check_version(tape)
         W = self.params["W"]
         batch, _, rows, cols = dy.shape
-        d = xp.reshape(xp.permute_dims(dy, (0, 2, 3, 1)),
-                       (batch * rows * cols, self.channels_out))
-        grads = {"W": xp.reshape(batch_outer(d, self._unfold(xp, tape.x)), tuple(W.shape)),
-                 "b": batch_sum(xp, d)}
-        d_windows = xp.reshape(d @ xp.reshape(W, (self.channels_out, -1)),
-                               (batch, rows, cols, self.channels_in, *self.kernel))
-        dx = fold(xp, xp.permute_dims(d_windows, (0, 3, 1, 2, 4, 5)), tuple(tape.x.shape),
+        d = xp.reshape(xp.permute_dims(dy, (1, 0, 2, 3)),
+                       (self.channels_out, batch * rows * cols))
+        grads = {"W": xp.reshape(batch_outer(d.T, self._unfold(xp, tape.x).T), tuple(W.shape)),
+                 "b": batch_sum(xp, d.T)}
+        d_windows = xp.reshape(xp.reshape(W, (self.channels_out, -1)).T @ d,
+                               (self.channels_in, *self.kernel, batch, rows, cols))
+        dx = fold(xp, xp.permute_dims(d_windows, (3, 0, 4, 5, 1, 2)), tuple(tape.x.shape),
                   self.stride)
         return grads, dx
 
