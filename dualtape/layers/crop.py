@@ -6,29 +6,17 @@ from typing import Any
 
 from ..backend import zeros_like_place
 from .base import Array
-from .pad import check_margins, grown, inner
-from .spatial import IMAGE, ShapeLayer
+from .pad import MarginLayer, grown, inner
+from .spatial import IMAGE
 
 
-class Crop(ShapeLayer):
+class Crop(MarginLayer):
     """Grenade's ``Crop``: ``left`` and ``right`` columns and ``top`` and ``bottom`` rows cut
     from each channel of images (batch, channels, height, width), in Grenade's argument
     order; the inverse of ``Pad``. At least one row and column must remain. Backward pads the
     gradient with zeros."""
 
     kind = "Crop"
-    spatial = True
-
-    def __init__(self, left: int, top: int, right: int, bottom: int) -> None:
-        super().__init__()
-        self.margins = check_margins(self.kind, left, top, right, bottom)
-
-    def config(self) -> dict[str, Any]:
-        return dict(zip(("left", "top", "right", "bottom"), self.margins, strict=True))
-
-    @property
-    def input_shape(self) -> tuple:
-        return IMAGE
 
     def output_shape(self, shape: tuple | None) -> tuple:
         left, top, right, bottom = self.margins

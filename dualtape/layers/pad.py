@@ -9,14 +9,6 @@ from .base import Array
 from .spatial import IMAGE, ShapeLayer, check_pair
 
 
-def check_margins(owner: str, left: Any, top: Any, right: Any, bottom: Any
-                  ) -> tuple[int, int, int, int]:
-    """``(left, top, right, bottom)``, each a non-negative integer (else ``ValueError``)."""
-    (left, top), (right, bottom) = (check_pair(owner, "left and top", (left, top), 0),
-                                    check_pair(owner, "right and bottom", (right, bottom), 0))
-    return left, top, right, bottom
-
-
 def inner(shape: tuple[int, ...], margins: tuple[int, int, int, int]) -> tuple[slice, ...]:
     """The index of the part of an image batch of ``shape`` inside ``margins``."""
     left, top, right, bottom = margins
@@ -24,19 +16,18 @@ def inner(shape: tuple[int, ...], margins: tuple[int, int, int, int]) -> tuple[s
             slice(left, shape[3] - right))
 
 
-class Pad(ShapeLayer):
-    """Grenade's ``Pad``: ``left`` and ``right`` columns and ``top`` and ``bottom`` rows of
-    zeros around each channel of images (batch, channels, height, width), in Grenade's
-    argument order (torch's ``pad`` takes ``(left, right, top, bottom)``). Before a
-    ``Convolution`` it gives torch's ``conv2d(padding=...)``. Backward crops the gradient."""
+class MarginLayer(ShapeLayer):
+    """A layer that adds or cuts ``margins`` ``(left, top, right, bottom)`` of images, each a
+    non-negative integer (Grenade's argument order)."""
 
-    kind = "Pad"
     spatial = True
-    keeps_input = False
 
     def __init__(self, left: int, top: int, right: int, bottom: int) -> None:
         super().__init__()
-        self.margins = check_margins(self.kind, left, top, right, bottom)
+        (left, top), (right, bottom) = (
+            check_pair(self.kind, "left and top", (left, top), 0),
+            check_pair(self.kind, "right and bottom", (right, bottom), 0))
+        self.margins = (left, top, right, bottom)
 
     def config(self) -> dict[str, Any]:
         return dict(zip(("left", "top", "right", "bottom"), self.margins, strict=True))
@@ -44,6 +35,16 @@ class Pad(ShapeLayer):
     @property
     def input_shape(self) -> tuple:
         return IMAGE
+
+
+class Pad(MarginLayer):
+    """Grenade's ``Pad``: ``left`` and ``right`` columns and ``top`` and ``bottom`` rows of
+    zeros around each channel of images (batch, channels, height, width), in Grenade's
+    argument order (torch's ``pad`` takes ``(left, right, top, bottom)``). Before a
+    ``Convolution`` it gives torch's ``conv2d(padding=...)``. Backward crops the gradient."""
+
+    kind = "Pad"
+    keeps_input = False
 
     def output_shape(self, shape: tuple | None) -> tuple:
         left, top, right, bottom = self.margins

@@ -130,7 +130,8 @@ class ShapeLayer(Layer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.tape_class = type(f"{cls.kind}Tape", (ShapeTape,), {"__slots__": ()})
+        if "kind" in vars(cls):  # not for a shared base such as MarginLayer
+            cls.tape_class = type(f"{cls.kind}Tape", (ShapeTape,), {"__slots__": ()})
 
     @classmethod
     def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
