@@ -292,7 +292,7 @@ def test_save_and_load_round_trip(backend, tmp_path):
         dualtape.Pad(1, 2, 0, 1), dualtape.Convolution(2, 3, (3, 2), (2, 1), seed=3,
                                                        dtype="float64"),
         dualtape.Elu(), dualtape.Pooling((2, 2), (1, 1)), dualtape.Crop(0, 1, 1, 0),
-        dualtape.Trivial(), dualtape.Reshape((3, 2, 3), (18,)),
+        dualtape.Trivial(), dualtape.Sinusoid(), dualtape.Reshape((3, 2, 3), (18,)),
         dualtape.FullyConnected(18, 2, seed=4, dtype="float64"),
     ])
     dualtape.save(net, tmp_path / "net.npz")

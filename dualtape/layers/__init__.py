@@ -14,6 +14,7 @@ from .pad import Pad
 from .pooling import Pooling
 from .relu import Relu
 from .reshape import Reshape
+from .sinusoid import Sinusoid
 from .softmax import Softmax
 from .standard_lstm import StandardLSTM
 from .tanh import Tanh
@@ -21,7 +22,7 @@ from .trivial import Trivial
 
 LAYER_KINDS = {cls.kind: cls for cls in (
     FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
-    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial)}
+    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid)}
 
 __all__ = [
     "GRU",
@@ -42,6 +43,7 @@ __all__ = [
     "RecurrentLayer",
     "Relu",
     "Reshape",
+    "Sinusoid",
     "Softmax",
     "StandardLSTM",
     "Tanh",

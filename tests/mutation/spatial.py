@@ -1,5 +1,6 @@
 """Mutants of the spatial layers (``dualtape/layers/{convolution,pooling,pad,crop,reshape,
-trivial,spatial}.py``, ``dualtape/kernels/windows.py``) and the shape contract they chain by."""
+trivial,sinusoid,spatial}.py``, ``dualtape/kernels/windows.py``) and the shape contract they
+chain by."""
 
 from run_mutants import Mutant
 
@@ -9,7 +10,7 @@ PAD, CROP, RESHAPE = L + "pad.py", L + "crop.py", L + "reshape.py"
 WIN = "dualtape/kernels/windows.py"
 NET, BASE = "dualtape/network.py", L + "base.py"
 TESTS = ("tests/test_spatial_golden.py", "tests/test_convolution.py", "tests/test_pooling.py",
-         "tests/test_spatial.py")
+         "tests/test_spatial.py", "tests/test_sinusoid.py")
 MUTANTS = [
     # sizes
     Mutant(SP, "    return (size - kernel) // stride + 1", "    return (size - kernel) // stride",
@@ -87,4 +88,9 @@ MUTANTS = [
            TESTS),
     Mutant("dualtape/recurrent.py", "            if getattr(layer, \"spatial\", False):",
            "            if False:", "RecurrentNetwork takes a Convolution", TESTS),
+    Mutant(L + "sinusoid.py", "xp.cos(tape.x) * dy", "xp.sin(tape.x) * dy",
+           "Sinusoid's derivative is not the cosine", TESTS),
+    Mutant(L + "sinusoid.py", '    kind = "Sinusoid"\n',
+           '    kind = "Sinusoid"\n    keeps_input = False\n',
+           "Sinusoid's tape shares the caller's input", TESTS),
 ]
