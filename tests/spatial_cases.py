@@ -9,7 +9,7 @@ import numpy as np
 
 import dualtape
 
-from .fixtures.make_spatial_golden import CONV_CASES, DTYPES, PAD_CASES, POOL_CASES
+from .fixtures.make_spatial_golden import CONV_CASES, DECONV_CASES, DTYPES, PAD_CASES, POOL_CASES
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "spatial_golden.npz"
 TOLERANCE = {"float64": 1e-10, "float32": 2e-5}
@@ -35,9 +35,10 @@ def dualtape_network(name: str, inputs: dict[str, np.ndarray]) -> dualtape.Netwo
     selected backend."""
     kind, case = name.split("-")[0], _case(name)
     dtype = str(inputs["x"].dtype)
-    if kind == "conv":
+    if kind in ("conv", "deconv"):
         _, c_in, c_out, _, kernel, stride, pad = case
-        layer = dualtape.Convolution(c_in, c_out, kernel, stride, dtype=dtype)
+        kind_of = dualtape.Convolution if kind == "conv" else dualtape.Deconvolution
+        layer = kind_of(c_in, c_out, kernel, stride, dtype=dtype)
         layer.params.update({"W": dualtape.asarray(inputs["W"]),
                              "b": dualtape.asarray(inputs["b"])})
         layers = [dualtape.Pad(pad, pad, pad, pad), layer] if pad else [layer]
@@ -50,7 +51,8 @@ def dualtape_network(name: str, inputs: dict[str, np.ndarray]) -> dualtape.Netwo
 
 def _case(name: str) -> tuple:
     base = name.rsplit("-", 1)[0]
-    return {**CONV_CASES, **POOL_CASES, **PAD_CASES}[base]
+    return {**CONV_CASES, **DECONV_CASES, **POOL_CASES, **PAD_CASES}[base]
 
 
-ALL_CASES = case_names(CONV_CASES) + case_names(POOL_CASES) + case_names(PAD_CASES)
+ALL_CASES = (case_names(CONV_CASES) + case_names(DECONV_CASES) + case_names(POOL_CASES)
+             + case_names(PAD_CASES))

@@ -34,6 +34,33 @@ def test_gradients_match_finite_differences(backend, case):
     check_layer_gradients(layer, x)
 
 
+@pytest.mark.parametrize("case", list(ODD_SIZES.values()), ids=list(ODD_SIZES))
+def test_deconvolution_gradients_match_finite_differences(backend, case):
+    batch, c_in, c_out, (h, w), kernel, stride = case
+    layer = dualtape.Deconvolution(c_in, c_out, kernel, stride, seed=4, dtype="float64")
+    layer.params["b"] = dualtape.asarray(np.linspace(-0.5, 0.5, c_out))
+    x = np.random.default_rng(2).normal(size=(batch, c_in, h - kernel[0] + 1, w))
+    check_layer_gradients(layer, x)
+
+
+def test_deconvolution_is_the_convolutions_adjoint(backend):
+    """Deconvolution's forward pass (bias 0) is the input gradient of a Convolution with the
+    same weights (torch's layouts make them the same array), and its input gradient that
+    convolution."""
+    conv = dualtape.Convolution(2, 3, (3, 2), (2, 3), seed=6, dtype="float64")
+    deconv = dualtape.Deconvolution(3, 2, (3, 2), (2, 3), dtype="float64")
+    deconv.params["W"] = conv.params["W"]
+    x = np.random.default_rng(5).normal(size=(2, 2, 9, 8))
+    tape, y = conv.forward(dualtape.asarray(x))
+    dy = np.random.default_rng(6).normal(size=tuple(y.shape))
+    _, dx = conv.backward(tape, dualtape.asarray(dy))
+    dtape, spread = deconv.forward(dualtape.asarray(dy))
+    np.testing.assert_allclose(np64(spread), np64(dx), rtol=1e-12, atol=1e-12)
+    assert deconv.output_shape(tuple(y.shape[1:])) == (2, 9, 8)
+    _, back = deconv.backward(dtape, dualtape.asarray(x))
+    np.testing.assert_allclose(np64(back), np64(y), rtol=1e-12, atol=1e-12)
+
+
 def test_output_size_drops_what_no_window_reaches(backend):
     layer = dualtape.Convolution(1, 1, (3, 2), (2, 3), seed=0, dtype="float64")
     _, y = layer.forward(dualtape.asarray(np.ones((2, 1, 8, 10))))
@@ -89,19 +116,18 @@ def test_layer_gives_the_same_numbers_with_either_windows(backend, monkeypatch, 
     np.testing.assert_allclose(np64(grads["W"]), np64(grads0["W"]), rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("shape, kernel, stride", WINDOW_CASES)
-def test_cupy_fast_windows_equal_the_generic_ones(shape, kernel, stride, dtype):
-    cupy = pytest.importorskip("cupy")
-    try:
-        x = cupy.asarray(np.random.default_rng(0).normal(size=shape).astype(dtype))
-    except Exception as exc:  # noqa: BLE001 - no usable CUDA device
-        pytest.skip(f"no CUDA device: {exc}")
+def test_each_backends_fast_windows_equal_the_generic_ones(backend, shape, kernel, stride,
+                                                           dtype):
+    """numpy's and CuPy's views (None elsewhere: those backends take the generic code)."""
+    x = dualtape.asarray(np.random.default_rng(0).normal(size=shape), dtype=dtype)
     fast = window_view(x, kernel, stride)
-    assert fast is not None
-    np.testing.assert_array_equal(cupy.asnumpy(fast),
-                                  cupy.asnumpy(generic_windows(cupy, x, kernel, stride)))
+    assert (fast is not None) == (backend.name in ("numpy", "cupy"))
+    if fast is not None:
+        assert fast.dtype == x.dtype and backend_of(fast) == backend
+        np.testing.assert_array_equal(np64(fast), np64(generic_windows(backend.xp, x, kernel,
+                                                                       stride)))
 
 
 def test_tape_keeps_the_input_not_its_windows(backend):

@@ -245,12 +245,13 @@ def test_a_tape_of_another_layer_is_refused(backend):
         dualtape.Pad(1, 1, 1, 1).backward(tape, dualtape.asarray(np.ones((1, 1, 4, 4))))
 
 
-def test_a_stale_convolution_tape_is_refused(backend):
-    layer = dualtape.Convolution(1, 1, 2, dtype="float64")
+@pytest.mark.parametrize("kind", [dualtape.Convolution, dualtape.Deconvolution])
+def test_a_stale_filter_tape_is_refused(backend, kind):
+    layer = kind(1, 1, 2, dtype="float64")
     tape, y = layer.forward(dualtape.asarray(np.ones((1, 1, 3, 3))))
     dualtape.SGD(0.1).step([layer.params], [{k: v * 0 + 1 for k, v in layer.params.items()}])
     with pytest.raises(RuntimeError, match="the parameters changed"):
-        layer.backward(tape, dualtape.asarray(np.ones((1, 1, 2, 2))))
+        layer.backward(tape, dualtape.asarray(np.ones(tuple(y.shape))))
 
 
 # --- aliasing --------------------------------------------------------------------------------
@@ -291,7 +292,8 @@ def test_save_and_load_round_trip(backend, tmp_path):
     net = dualtape.Network([
         dualtape.Pad(1, 2, 0, 1), dualtape.Convolution(2, 3, (3, 2), (2, 1), seed=3,
                                                        dtype="float64"),
-        dualtape.Elu(), dualtape.Pooling((2, 2), (1, 1)), dualtape.Crop(0, 1, 1, 0),
+        dualtape.Elu(), dualtape.Deconvolution(3, 3, (1, 1), seed=5, dtype="float64"),
+        dualtape.Pooling((2, 2), (1, 1)), dualtape.Crop(0, 1, 1, 0),
         dualtape.Trivial(), dualtape.Sinusoid(), dualtape.Reshape((3, 2, 3), (18,)),
         dualtape.FullyConnected(18, 2, seed=4, dtype="float64"),
     ])

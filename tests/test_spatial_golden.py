@@ -1,5 +1,5 @@
-"""Convolution, Pooling and Pad against torch.nn.functional: the committed numbers on every
-backend, and torch itself where it is installed."""
+"""Convolution, Deconvolution, Pooling and Pad against torch.nn.functional: the committed
+numbers on every backend, and torch itself where it is installed."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_matches_torch_functional(backend, name):
     scale = max(1.0, float(np.abs(expected["y"]).max()))
     np.testing.assert_allclose(np64(y), expected["y"], rtol=tol, atol=tol * scale)
     np.testing.assert_allclose(np64(dx), expected["dx"], rtol=tol, atol=tol * scale)
-    if name.startswith("conv"):
+    if name.startswith(("conv", "deconv")):
         for key in ("W", "b"):
             want = expected[f"d{key}"]
             np.testing.assert_allclose(np64(grads[-1][key]), want, rtol=tol,

@@ -4,6 +4,7 @@ from .base import Activation, Layer, ParamDict, RecurrentLayer
 from .basic_recurrent import BasicRecurrent
 from .convolution import Convolution
 from .crop import Crop
+from .deconvolution import Deconvolution
 from .dropout import Dropout
 from .elu import Elu
 from .fully_connected import FullyConnected
@@ -22,7 +23,7 @@ from .trivial import Trivial
 
 LAYER_KINDS = {cls.kind: cls for cls in (
     FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
-    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid)}
+    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution)}
 
 __all__ = [
     "GRU",
@@ -32,6 +33,7 @@ __all__ = [
     "BasicRecurrent",
     "Convolution",
     "Crop",
+    "Deconvolution",
     "Dropout",
     "Elu",
     "FullyConnected",

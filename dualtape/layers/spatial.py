@@ -93,6 +93,38 @@ def generic_windows(xp: Any, x: Array, kernel: Pair, stride: Pair) -> Array:
     return xp.reshape(xp.stack(parts, axis=-1), (batch, channels, rows, cols, kh, kw))
 
 
+def unfold(xp: Any, x: Array, kernel: Pair, stride: Pair) -> Array:
+    """The windows of ``x`` as a matrix (channels·kernel rows·kernel cols,
+    batch·rows·cols), Chainer's ``col`` layout: each row holds one kernel position's (rows,
+    cols) image, read and written along rows of ``x``."""
+    w = windows(xp, x, kernel, stride)
+    batch, channels, rows, cols, kh, kw = w.shape
+    return xp.reshape(xp.permute_dims(w, (1, 4, 5, 0, 2, 3)),
+                      (channels * kh * kw, batch * rows * cols))
+
+
+def rows_of(xp: Any, images: Array) -> Array:
+    """An image batch (B, C, H, W) as a matrix (C, B·H·W): one row per channel."""
+    batch, channels, height, width = images.shape
+    return xp.reshape(xp.permute_dims(images, (1, 0, 2, 3)), (channels, batch * height * width))
+
+
+def images_of(xp: Any, rows: Array, shape: tuple[int, ...]) -> Array:
+    """The inverse of ``rows_of``: the image batch of ``shape`` (B, C, H, W) from (C, B·H·W)."""
+    batch, channels, height, width = shape
+    return xp.permute_dims(xp.reshape(rows, (channels, batch, height, width)), (1, 0, 2, 3))
+
+
+def fold_matrix(xp: Any, m: Array, shape: tuple[int, ...], kernel: Pair, stride: Pair
+                ) -> Array:
+    """The adjoint of ``unfold``: the image batch of ``shape`` whose elements sum the
+    entries of ``m`` (channels·kernel, batch·rows·cols) that ``unfold`` took from them."""
+    batch, channels, height, width = shape
+    rows, cols = (height - kernel[0]) // stride[0] + 1, (width - kernel[1]) // stride[1] + 1
+    grads = xp.reshape(m, (channels, *kernel, batch, rows, cols))
+    return fold(xp, xp.permute_dims(grads, (3, 0, 4, 5, 1, 2)), shape, stride)
+
+
 def fold(xp: Any, grads: Array, shape: tuple[int, ...], stride: Pair) -> Array:
     """The adjoint of ``windows``: the gradient (B, C, H, W) of the input ``shape`` from the
     windows' gradient ``grads`` (B, C, rows, cols, kernel rows, kernel cols), each element

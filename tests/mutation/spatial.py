@@ -1,11 +1,12 @@
-"""Mutants of the spatial layers (``dualtape/layers/{convolution,pooling,pad,crop,reshape,
-trivial,sinusoid,spatial}.py``, ``dualtape/kernels/windows.py``) and the shape contract they
-chain by."""
+"""Mutants of the spatial layers (``dualtape/layers/{convolution,deconvolution,pooling,pad,
+crop,reshape,trivial,sinusoid,spatial}.py``, ``dualtape/kernels/windows.py``) and the shape
+contract they chain by."""
 
 from run_mutants import Mutant
 
 L = "dualtape/layers/"
 CONV, POOL, SP = L + "convolution.py", L + "pooling.py", L + "spatial.py"
+DECONV = L + "deconvolution.py"
 PAD, CROP, RESHAPE = L + "pad.py", L + "crop.py", L + "reshape.py"
 WIN = "dualtape/kernels/windows.py"
 NET, BASE = "dualtape/network.py", L + "base.py"
@@ -35,14 +36,14 @@ MUTANTS = [
            "fold: overlapping windows overwrite instead of summing", TESTS),
     Mutant(CONV, '"b": batch_sum(xp, d.T)}', '"b": xp.sum(d, axis=0)}',
            "bias gradient over the wrong axis", TESTS),
-    Mutant(CONV, "        return xp.reshape(xp.permute_dims(w, (1, 4, 5, 0, 2, 3)),",
-           "        return xp.reshape(xp.permute_dims(w[..., ::-1, ::-1], (1, 4, 5, 0, 2, 3)),",
+    Mutant(SP, "    return xp.reshape(xp.permute_dims(w, (1, 4, 5, 0, 2, 3)),",
+           "    return xp.reshape(xp.permute_dims(w[..., ::-1, ::-1], (1, 4, 5, 0, 2, 3)),",
            "flipped kernel (a true convolution, not torch's cross-correlation)", TESTS),
-    Mutant(CONV, "(self.channels_in, *self.kernel, batch, rows, cols))",
-           "(*self.kernel, self.channels_in, batch, rows, cols))",
-           "input gradient unfolded in the wrong order", TESTS),
-    Mutant(CONV, "        y = xp.permute_dims(y, (1, 0, 2, 3)) + ",
-           "        y = xp.permute_dims(y, (1, 0, 3, 2)) + ",
+    Mutant(SP, "    grads = xp.reshape(m, (channels, *kernel, batch, rows, cols))",
+           "    grads = xp.reshape(m, (*kernel, channels, batch, rows, cols))",
+           "input gradient folded in the wrong order", TESTS),
+    Mutant(SP, "(channels, batch, height, width)), (1, 0, 2, 3))",
+           "(channels, batch, height, width)), (1, 0, 3, 2))",
            "output rows and columns swapped", TESTS),
     Mutant(CONV, "        self._check_version(tape)\n", "",
            "Convolution's backward takes a stale tape", TESTS),
@@ -93,4 +94,13 @@ MUTANTS = [
     Mutant(L + "sinusoid.py", '    kind = "Sinusoid"\n',
            '    kind = "Sinusoid"\n    keeps_input = False\n',
            "Sinusoid's tape shares the caller's input", TESTS),
+    Mutant(DECONV, "(size - 1) * s + k", "size * s + k - 1",
+           "Deconvolution's output size off by the stride", TESTS),
+    Mutant(DECONV, '"b": xp.sum(dy, axis=(0, 2, 3))}', '"b": xp.sum(dy, axis=(0, 2))[:, 0]}',
+           "Deconvolution's bias gradient over the wrong axes", TESTS),
+    Mutant(DECONV, "        self._check_version(tape)\n", "",
+           "Deconvolution's backward takes a stale tape", TESTS),
+    Mutant(CONV, "        return (n_out, n_in, rows, cols)",
+           "        return (n_in, n_out, rows, cols)",
+           "Convolution's W in Deconvolution's layout", TESTS),
 ]
