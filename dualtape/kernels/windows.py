@@ -1,7 +1,8 @@
 """Sliding windows as strided views, the fast paths of ``layers.spatial.generic_windows``.
 
 On numpy ``numpy.lib.stride_tricks.sliding_window_view`` (read-only), on CuPy
-``cupy.lib.stride_tricks.as_strided`` with the same strides (``strided_windows``): no copy,
+``cupy.lib.stride_tricks.as_strided`` with the same strides (``strided_windows``), on torch
+``Tensor.unfold`` along both image axes: no copy,
 where the generic code makes one strided slice per kernel position and stacks them (one
 read of the input per position, one write of the windows). A convolution then copies the view
 once, into the matrix its product takes. ``DUALTAPE_FUSED=0`` keeps the generic code.
@@ -19,7 +20,7 @@ Array = Any
 
 def window_view(x: Array, kernel: tuple[int, int], stride: tuple[int, int]) -> Array | None:
     """The windows of ``x`` (B, C, H, W) as a view (B, C, rows, cols, kernel rows, kernel
-    cols) on numpy and CuPy, or None for the generic code (other backends, or
+    cols) on numpy, CuPy and torch, or None for the generic code (array-api-strict, or
     ``DUALTAPE_FUSED=0``)."""
     from . import _generic_only
 
@@ -32,6 +33,8 @@ def window_view(x: Array, kernel: tuple[int, int], stride: tuple[int, int]) -> A
         import cupy
 
         return strided_windows(cupy, x, kernel, stride)
+    if array_api_compat.is_torch_array(x):
+        return x.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])
     return None
 
 

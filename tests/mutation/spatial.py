@@ -103,4 +103,7 @@ MUTANTS = [
     Mutant(CONV, "        return (n_out, n_in, rows, cols)",
            "        return (n_in, n_out, rows, cols)",
            "Convolution's W in Deconvolution's layout", TESTS),
+    Mutant(WIN, "x.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1])",
+           "x.unfold(2, kernel[0], stride[1]).unfold(3, kernel[1], stride[0])",
+           "torch's windows: strides swapped", TESTS),
 ]
