@@ -1,5 +1,5 @@
-"""The cells group: dualtape's row and the torch module's row do the same work (the same
-gradients from the same weights and data), so their times compare."""
+"""The cells and conv groups: dualtape's row and the torch module's row do the same work (the
+same gradients from the same weights and data), so their times compare."""
 
 from __future__ import annotations
 
@@ -32,3 +32,17 @@ def test_the_torch_module_row_computes_dualtapes_gradients(workload):
                                    atol=1e-12)
     np.testing.assert_allclose(to_numpy(ours[1]), dxs.numpy(), rtol=1e-10, atol=1e-12)
     assert isinstance(dxs, torch.Tensor)
+
+
+CONV = [w for w in WORKLOADS if w.op == "conv"]
+
+
+@pytest.mark.skipif(not torch_installed(), reason="the torch.nn row needs torch")
+@pytest.mark.parametrize("workload", CONV, ids=lambda w: w.key)
+def test_the_conv2d_row_computes_dualtapes_gradients(workload):
+    ours_grads, ours_dx = BackendRunner(resolve_backend("numpy")).prepare(workload, "float64")()
+    grads, dx = NNCellRunner().prepare(workload, "float64")()
+    for name in ("W", "b"):
+        np.testing.assert_allclose(to_numpy(ours_grads[name]), grads[name].numpy(), rtol=1e-10,
+                                   atol=1e-9)
+    np.testing.assert_allclose(to_numpy(ours_dx), dx.numpy(), rtol=1e-10, atol=1e-10)

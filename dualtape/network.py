@@ -16,13 +16,26 @@ from .backend import (
     resolve_backend,
     to_numpy,
 )
-from .layers.base import Array, Layer, prepare_input, prepare_like, read_only, restore
+from .layers.base import (
+    Array,
+    Layer,
+    fits,
+    prepare_input,
+    prepare_like,
+    read_only,
+    restore,
+    shape_text,
+)
 from .losses import check_loss_for, loss_function
 from .optim import Optimizer
 
 
 class Chain:
-    """What every network shares: the layer list, size checks, parameters and moving them."""
+    """What every network shares: the layer list, size checks, parameters and moving them.
+
+    ``in_shape``/``out_shape`` are what one example looks like going in and coming out (see
+    ``Layer.input_shape``; None: any shape); ``n_in``/``n_out`` their feature counts, or None
+    for any size or for images."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
         self.layers = list(layers)
@@ -32,7 +45,8 @@ class Chain:
         for k, layer in enumerate(self.layers):
             if not isinstance(layer, Layer):
                 raise TypeError(f"{name}: layer {k} is a {type(layer).__name__}, not a Layer")
-        self.n_in, self.n_out = check_chain(self.layers, name)
+        self.in_shape, self.out_shape = check_chain(self.layers, name)
+        self.n_in, self.n_out = (feature_count(s) for s in (self.in_shape, self.out_shape))
         check_same_params(self.layers, name)
 
     def __repr__(self) -> str:
@@ -83,7 +97,7 @@ class Chain:
     ):
         return prepare_input(
             x,
-            n_features=self.n_in,
+            n_features=self.in_shape,
             dtype=self.dtype,
             reference=self._reference(),
             owner=type(self).__name__,
@@ -102,21 +116,42 @@ class Chain:
             layer._check_tape(tape, owner, k)
 
 
-def check_chain(layers: list[Layer], owner: str) -> tuple[int | None, int | None]:
-    """Check that sizes chain; return the network's ``(n_in, n_out)`` (None = any size)."""
-    n_in = size = None
-    previous = None
+def check_chain(layers: list[Layer], owner: str) -> tuple[tuple | None, tuple | None]:
+    """Check that the layers' example shapes chain (``Layer.input_shape`` and
+    ``output_shape``); return the network's ``(input_shape, output_shape)`` (None: any)."""
+    first = shape = previous = None
     for k, layer in enumerate(layers):
-        if layer.n_in is not None:
-            if size is not None and layer.n_in != size:
-                raise ValueError(
-                    f"{owner}: layer {k} {layer!r} takes {layer.n_in} features but layer "
-                    f"{previous[0]} {previous[1]!r} gives {size}"
-                )
-            n_in = layer.n_in if n_in is None else n_in
-        if layer.n_out is not None:
-            size, previous = layer.n_out, (k, layer)
-    return n_in, size
+        wanted = layer.input_shape
+        if wanted is not None and shape is not None:
+            if not fits(shape, wanted):
+                raise ValueError(f"{owner}: layer {k} {layer!r} takes {_words(wanted)} but "
+                                 f"layer {previous[0]} {previous[1]!r} gives "
+                                 f"{_words(shape, bare=feature_count(wanted) is not None)}")
+            wanted = tuple(a if isinstance(b, str) else b
+                           for a, b in zip(shape, wanted, strict=True))
+        if first is None and shape is None:
+            first = wanted
+        try:
+            given = layer.output_shape(wanted if wanted is not None else shape)
+        except ValueError as exc:
+            raise ValueError(f"{owner}: layer {k} {layer!r}: {exc}") from None
+        if given != shape:
+            shape, previous = given, (k, layer)
+    return first, shape
+
+
+def _words(shape: tuple, bare: bool = False) -> str:
+    """``4 features`` (``4`` when ``bare``) for a feature count, else ``examples of shape
+    (3, height, width)``."""
+    if feature_count(shape) is None:
+        return f"examples of shape {shape_text(shape)}"
+    return str(shape[0]) if bare else f"{shape[0]} features"
+
+
+def feature_count(shape: tuple | None) -> int | None:
+    """The number of features of an example shape ``(n,)``; None for any other."""
+    return shape[0] if shape is not None and len(shape) == 1 and isinstance(shape[0], int) \
+        else None
 
 
 def check_same_params(layers: list[Layer], owner: str) -> None:
@@ -204,18 +239,19 @@ class Network(Chain):
                 raise TypeError(f"Network: layer {k} {layer!r} is recurrent; use RecurrentNetwork")
 
     def forward(self, x: Any) -> tuple[list[Any], Array]:
-        """``(tapes, y)`` for ``x`` of shape ``(batch, n_in)`` or ``(n_in,)``."""
+        """``(tapes, y)`` for ``x`` of shape ``(batch,) + in_shape`` or one example
+        ``in_shape`` (``(batch, n_in)`` or ``(n_in,)`` for a network of features)."""
         xp, x, single = self._prepare(x, copy=self.layers[0].keeps_input)
         tapes, y = self._forward(xp, x)
-        return tapes, read_only(restore(y, single))
+        return tapes, read_only(restore(y, single, batch_axis=0))
 
     def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array]:
         """``(grads, dx)``: one gradient dict per layer, and the input's gradient."""
         self._check_tapes(tapes)
         shape = self.layers[-1]._output_shape(tapes[-1])
-        xp, dy, single = prepare_like(dy, shape, tapes[0][0], "Network", "dy")
+        xp, dy, single = prepare_like(dy, shape, tapes[0][0], "Network", "dy", batch_axis=0)
         grads, dx = self._backward(xp, tapes, dy)
-        return grads, restore(dx, single)
+        return grads, restore(dx, single, batch_axis=0)
 
     def predict(self, x: Any) -> Array:
         """The output for ``x``, without keeping tapes."""

@@ -43,6 +43,11 @@ class RecurrentNetwork(Chain):
     FullyConnected(40, 40), Logit()]``."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
+        layers = list(layers)
+        for k, layer in enumerate(layers):
+            if getattr(layer, "spatial", False):
+                raise TypeError(f"RecurrentNetwork: layer {k} {layer!r} works on images; a "
+                                "RecurrentNetwork chains layers of features (use a Network)")
         super().__init__(layers)
         self.recurrent_layers = [layer for layer in self.layers if layer.recurrent]
 

@@ -7,6 +7,8 @@ import pytest
 
 import dualtape
 
+from .conftest import np64
+
 
 def away_from_kinks(shape, seed: int) -> np.ndarray:
     """Inputs in ±[0.1, 2]: no Relu/Elu kink within a finite-difference step."""
@@ -26,6 +28,34 @@ def numeric_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
         x[i] = old
         grad[i] = (up - down) / (2 * eps)
     return grad
+
+
+def check_layer_gradients(layer, x_host: np.ndarray, seed: int = 0) -> None:
+    """backward of ``sum(y * r)`` against central differences, for the input and every parameter
+    (perturbed parameters are put back on the layer's backend); ``y`` of any shape."""
+    _, y = layer.forward(dualtape.asarray(x_host))
+    r = np.random.default_rng(seed).normal(size=tuple(y.shape))
+
+    def objective(x: np.ndarray) -> float:
+        return float(np.sum(np64(layer.forward(dualtape.asarray(x))[1]) * r))
+
+    tape, _ = layer.forward(dualtape.asarray(x_host))
+    grads, dx = layer.backward(tape, dualtape.asarray(r))
+    assert set(grads) == set(layer.params)
+    np.testing.assert_allclose(np64(dx), numeric_gradient(objective, x_host.copy()),
+                               rtol=1e-6, atol=1e-8)
+    x_fixed = x_host.copy()
+    for name, p in list(layer.params.items()):
+        assert tuple(grads[name].shape) == tuple(p.shape)
+        host = np64(p).copy()
+
+        def of_param(value: np.ndarray, name: str = name) -> float:
+            layer.params[name] = dualtape.asarray(value)
+            return objective(x_fixed)
+
+        expected = numeric_gradient(of_param, host)
+        layer.params[name] = dualtape.asarray(host)
+        np.testing.assert_allclose(np64(grads[name]), expected, rtol=1e-6, atol=1e-8)
 
 
 def deep_net(dtype: str = "float64") -> dualtape.Network:

@@ -12,7 +12,12 @@ import dualtape
 from dualtape.backend import backend_of, namespace_of
 
 from .conftest import CountingNamespace, np64
-from .helpers import away_from_kinks, numeric_gradient, other_backend_array, other_device_array
+from .helpers import (
+    away_from_kinks,
+    check_layer_gradients,
+    other_backend_array,
+    other_device_array,
+)
 
 ACTIVATIONS = {
     "Logit": (dualtape.Logit, lambda x: 1.0 / (1.0 + np.exp(-x))),
@@ -38,33 +43,6 @@ def make_layer(name: str, dtype: str = "float64", seed: int = 3):
     if name == "FullyConnected":
         return dualtape.FullyConnected(N_IN, N_OUT, seed=seed, dtype=dtype)
     return ACTIVATIONS[name][0]()
-
-
-def check_layer_gradients(layer, x_host: np.ndarray, seed: int = 0) -> None:
-    """backward of ``sum(y * r)`` against central differences, for the input and every parameter
-    (perturbed parameters are put back on the layer's backend)."""
-    r = np.random.default_rng(seed).normal(size=(x_host.shape[0], layer.n_out or x_host.shape[1]))
-
-    def objective(x: np.ndarray) -> float:
-        return float(np.sum(np64(layer.forward(dualtape.asarray(x))[1]) * r))
-
-    tape, _ = layer.forward(dualtape.asarray(x_host))
-    grads, dx = layer.backward(tape, dualtape.asarray(r))
-    assert set(grads) == set(layer.params)
-    np.testing.assert_allclose(np64(dx), numeric_gradient(objective, x_host.copy()),
-                               rtol=1e-6, atol=1e-8)
-    x_fixed = x_host.copy()
-    for name, p in list(layer.params.items()):
-        assert tuple(grads[name].shape) == tuple(p.shape)
-        host = np64(p).copy()
-
-        def of_param(value: np.ndarray, name: str = name) -> float:
-            layer.params[name] = dualtape.asarray(value)
-            return objective(x_fixed)
-
-        expected = numeric_gradient(of_param, host)
-        layer.params[name] = dualtape.asarray(host)
-        np.testing.assert_allclose(np64(grads[name]), expected, rtol=1e-6, atol=1e-8)
 
 
 # --- forward against the oracle --------------------------------------------------------------

@@ -226,8 +226,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
                         help="comma-separated dtypes (default: float32,float64)")
     parser.add_argument("--workloads", metavar="LIST",
-                        help="groups (lstm, update, train, text, cells), names or group/name; "
-                             "default: all")
+                        help="groups (lstm, update, train, text, cells, conv), names or "
+                             "group/name; default: all")
     parser.add_argument("--references", default="all", metavar="LIST",
                         help="reference rows: all (default), none, or a list of "
                              "structural-bound, naive, torch-autograd, torch.nn.LSTM, torch.nn, "
@@ -252,7 +252,8 @@ def register(commands: Any) -> None:
         "bench", help="time the LSTM workloads on every backend, with reference rows",
         description="Time Grenade's LSTM workloads (groups lstm, update, train) and the "
         "main job (group text: a training step of train-text's default model) and the "
-        "standard LSTM and GRU at its sizes (group cells) on each "
+        "standard LSTM and GRU at its sizes (group cells) and one convolution layer (group "
+        "conv) on each "
         "backend, interleaved round-robin; print the median ms per call, min–max and how many "
         "times faster than dualtape on numpy each row is, and characters per second for the "
         "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, "

@@ -11,7 +11,9 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 - ``text``: the main job, one ``TextTrainer.step`` of train-text's default model with Adam
   (``char_model.py``); its rows also report characters per second;
 - ``cells``: the standard LSTM and the GRU at the main job's sizes, one sequence forwards and
-  back through one layer (``cells.py``), against the torch module.
+  back through one layer (``cells.py``), against the torch module;
+- ``conv``: one ``Convolution`` layer forwards and back (``convolution.py``), against
+  ``torch.nn.Conv2d``.
 
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
@@ -42,7 +44,7 @@ from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
 from ..text.threads import threadpoolctl_installed
-from . import cells, char_model
+from . import cells, char_model, convolution
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -52,10 +54,11 @@ SEED = 20240601
 
 @dataclass(frozen=True)
 class Workload:
-    """One timed operation: ``op`` is forwards, backwards, sgd, train, text or cell; ``size``
-    is the LSTM width (lstm group, the hidden layer in train, each of the ``layers`` LSTMs in
-    text, the ``cell`` layer's units) or the matrix side (update group); ``n_in`` the width of
-    the input and, in train, of the output (in text, the vocabulary); ``steps`` the time steps
+    """One timed operation: ``op`` is forwards, backwards, sgd, train, text, cell or conv;
+    ``size`` is the LSTM width (lstm group, the hidden layer in train, each of the ``layers``
+    LSTMs in text, the ``cell`` layer's units), the matrix side (update group) or the output
+    channels (conv); ``n_in`` the width of the input and, in train, of the output (in text,
+    the vocabulary; in conv, the input channels); ``steps`` the time steps
     (in text, the window length); ``cell`` the layer kind of the cells group."""
 
     group: str
@@ -100,6 +103,8 @@ class Workload:
             return char_model.host_data(self, dtype, SEED)
         if self.op == "cell":
             return cells.host_data(self, dtype, SEED)
+        if self.op == "conv":
+            return convolution.host_data(self, dtype, SEED)
         if self.op == "sgd":
             return {"w": uniform(n, n), "g": uniform(n, n)}
         if self.op in ("forwards", "backwards"):
@@ -131,6 +136,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("cells", "standard-lstm-80x80-batch-32", "cell", 80, 32, 50, n_in=80,
              cell="StandardLSTM"),
     Workload("cells", "gru-80x80-batch-32", "cell", 80, 32, 50, n_in=80, cell="GRU"),
+    Workload("conv", "convolution-8to16-3x3-28x28-batch-32", "conv", 16, 32, n_in=8),
 )
 TRAIN_RATE = 0.1
 UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
@@ -204,6 +210,8 @@ class BackendRunner:
         with _use_backend(self.backend.name, self.backend.device):
             if workload.op == "cell":
                 return cells.prepare(self.backend, data, workload.cell)
+            if workload.op == "conv":
+                return convolution.prepare(self.backend, data)
             return _PREPARE[workload.op](self.backend, data)
 
     def synchronize(self) -> None:

@@ -11,7 +11,8 @@ Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a
   character model in ``torch_text.py``); lstm, train and text.
 - ``torch.nn.LSTM``: what users pick instead; train and text groups (a different cell).
 - ``torch.nn``: the cells group's torch module (``torch.nn.LSTM`` / ``torch.nn.GRU``, the
-  same cell and weights as dualtape's ``StandardLSTM`` / ``GRU``; ``cells.py``).
+  same cell and weights as dualtape's ``StandardLSTM`` / ``GRU``; ``cells.py``), and the conv
+  group's ``torch.nn.Conv2d`` (``convolution.py``).
 - ``jax``: the text group's character model under one ``jax.jit`` (``jax_text.py``), on JAX's
   CPU device.
 
@@ -128,12 +129,17 @@ class NNLSTMRunner(_TorchRunner):
 
 
 class NNCellRunner(_TorchRunner):
-    """The cells group's torch module with dualtape's weights (``cells.torch_step``)."""
+    """The cells group's torch module with dualtape's weights (``cells.torch_step``), and the
+    conv group's ``torch.nn.Conv2d`` (``convolution.torch_step``)."""
 
     name = "torch.nn"
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
-        """The cells group only."""
+        """The cells and conv groups only."""
+        if workload.op == "conv":
+            from . import convolution
+
+            return convolution.torch_step(workload.host_data(dtype), self.device)
         if workload.op != "cell":
             return None
         from .cells import torch_step

@@ -6,6 +6,22 @@ shapes of ``params``. A tape is a small named tuple of arrays holding what the d
 Public methods check their input once (``prepare_input``) and call the private ``_forward`` /
 ``_backward``, which take the array namespace ``xp`` explicitly and work on 2-D arrays.
 
+Shapes, decided here for every layer: arrays are ``(batch,) + example`` inside layers. For the
+feature layers an example is ``(features,)`` and ``n_in``/``n_out`` are ints (or None: any
+size); the spatial layers (``Convolution``, ``Pooling``, ``Pad``, ``Crop``, ``Reshape``) work
+on images ``(channels, height, width)``, so a batch is ``(batch, channels, height, width)``,
+torch's layout. A layer states what it takes and gives per example: ``input_shape``, a tuple
+whose entries are sizes or names of free axes (``(3, "height", "width")``), or None for any
+shape (the elementwise layers, ``Dropout``, ``Trivial``: inside a ``Network`` they take any
+trailing shape), and ``output_shape(shape)``, what it gives for an example of ``shape``
+(raising ``ValueError`` when it cannot take it, e.g. an image smaller than a kernel). A
+``Network`` chains these at construction, so a wrong channel count or a ``Reshape`` of the
+wrong size fails there; sizes left free (an image's height and width before a ``Reshape``
+fixes them) are checked by each layer when the data comes. The feature layers derive both
+from ``n_in``/``n_out``, so their behaviour and messages are unchanged. A single example
+(``(features,)``, or ``(channels, height, width)``) is accepted at the public edge and
+returned in the same form.
+
 Aliasing, decided here at the public edge for every layer: an input a tape keeps is copied
 unless checking it already made a copy (a cast), states are copied, and every array a public
 ``forward`` returns is ``read_only``: a read-only view on numpy (free), a copy on backends
@@ -72,7 +88,9 @@ def prepare_input(
     """Check an input at the public edge; return ``(xp, x, single)``.
 
     ``x`` must have shape ``leading + (n_features,)`` or the same without its last leading
-    axis (a single example, ``single=True``, given a batch axis of 1 here). Python lists are
+    axis (a single example, ``single=True``, given a batch axis of 1 here). ``n_features``
+    may also be an example's shape pattern (``Layer.input_shape``: sizes, and names of
+    free axes), for examples of more than one axis. Python lists are
     converted onto ``reference``'s backend; arrays must live where ``reference`` does.
     Floating input is cast to ``dtype``; integer or boolean input raises ``TypeError``.
     ``single_form=False`` leaves the single-example form out of the error message (for a
@@ -98,12 +116,11 @@ def prepare_input(
             f"arrays are rejected, not cast: convert with x.astype(...) or "
             f"dualtape.asarray(x, dtype={dtype or 'float32'!r})"
         )
-    features = "features" if n_features is None else n_features
-    full = leading + (features,)
-    if x.ndim not in (len(full), len(full) - 1) or (
-        n_features is not None and x.shape[-1] != n_features
-    ):
-        alternative = f" or {shape_text(leading[:-1] + (features,))}" if single_form else ""
+    example = pattern_of(n_features)
+    full = leading + example
+    if x.ndim not in (len(full), len(full) - 1) or not fits(tuple(x.shape[-len(example):]),
+                                                            example):
+        alternative = f" or {shape_text(leading[:-1] + example)}" if single_form else ""
         raise ValueError(
             f"{owner}: {what} must have shape {shape_text(full)}{alternative}, "
             f"got {tuple(x.shape)}"
@@ -114,13 +131,30 @@ def prepare_input(
         x = x.copy() if isinstance(x, np.ndarray) else xp.asarray(x, copy=True)
     single = x.ndim == len(full) - 1
     if single:
-        x = xp.expand_dims(x, axis=-2)
+        x = xp.expand_dims(x, axis=len(leading) - 1 if leading else -2)
     return xp, x, single
 
 
-def restore(y: Array, single: bool) -> Array:
-    """Undo the batch axis ``prepare_input`` added to a single example."""
-    return y[..., 0, :] if single else y
+def pattern_of(n_features: int | tuple | None) -> tuple:
+    """An example's shape pattern: ``n_features`` as a tuple, ``("features",)`` for None."""
+    if n_features is None:
+        return ("features",)
+    return n_features if isinstance(n_features, tuple) else (n_features,)
+
+
+def fits(shape: tuple, pattern: tuple) -> bool:
+    """Whether ``shape`` (sizes, or names of free axes) can be an example of ``pattern``: the
+    same number of axes, and the same size wherever both give one."""
+    return len(shape) == len(pattern) and all(isinstance(a, str) or isinstance(b, str) or a == b
+                                              for a, b in zip(shape, pattern, strict=False))
+
+
+def restore(y: Array, single: bool, batch_axis: int = -2) -> Array:
+    """Undo the batch axis ``prepare_input`` added to a single example: ``batch_axis`` is the
+    batch's axis (0 for a batch of examples of any shape, -2 for features in a sequence)."""
+    if not single:
+        return y
+    return y[0, ...] if batch_axis == 0 else y[..., 0, :]
 
 
 def read_only(a: Array) -> Array:
@@ -143,23 +177,26 @@ def check_dtype(owner: str, dtype: Any) -> str:
 
 
 def prepare_like(
-    a: Any, shape: tuple[int, ...], reference: Array, owner: str, what: str, copy: bool = False
+    a: Any, shape: tuple[int, ...], reference: Array, owner: str, what: str, copy: bool = False,
+    batch_axis: int = -2,
 ) -> tuple[Any, Array, bool]:
-    """Check a gradient or state of exactly ``shape`` (or ``shape[1:]`` when the batch is 1)
-    against the place and dtype of ``reference``; return ``(xp, a, single)``."""
+    """Check a gradient or state of exactly ``shape`` (or without its batch axis
+    ``batch_axis`` when the batch is 1) against the place and dtype of ``reference``; return
+    ``(xp, a, single)``."""
+    axis = batch_axis % len(shape) if len(shape) > 1 else 0
     xp, a, single = prepare_input(
         a,
-        n_features=shape[-1],
+        n_features=tuple(shape[axis + 1:]) if len(shape) > 1 else shape[-1],
         dtype=dtype_name(reference.dtype),
         reference=reference,
         owner=owner,
-        leading=tuple(str(n) for n in shape[:-1]),
+        leading=tuple(str(n) for n in shape[:axis + 1]) if len(shape) > 1 else (),
         what=what,
-        single_form=len(shape) < 2 or shape[-2] == 1,
+        single_form=len(shape) < 2 or shape[axis] == 1,
         copy=copy,
     )
     if tuple(a.shape) != tuple(shape):
-        got = a.shape[:-2] + a.shape[-1:] if single else a.shape
+        got = a.shape[:axis] + a.shape[axis + 1:] if single else a.shape
         raise ValueError(f"{owner}: {what} must have shape {tuple(shape)}, got {tuple(got)}")
     return xp, a, single
 
@@ -315,6 +352,9 @@ class Layer:
     fast path that does; ``gradient_buffers`` makes them only for such layers)."""
     n_in: int | None = None
     n_out: int | None = None
+    spatial: ClassVar[bool] = False
+    """Whether the layer works on images ``(channels, height, width)`` (or turns features
+    into them): such layers chain in a ``Network``, not in a ``RecurrentNetwork``."""
 
     params: ParamDict
     """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
@@ -375,21 +415,34 @@ class Layer:
     def _reference(self) -> Array | None:
         return next(iter(self.params.values()), None)
 
+    @property
+    def input_shape(self) -> tuple | None:
+        """What one example must look like: a tuple of sizes and names of free axes
+        (``(n_in,)``, ``(3, "height", "width")``), or None for any shape."""
+        return None if self.n_in is None else (self.n_in,)
+
+    def output_shape(self, shape: tuple | None) -> tuple | None:
+        """What the layer gives for an example of ``shape`` (sizes and names of free axes;
+        None: not known), which ``input_shape`` fits; ``ValueError`` when it cannot take it."""
+        return shape if self.n_out is None else (self.n_out,)
+
     def forward(self, x: Any) -> tuple[Any, Array]:
-        """``(tape, y)`` for ``x`` of shape ``(batch, n_in)`` or ``(n_in,)``."""
+        """``(tape, y)`` for ``x`` of shape ``(batch,) + input_shape`` or one example
+        ``input_shape`` (``(batch, n_in)`` or ``(n_in,)`` for the feature layers)."""
         xp, x, single = prepare_input(
-            x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(),
+            x, n_features=self.input_shape, dtype=self.dtype, reference=self._reference(),
             owner=repr(self), copy=self.keeps_input,
         )
         tape, y = self._forward(xp, x)
-        return tape, read_only(restore(y, single))
+        return tape, read_only(restore(y, single, batch_axis=0))
 
     def backward(self, tape: Any, dy: Any) -> tuple[dict[str, Array], Array]:
         """``(grads, dx)`` from a tape of ``forward`` and the gradient ``dy`` of its output."""
         self._check_tape(tape, repr(self))
-        xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy")
+        xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy",
+                                      batch_axis=0)
         grads, dx = self._backward(xp, tape, dy)
-        return grads, restore(dx, single)
+        return grads, restore(dx, single, batch_axis=0)
 
     def _output_shape(self, tape: Any) -> tuple[int, ...]:
         """The shape of the output the tape belongs to (for checking ``dy``)."""
