@@ -47,7 +47,8 @@ class Composite(Layer):
 
     composite = True
     child_word: ClassVar[str] = "branch"
-    """What a child is called in messages."""
+    child_words: ClassVar[str] = "branches"
+    """What a child and the children are called in messages."""
 
     def __init__(self, children: list[Any]) -> None:
         super().__init__()
@@ -90,7 +91,7 @@ class Composite(Layer):
         if not isinstance(inner, tuple) or len(inner) != len(self.children):
             held = len(inner) if isinstance(inner, tuple) else "no"
             raise ValueError(f"{owner}: the {type(tape).__name__} holds {held} tapes but "
-                             f"{self!r} has {len(self.children)} {self.child_word}s; pass the "
+                             f"{self!r} has {len(self.children)} {self.child_words}; pass the "
                              "tape its forward returned")
         for child, t in zip(self.children, inner, strict=True):
             child._check_tape(t, f"{owner} (inside {self.kind})")

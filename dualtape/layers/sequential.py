@@ -23,7 +23,7 @@ class Sequential(Composite):
     gradients are its layers'."""
 
     kind = "Sequential"
-    child_word = "layer"
+    child_word, child_words = "layer", "layers"
 
     def __init__(self, layers: Any) -> None:
         if not isinstance(layers, list | tuple) or not layers:
