@@ -23,9 +23,9 @@ def conv(c_in: int, c_out: int, kernel, seed: int) -> dualtape.Convolution:
     return dualtape.Convolution(c_in, c_out, kernel, seed=seed, **F64)
 
 
-def reshape(shape: tuple) -> dualtape.Reshape:
-    """Four features as an example of ``shape``."""
-    return dualtape.Reshape((4,), shape)
+def reshape(shape: tuple, n: int = 4) -> dualtape.Reshape:
+    """``n`` features as an example of ``shape``."""
+    return dualtape.Reshape((n,), shape)
 
 
 def residual(channels: int, seed: int) -> dualtape.Merge:
@@ -176,6 +176,7 @@ def test_concat_states_the_joined_shape_and_chains(backend):
      "Merge adds outputs of one shape"),
     (lambda: dualtape.Concat(reshape((1, 2, 2)), reshape((1, 4, 1))),
      "Concat joins outputs that agree on all but their first axis"),
+    (lambda: dualtape.Concat(reshape((2, 2, 2), 8), reshape((1, 4, 2), 8)), "Concat joins"),
     (lambda: dualtape.Concat(reshape((1, 2, 2)), reshape((1, 2, 1, 2))),
      "Concat joins outputs"),
     (lambda: dualtape.Merge(fc(3, 2, 1), fc(4, 2, 2)), "takes 4 features but branch 0 .* one"),

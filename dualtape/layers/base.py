@@ -22,6 +22,12 @@ from ``n_in``/``n_out``, so their behaviour and messages are unchanged. A single
 (``(features,)``, or ``(channels, height, width)``) is accepted at the public edge and
 returned in the same form.
 
+Composite layers (``Sequential``, ``Merge``, ``Concat``; ``composite.py``) run other layers:
+they have no parameters of their own, ``param_groups`` lists their leaves' dicts depth first,
+and their ``backward`` returns a list of gradient dicts in that order (a plain layer's one
+dict is its ``[params]`` group); a ``Network``'s ``params`` and gradients are the flat list
+over its layers' groups.
+
 Aliasing, decided here at the public edge for every layer: an input a tape keeps is copied
 unless checking it already made a copy (a cast), states are copied, and every array a public
 ``forward`` returns is ``read_only``: a read-only view on numpy (free), a copy on backends
