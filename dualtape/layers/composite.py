@@ -97,6 +97,23 @@ class Composite(Layer):
             child._check_tape(t, f"{owner} (inside {self.kind})")
 
 
+class Branches(Composite):
+    """What ``Merge`` and ``Concat`` share: two or more branches on one input, whose input
+    shapes must agree (``common_input``) and whose outputs ``output_shape`` combines (checked
+    at construction)."""
+
+    def __init__(self, *branches: Any) -> None:
+        if len(branches) < 2:
+            raise ValueError(f"{self.kind} needs at least two branches, got {len(branches)}")
+        super().__init__(list(branches))
+        self._in = common_input(self.children, self.kind)
+        self.output_shape(self._in)
+
+    @property
+    def input_shape(self) -> tuple | None:
+        return self._in
+
+
 def depth(layer: Layer) -> int:
     """How many composites ``layer`` nests (0 for a plain layer)."""
     return 1 + max(map(depth, layer.children)) if layer.composite else 0

@@ -6,10 +6,9 @@ from typing import Any, NamedTuple
 
 from .base import Array, fits, shape_text
 from .composite import (
-    Composite,
+    Branches,
     back_through_branches,
     branch_outputs,
-    common_input,
     run_branches,
 )
 
@@ -22,7 +21,7 @@ class ConcatTape(NamedTuple):
     sizes: tuple[int, ...]
 
 
-class Concat(Composite):
+class Concat(Branches):
     """Grenade's ``Concat``: two or more branches (layers, lists of layers or ``Network``\\ s)
     run on the same input, and their outputs are joined along the first axis of an example:
     features for vectors ``(batch, features)``, channels for images ``(batch, channels,
@@ -31,17 +30,6 @@ class Concat(Composite):
     branches'."""
 
     kind = "Concat"
-
-    def __init__(self, *branches: Any) -> None:
-        if len(branches) < 2:
-            raise ValueError(f"Concat needs at least two branches, got {len(branches)}")
-        super().__init__(list(branches))
-        self._in = common_input(self.children, self.kind)
-        self.output_shape(self._in)
-
-    @property
-    def input_shape(self) -> tuple | None:
-        return self._in
 
     def output_shape(self, shape: tuple | None) -> tuple | None:
         outputs = branch_outputs(self.children, shape, self.kind)

@@ -6,10 +6,9 @@ from typing import Any, NamedTuple
 
 from .base import Array, fits, shape_text
 from .composite import (
-    Composite,
+    Branches,
     back_through_branches,
     branch_outputs,
-    common_input,
     run_branches,
 )
 
@@ -20,7 +19,7 @@ class MergeTape(NamedTuple):
     branches: tuple
 
 
-class Merge(Composite):
+class Merge(Branches):
     """Grenade's ``Merge``: two or more branches (layers, lists of layers or ``Network``\\ s)
     run on the same input, and their outputs, all of one shape, are added. The input's
     gradient is the sum of the branches'. A residual block is ``Merge([Pad(1, 1, 1, 1),
@@ -28,17 +27,6 @@ class Merge(Composite):
     shape fail at construction; sizes left free are compared when the data comes."""
 
     kind = "Merge"
-
-    def __init__(self, *branches: Any) -> None:
-        if len(branches) < 2:
-            raise ValueError(f"Merge needs at least two branches, got {len(branches)}")
-        super().__init__(list(branches))
-        self._in = common_input(self.children, self.kind)
-        self.output_shape(self._in)
-
-    @property
-    def input_shape(self) -> tuple | None:
-        return self._in
 
     def output_shape(self, shape: tuple | None) -> tuple | None:
         outputs = branch_outputs(self.children, shape, self.kind)
