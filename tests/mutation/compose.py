@@ -1,5 +1,8 @@
 """Mutants of the composite layers (``dualtape/layers/composite.py``, ``sequential.py``,
-``merge.py``, ``concat.py``, ``chain.py``), of how networks hold them and of their save/load."""
+``merge.py``, ``concat.py``, ``chain.py``), of how networks hold them and of their save/load.
+
+Killed 0 of 31 by the suite before the composite tests (``DUALTAPE_MUTANTS_BEFORE=1``), 31 of
+31 with them (2026-12-01)."""
 
 import os
 
