@@ -49,6 +49,7 @@ import numpy as np
 from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_backend
 from .files import open_regular, write_atomically
 from .layers import LAYER_KINDS
+from .layers.composite import COMPOSITE_DEPTH
 from .network import Network
 from .recurrent import RecurrentNetwork
 
@@ -151,34 +152,44 @@ def _network_arrays(net: Any) -> tuple[list[dict[str, Any]], dict[str, np.ndarra
         raise TypeError(f"save: expected a Network or RecurrentNetwork, got {type(net).__name__}")
     dtype = net.dtype or "float32"  # a dtype other than FLOAT_DTYPES raises here
     arrays: dict[str, np.ndarray] = {}
-    layers = []
-    for k, layer in enumerate(net.layers):
-        kind = LAYER_KINDS.get(getattr(layer, "kind", None))
-        if type(layer) is not kind:
-            raise TypeError(f"save: layer {k} is a {type(layer).__name__}, which load cannot "
-                            f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
-                            "subclasses)")
-        config = layer.config()
-        expected = kind.param_shapes(config)
-        if set(layer.params) != set(expected):
-            raise ValueError(f"save: layer {k} ({layer!r}) has parameters "
-                             f"{sorted(layer.params)}; load expects {sorted(expected)}")
-        shapes = {}
-        for name, shape in expected.items():
-            p = layer.params[name]
-            host = to_numpy(p) if hasattr(p, "shape") and hasattr(p, "dtype") else None
-            if host is None or host.shape != shape or host.dtype != np.dtype(dtype):
-                found = type(p).__name__ if host is None else f"{host.dtype} {host.shape}"
-                raise ValueError(f"save: layer {k} ({layer!r}) parameter {name} is {found}; "
-                                 f"load expects {dtype} {shape}")
-            arrays[f"layer{k}/{name}"] = host
-            shapes[name] = list(shape)
-        layers.append({"kind": kind.kind, "config": config, "params": shapes})
+    layers = [_layer_spec(layer, str(k), dtype, arrays) for k, layer in enumerate(net.layers)]
     try:
         type(net)(net.layers)  # the checks load makes when it rebuilds the network
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"save: load could not rebuild this network: {exc}") from None
     return layers, arrays
+
+
+def _layer_spec(layer: Any, where: str, dtype: str, arrays: dict[str, np.ndarray]
+                ) -> dict[str, Any]:
+    """The header's entry for ``layer`` (layer ``where``: ``2``, or ``2.0.1`` inside
+    composites), its parameters added to ``arrays`` as ``layer{where}/{name}``; a composite's
+    entry lists its layers' under ``"layers"``."""
+    kind = LAYER_KINDS.get(getattr(layer, "kind", None))
+    if type(layer) is not kind:
+        raise TypeError(f"save: layer {where} is a {type(layer).__name__}, which load cannot "
+                        f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
+                        "subclasses)")
+    config = layer.config()
+    expected = kind.param_shapes(config)
+    if set(layer.params) != set(expected):
+        raise ValueError(f"save: layer {where} ({layer!r}) has parameters "
+                         f"{sorted(layer.params)}; load expects {sorted(expected)}")
+    shapes = {}
+    for name, shape in expected.items():
+        p = layer.params[name]
+        host = to_numpy(p) if hasattr(p, "shape") and hasattr(p, "dtype") else None
+        if host is None or host.shape != shape or host.dtype != np.dtype(dtype):
+            found = type(p).__name__ if host is None else f"{host.dtype} {host.shape}"
+            raise ValueError(f"save: layer {where} ({layer!r}) parameter {name} is {found}; "
+                             f"load expects {dtype} {shape}")
+        arrays[f"layer{where}/{name}"] = host
+        shapes[name] = list(shape)
+    spec = {"kind": kind.kind, "config": config, "params": shapes}
+    if layer.composite:
+        spec["layers"] = [_layer_spec(child, f"{where}.{i}", dtype, arrays)
+                          for i, child in enumerate(layer.children)]
+    return spec
 
 
 def _optimizer_entries(optimizer: Any, net: Any) -> dict[str, np.ndarray]:
@@ -192,8 +203,8 @@ def _optimizer_entries(optimizer: Any, net: Any) -> dict[str, np.ndarray]:
         value = np.asarray(value)
         if key not in ("steps", "kind"):
             k, name, _ = (key.split("/") + ["", ""])[:3]
-            params = net.layers[int(k)].params if k.isdigit() and int(k) < len(net.layers) \
-                else {}
+            groups = net.params
+            params = groups[int(k)] if k.isdigit() and int(k) < len(groups) else {}
             if name not in params or tuple(params[name].shape) != value.shape:
                 raise ValueError(f"save: the optimizer's state {key!r} {value.shape} fits no "
                                  "parameter of this network (is it another network's "
@@ -463,28 +474,9 @@ def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
     if header.get("network") not in tuple(NETWORK_KINDS) or dtype not in FLOAT_DTYPES \
             or not isinstance(specs, list):
         raise ValueError(f"{path}: the header names no known network, dtype and layer list")
-    declared = {}
+    declared: dict[str, _Declared] = {}
     for k, spec in enumerate(specs):
-        named = spec.get("kind") if isinstance(spec, dict) else None
-        kind = LAYER_KINDS.get(named) if isinstance(named, str) else None
-        if kind is None:
-            raise ValueError(f"{path}: layer {k} has an unknown kind {spec!r}")
-        config, params = spec.get("config", {}), spec.get("params", {})
-        try:
-            shapes = kind.param_shapes(config)
-            label = f"{kind.kind}({', '.join(map(str, config.values()))})"
-        except (TypeError, KeyError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{path}: layer {k}'s sizes in the header are invalid ({exc})") \
-                from None
-        if not isinstance(params, dict) or set(params) != set(shapes):
-            raise ValueError(f"{path}: layer {k} ({label}) declares the parameters "
-                             f"{params!r}; its kind has {sorted(shapes)}")
-        for name, shape in shapes.items():
-            what = f"layer {k} ({label}) parameter {name}"
-            if params[name] != list(shape):
-                raise ValueError(f"{path}: {what} should be {dtype} {shape}, found "
-                                 f"{params[name]!r} in the header")
-            declared[f"layer{k}/{name}"] = _Declared(what, np.dtype(dtype), shape)
+        _declare_layer(spec, str(k), np.dtype(dtype), declared, path, 0)
     arrays = header.get("arrays", {})
     if not isinstance(arrays, dict):
         raise ValueError(f"{path}: the header's array table is not a mapping")
@@ -501,6 +493,56 @@ def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
     return declared
 
 
+def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, _Declared],
+                   path: Any, depth: int) -> None:
+    """Add the parameters of layer ``where``'s header entry ``spec`` (and of the layers of a
+    composite, at most ``COMPOSITE_DEPTH`` deep) to ``declared``, checked against the shapes
+    its kind and sizes give."""
+    named = spec.get("kind") if isinstance(spec, dict) else None
+    kind = LAYER_KINDS.get(named) if isinstance(named, str) else None
+    if kind is None:
+        raise ValueError(f"{path}: layer {where} has an unknown kind {_short(spec)}")
+    config, params = spec.get("config", {}), spec.get("params", {})
+    try:
+        shapes = kind.param_shapes(config)
+        label = f"{kind.kind}({', '.join(map(str, config.values()))})"
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: layer {where}'s sizes in the header are invalid ({exc})") \
+            from None
+    if not isinstance(params, dict) or set(params) != set(shapes):
+        raise ValueError(f"{path}: layer {where} ({label}) declares the parameters "
+                         f"{_short(params)}; its kind has {sorted(shapes)}")
+    for name, shape in shapes.items():
+        what = f"layer {where} ({label}) parameter {name}"
+        if params[name] != list(shape):
+            raise ValueError(f"{path}: {what} should be {dtype} {shape}, found "
+                             f"{_short(params[name])} in the header")
+        declared[f"layer{where}/{name}"] = _Declared(what, dtype, shape)
+    children = spec.get("layers")
+    if kind.composite and config:
+        raise ValueError(f"{path}: layer {where} ({kind.kind}) has sizes {_short(config)}; a "
+                         "composite has none of its own")
+    if kind.composite != (children is not None):
+        raise ValueError(f"{path}: layer {where} ({kind.kind}) "
+                         + ("lists no layers" if kind.composite else "lists layers of its own"))
+    if children is None:
+        return
+    if not isinstance(children, list) or not children:
+        raise ValueError(f"{path}: layer {where} ({kind.kind}) lists its layers as "
+                         f"{_short(children)}, not a non-empty list")
+    if depth >= COMPOSITE_DEPTH:
+        raise ValueError(f"{path}: composite layers nest more than {COMPOSITE_DEPTH} deep at "
+                         f"layer {where}; refused unread")
+    for i, child in enumerate(children):
+        _declare_layer(child, f"{where}.{i}", dtype, declared, path, depth + 1)
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a hostile header's entry can be long)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _dtype_text(dtype: np.dtype) -> str:
     """``float64`` for native numbers, ``>f8`` or ``<U3`` otherwise."""
     return dtype.name if dtype.isnative and dtype.kind in "biufc" else dtype.str
@@ -513,13 +555,22 @@ def _is_shape(shape: Any) -> bool:
 
 def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | RecurrentNetwork:
     """The network the (checked) header describes, on numpy, with the stored parameters."""
-    layers = []
     with use_backend("numpy"):
-        for k, spec in enumerate(header["layers"]):
-            layer = LAYER_KINDS[spec["kind"]].from_config(spec.get("config", {}), header["dtype"])
-            layer.params.update({name: arrays[f"layer{k}/{name}"] for name in layer.params})
-            layers.append(layer)
+        layers = [_build_layer(spec, str(k), header["dtype"], arrays)
+                  for k, spec in enumerate(header["layers"])]
     return NETWORK_KINDS[header["network"]](layers)
+
+
+def _build_layer(spec: dict[str, Any], where: str, dtype: str, arrays: dict[str, np.ndarray]
+                 ) -> Any:
+    """Layer ``where`` from its (checked) header entry: a composite from its layers."""
+    kind = LAYER_KINDS[spec["kind"]]
+    if kind.composite:
+        return kind.from_children([_build_layer(child, f"{where}.{i}", dtype, arrays)
+                                   for i, child in enumerate(spec["layers"])])
+    layer = kind.from_config(spec.get("config", {}), dtype)
+    layer.params.update({name: arrays[f"layer{where}/{name}"] for name in layer.params})
+    return layer
 
 
 def load(path: str | os.PathLike, backend: str | None = None, device: Any = None, *,

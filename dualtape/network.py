@@ -9,8 +9,6 @@ from typing import Any
 from .backend import (
     Backend,
     backend_of,
-    describe,
-    dtype_name,
     move,
     namespace_of,
     resolve_backend,
@@ -19,13 +17,22 @@ from .backend import (
 from .layers.base import (
     Array,
     Layer,
-    fits,
     prepare_input,
     prepare_like,
     read_only,
     restore,
-    shape_text,
+    tape_array,
 )
+from .layers.chain import (  # noqa: F401  (check_chain and feature_count: imported from here)
+    backward_chain,
+    check_chain,
+    check_distinct,
+    check_same_params,
+    feature_count,
+    forward_chain,
+)
+from .layers.composite import as_layer
+from .layers.sequential import Sequential
 from .losses import check_loss_for, loss_function
 from .optim import Optimizer
 
@@ -38,29 +45,33 @@ class Chain:
     for any size or for images."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
-        self.layers = list(layers)
         name = type(self).__name__
+        self.layers = [as_layer(layer, name, k) for k, layer in enumerate(layers)]
         if not self.layers:
             raise ValueError(f"{name} needs at least one layer, got an empty list")
-        for k, layer in enumerate(self.layers):
-            if not isinstance(layer, Layer):
-                raise TypeError(f"{name}: layer {k} is a {type(layer).__name__}, not a Layer")
         self.in_shape, self.out_shape = check_chain(self.layers, name)
         self.n_in, self.n_out = (feature_count(s) for s in (self.in_shape, self.out_shape))
-        check_same_params(self.layers, name)
+        check_same_params(self.leaves(), name)
+        check_distinct(self.leaves(), name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}([{', '.join(map(repr, self.layers))}])"
 
+    def leaves(self) -> list[Layer]:
+        """The layers that hold parameters, in order: the layers themselves, a composite
+        layer's (``Sequential``, ``Merge``, ``Concat``) its own leaves, depth first."""
+        return [leaf for layer in self.layers for leaf in layer.leaves()]
+
     @property
     def params(self) -> list[dict[str, Array]]:
-        """Each layer's parameter dict, in order (the dicts themselves, for optimizers)."""
-        return [layer.params for layer in self.layers]
+        """Each leaf layer's parameter dict, in order (the dicts themselves, for optimizers):
+        one per layer, a composite layer's one per layer inside it."""
+        return [leaf.params for leaf in self.leaves()]
 
     @property
     def dtype(self) -> str | None:
         """The dtype of the parameters, or None when no layer has any."""
-        return next((layer.dtype for layer in self.layers if layer.dtype), None)
+        return next((layer.dtype for layer in self.leaves() if layer.dtype), None)
 
     @property
     def backend(self) -> Backend | None:
@@ -69,7 +80,7 @@ class Chain:
         return None if reference is None else backend_of(reference)
 
     def _reference(self) -> Array | None:
-        return next((p for layer in self.layers for p in layer.params.values()), None)
+        return next((p for layer in self.leaves() for p in layer.params.values()), None)
 
     def set_training(self, training: bool = True) -> Chain:
         """Switch the layers that behave differently in training (``Dropout``) into training
@@ -77,7 +88,7 @@ class Chain:
         generation); returns ``self``."""
         if not isinstance(training, bool):
             raise TypeError(f"set_training takes True or False, got {training!r}")
-        for layer in self.layers:
+        for layer in self.leaves():
             if hasattr(layer, "training"):
                 layer.training = training
         return self
@@ -86,7 +97,7 @@ class Chain:
         """Move every parameter to ``backend`` (and ``device``); returns ``self``. Tapes made
         before a move that changed any array of a layer are stale (backward raises)."""
         target = backend if isinstance(backend, Backend) else resolve_backend(backend, device)
-        for layer in self.layers:
+        for layer in self.leaves():
             moved = {k: move(v, target) for k, v in layer.params.items()}
             if any(moved[k] is not v for k, v in layer.params.items()):
                 layer.params.update(moved)
@@ -114,62 +125,6 @@ class Chain:
             raise ValueError(f"{owner}: expected {len(self.layers)} tapes, got {got}")
         for k, (layer, tape) in enumerate(zip(self.layers, tapes, strict=True)):
             layer._check_tape(tape, owner, k)
-
-
-def check_chain(layers: list[Layer], owner: str) -> tuple[tuple | None, tuple | None]:
-    """Check that the layers' example shapes chain (``Layer.input_shape`` and
-    ``output_shape``); return the network's ``(input_shape, output_shape)`` (None: any)."""
-    first = shape = previous = None
-    for k, layer in enumerate(layers):
-        wanted = layer.input_shape
-        if wanted is not None and shape is not None:
-            if not fits(shape, wanted):
-                raise ValueError(f"{owner}: layer {k} {layer!r} takes {_words(wanted)} but "
-                                 f"layer {previous[0]} {previous[1]!r} gives "
-                                 f"{_words(shape, bare=feature_count(wanted) is not None)}")
-            wanted = tuple(a if isinstance(b, str) else b
-                           for a, b in zip(shape, wanted, strict=True))
-        if first is None and shape is None:
-            first = wanted
-        try:
-            given = layer.output_shape(wanted if wanted is not None else shape)
-        except ValueError as exc:
-            raise ValueError(f"{owner}: layer {k} {layer!r}: {exc}") from None
-        if given != shape:
-            shape, previous = given, (k, layer)
-    return first, shape
-
-
-def _words(shape: tuple, bare: bool = False) -> str:
-    """``4 features`` (``4`` when ``bare``) for a feature count, else ``examples of shape
-    (3, height, width)``."""
-    if feature_count(shape) is None:
-        return f"examples of shape {shape_text(shape)}"
-    return str(shape[0]) if bare else f"{shape[0]} features"
-
-
-def feature_count(shape: tuple | None) -> int | None:
-    """The number of features of an example shape ``(n,)``; None for any other."""
-    return shape[0] if shape is not None and len(shape) == 1 and isinstance(shape[0], int) \
-        else None
-
-
-def check_same_params(layers: list[Layer], owner: str) -> None:
-    """All parameters share one dtype, backend and device."""
-    first = None
-    for layer in layers:
-        for key, p in layer.params.items():
-            if first is None:
-                first = (layer, key, p)
-                continue
-            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or describe(p) != describe(
-                first[2]
-            ):
-                raise ValueError(
-                    f"{owner}: {layer!r}.{key} is a {p.dtype} {describe(p)} but "
-                    f"{first[0]!r}.{first[1]} is a {first[2].dtype} {describe(first[2])}; "
-                    "build all layers with one dtype on one backend"
-                )
 
 
 def check_optimizer(optimizer: Any, where: str) -> None:
@@ -230,7 +185,10 @@ def all_params(net: Chain) -> Iterable[Array]:
 
 
 class Network(Chain):
-    """A chain of feed-forward layers whose sizes are checked at construction."""
+    """A chain of feed-forward layers whose sizes are checked at construction. A layer may
+    be a composite (``Sequential``, ``Merge``, ``Concat``); a ``Network`` (or a list of
+    layers) in the list runs as one layer, a ``Sequential`` of its layer objects (so the two
+    networks share those layers and their parameters)."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
         super().__init__(layers)
@@ -246,10 +204,13 @@ class Network(Chain):
         return tapes, read_only(restore(y, single, batch_axis=0))
 
     def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array]:
-        """``(grads, dx)``: one gradient dict per layer, and the input's gradient."""
+        """``(grads, dx)``: one gradient dict per parameter group (aligned with ``params``:
+        one per layer, a composite layer's one per layer inside it), and the input's
+        gradient."""
         self._check_tapes(tapes)
         shape = self.layers[-1]._output_shape(tapes[-1])
-        xp, dy, single = prepare_like(dy, shape, tapes[0][0], "Network", "dy", batch_axis=0)
+        xp, dy, single = prepare_like(dy, shape, tape_array(tapes[0]), "Network", "dy",
+                                      batch_axis=0)
         grads, dx = self._backward(xp, tapes, dy)
         return grads, restore(dx, single, batch_axis=0)
 
@@ -257,18 +218,16 @@ class Network(Chain):
         """The output for ``x``, without keeping tapes."""
         return self.forward(x)[1]
 
+    def as_layer(self) -> Sequential:
+        """This network as one layer (inside another network, or as a branch of ``Merge`` or
+        ``Concat``): a ``Sequential`` of the same layer objects and parameters."""
+        return Sequential(self.layers)
+
     def _forward(self, xp: Any, x: Array) -> tuple[list[Any], Array]:
-        tapes = []
-        for layer in self.layers:
-            tape, x = layer._forward(xp, x)
-            tapes.append(tape)
-        return tapes, x
+        return forward_chain(self.layers, xp, x)
 
     def _backward(self, xp: Any, tapes: list[Any], dy: Array) -> tuple[list[dict], Array]:
-        grads: list[dict[str, Array]] = [{} for _ in self.layers]
-        for k in reversed(range(len(self.layers))):
-            grads[k], dy = self.layers[k]._backward(xp, tapes[k], dy)
-        return grads, dy
+        return backward_chain(self.layers, xp, tapes, dy)
 
 
 def train(

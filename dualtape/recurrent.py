@@ -45,6 +45,11 @@ class RecurrentNetwork(Chain):
     def __init__(self, layers: Iterable[Layer]) -> None:
         layers = list(layers)
         for k, layer in enumerate(layers):
+            if getattr(layer, "composite", False) or isinstance(layer, list | tuple) or \
+                    callable(getattr(layer, "as_layer", None)):
+                raise TypeError(f"RecurrentNetwork: layer {k} {layer!r} is not a recurrent or "
+                                "feed-forward layer of features (composite layers, networks "
+                                "and lists chain in a Network)")
             if getattr(layer, "spatial", False):
                 raise TypeError(f"RecurrentNetwork: layer {k} {layer!r} works on images; a "
                                 "RecurrentNetwork chains layers of features (use a Network)")

@@ -32,7 +32,8 @@ def numeric_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
 
 def check_layer_gradients(layer, x_host: np.ndarray, seed: int = 0) -> None:
     """backward of ``sum(y * r)`` against central differences, for the input and every parameter
-    (perturbed parameters are put back on the layer's backend); ``y`` of any shape."""
+    (perturbed parameters are put back on the layer's backend); ``y`` of any shape. For a
+    composite layer, every parameter of every group in ``param_groups``."""
     _, y = layer.forward(dualtape.asarray(x_host))
     r = np.random.default_rng(seed).normal(size=tuple(y.shape))
 
@@ -41,21 +42,23 @@ def check_layer_gradients(layer, x_host: np.ndarray, seed: int = 0) -> None:
 
     tape, _ = layer.forward(dualtape.asarray(x_host))
     grads, dx = layer.backward(tape, dualtape.asarray(r))
-    assert set(grads) == set(layer.params)
+    groups, grad_groups = layer.param_groups, grads if layer.composite else [grads]
+    assert [set(g) for g in grad_groups] == [set(p) for p in groups]
     np.testing.assert_allclose(np64(dx), numeric_gradient(objective, x_host.copy()),
                                rtol=1e-6, atol=1e-8)
     x_fixed = x_host.copy()
-    for name, p in list(layer.params.items()):
-        assert tuple(grads[name].shape) == tuple(p.shape)
-        host = np64(p).copy()
+    for params, group in zip(groups, grad_groups, strict=True):
+        for name, p in list(params.items()):
+            assert tuple(group[name].shape) == tuple(p.shape)
+            host = np64(p).copy()
 
-        def of_param(value: np.ndarray, name: str = name) -> float:
-            layer.params[name] = dualtape.asarray(value)
-            return objective(x_fixed)
+            def of_param(value: np.ndarray, params=params, name: str = name) -> float:
+                params[name] = dualtape.asarray(value)
+                return objective(x_fixed)
 
-        expected = numeric_gradient(of_param, host)
-        layer.params[name] = dualtape.asarray(host)
-        np.testing.assert_allclose(np64(grads[name]), expected, rtol=1e-6, atol=1e-8)
+            expected = numeric_gradient(of_param, host)
+            params[name] = dualtape.asarray(host)
+            np.testing.assert_allclose(np64(group[name]), expected, rtol=1e-6, atol=1e-8)
 
 
 def deep_net(dtype: str = "float64") -> dualtape.Network:

@@ -124,6 +124,8 @@ def test_the_package_says_it_is_typed():
     assert (ROOT / "dualtape" / "py.typed").is_file()
 
 
+IMPORT_NAMES = {"sklearn": "scikit-learn"}
+"""Distributions whose module has another name."""
 OPTIONAL_BACKENDS = {"torch", "jax"}
 """Modules tests may skip without: the backend and reference libraries the README calls
 optional (CuPy skips through the backend fixture, not importorskip)."""
@@ -138,7 +140,7 @@ def test_every_module_a_test_imports_or_skips_is_in_the_test_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extra = {split(r)[0] for r in project["optional-dependencies"]["test"]}
     skipped_for = {
-        normalise(name)
+        normalise(IMPORT_NAMES.get(name, name))
         for folder in ("tests", "bench")
         for path in (ROOT / folder).glob("*.py")
         for name in re.findall(r"importorskip\(\s*[\"']([\w.]+)[\"']", path.read_text())

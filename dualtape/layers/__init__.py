@@ -2,6 +2,7 @@
 
 from .base import Activation, Layer, ParamDict, RecurrentLayer
 from .basic_recurrent import BasicRecurrent
+from .concat import Concat
 from .convolution import Convolution
 from .crop import Crop
 from .deconvolution import Deconvolution
@@ -11,10 +12,12 @@ from .fully_connected import FullyConnected
 from .gru import GRU
 from .logit import Logit
 from .lstm import LSTM
+from .merge import Merge
 from .pad import Pad
 from .pooling import Pooling
 from .relu import Relu
 from .reshape import Reshape
+from .sequential import Sequential
 from .sinusoid import Sinusoid
 from .softmax import Softmax
 from .standard_lstm import StandardLSTM
@@ -23,7 +26,8 @@ from .trivial import Trivial
 
 LAYER_KINDS = {cls.kind: cls for cls in (
     FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
-    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution)}
+    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution,
+    Sequential, Merge, Concat)}
 
 __all__ = [
     "GRU",
@@ -31,6 +35,7 @@ __all__ = [
     "LSTM",
     "Activation",
     "BasicRecurrent",
+    "Concat",
     "Convolution",
     "Crop",
     "Deconvolution",
@@ -39,12 +44,14 @@ __all__ = [
     "FullyConnected",
     "Layer",
     "Logit",
+    "Merge",
     "Pad",
     "ParamDict",
     "Pooling",
     "RecurrentLayer",
     "Relu",
     "Reshape",
+    "Sequential",
     "Sinusoid",
     "Softmax",
     "StandardLSTM",

@@ -22,6 +22,12 @@ from ``n_in``/``n_out``, so their behaviour and messages are unchanged. A single
 (``(features,)``, or ``(channels, height, width)``) is accepted at the public edge and
 returned in the same form.
 
+Composite layers (``Sequential``, ``Merge``, ``Concat``; ``composite.py``) run other layers:
+they have no parameters of their own, ``param_groups`` lists their leaves' dicts depth first,
+and their ``backward`` returns a list of gradient dicts in that order (a plain layer's one
+dict is its ``[params]`` group); a ``Network``'s ``params`` and gradients are the flat list
+over its layers' groups.
+
 Aliasing, decided here at the public edge for every layer: an input a tape keeps is copied
 unless checking it already made a copy (a cast), states are copied, and every array a public
 ``forward`` returns is ``read_only``: a read-only view on numpy (free), a copy on backends
@@ -355,6 +361,9 @@ class Layer:
     spatial: ClassVar[bool] = False
     """Whether the layer works on images ``(channels, height, width)`` (or turns features
     into them): such layers chain in a ``Network``, not in a ``RecurrentNetwork``."""
+    composite: ClassVar[bool] = False
+    """Whether the layer runs other layers (``Sequential``, ``Merge``, ``Concat``): it has no
+    parameters of its own, its layers' are in ``param_groups``."""
 
     params: ParamDict
     """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
@@ -415,6 +424,22 @@ class Layer:
     def _reference(self) -> Array | None:
         return next(iter(self.params.values()), None)
 
+    def leaves(self) -> list[Layer]:
+        """The layers that hold this layer's parameters, in order: ``[self]``; a composite
+        layer's are its layers' leaves."""
+        return [self]
+
+    @property
+    def param_groups(self) -> list[ParamDict]:
+        """The parameter dicts an optimizer steps for this layer (``[params]``; a composite
+        layer's, one per leaf), in the order of the gradient list of ``_backward_groups``."""
+        return [leaf.params for leaf in self.leaves()]
+
+    def _backward_groups(self, xp: Any, tape: Any, dy: Array) -> tuple[list[dict], Array]:
+        """``_backward`` with the gradients as a list aligned with ``param_groups``."""
+        grads, dx = self._backward(xp, tape, dy)
+        return [grads], dx
+
     @property
     def input_shape(self) -> tuple | None:
         """What one example must look like: a tuple of sizes and names of free axes
@@ -439,8 +464,8 @@ class Layer:
     def backward(self, tape: Any, dy: Any) -> tuple[dict[str, Array], Array]:
         """``(grads, dx)`` from a tape of ``forward`` and the gradient ``dy`` of its output."""
         self._check_tape(tape, repr(self))
-        xp, dy, single = prepare_like(dy, self._output_shape(tape), tape[0], repr(self), "dy",
-                                      batch_axis=0)
+        xp, dy, single = prepare_like(dy, self._output_shape(tape), tape_array(tape),
+                                      repr(self), "dy", batch_axis=0)
         grads, dx = self._backward(xp, tape, dy)
         return grads, restore(dx, single, batch_axis=0)
 
@@ -473,6 +498,13 @@ class Layer:
 
     def _backward(self, xp: Any, tape: Any, dy: Array) -> tuple[dict[str, Array], Array]:
         raise NotImplementedError
+
+
+def tape_array(tape: tuple) -> Array:
+    """The first array of a tape (the one ``dy`` is checked against for place and dtype),
+    looking inside the tapes a composite layer's tape holds."""
+    first = tape[0]
+    return tape_array(first) if isinstance(first, tuple) else first
 
 
 class OutputTape(NamedTuple):
