@@ -32,7 +32,7 @@ import sys
 import tempfile
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -226,7 +226,7 @@ def measure(runner: Any, workload: Any, dtype: str, threads: int | None = None) 
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "weights.npz")
         spec = {"runner": runner.label, "reference": runner.reference, "dtype": dtype,
-                "workload": workload.key, "threads": threads, "weights": path}
+                "workload": asdict(workload), "threads": threads, "weights": path}
         done = subprocess.run([sys.executable, "-m", __name__, json.dumps(spec)],
                               capture_output=True, text=True)
         if done.returncode != 0:
@@ -254,10 +254,10 @@ def measure_here(spec: dict[str, Any]) -> dict[str, Any]:
     after it saved to ``spec["weights"]``), then the allocation peak of another."""
     from ..allocator import keep_freed_memory
     from ..text.threads import limited_threads
-    from .measure import WORKLOADS
+    from .measure import Workload
 
     keep_freed_memory()  # as dualtape bench times the rows
-    workload = next(w for w in WORKLOADS if w.key == spec["workload"])
+    workload = Workload(**spec["workload"])
     with limited_threads(spec["threads"]):
         runner = _rebuilt(spec["runner"], spec["reference"])
         runner.prepare(replace(workload, steps=2), spec["dtype"])()  # code loaded, compiled
