@@ -4,7 +4,9 @@
 a test, with the batch-32/256 variants cut to 2 time steps; ``pytest bench/ --benchmark-enable``
 measures them at full size. Timings on a GPU wait for the device before the clock stops. Speed
 is never asserted: ``dualtape bench`` is where the numbers are compared. For one-thread numbers,
-set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1`` in the environment of that run.
+set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1`` in the environment of that run. The groups
+``dualtape bench`` runs only on request (memory: minutes and GBs a call) are not in the suite;
+``test_memory_bench.py`` tests them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import numpy as np
 import pytest
 
 from dualtape.backend import resolve_backend, to_numpy
-from dualtape.benchmarks.measure import DTYPES, WORKLOADS, BackendRunner, Workload
+from dualtape.benchmarks.measure import DTYPES, ON_REQUEST, WORKLOADS, BackendRunner, Workload
 
+SUITE = [w for w in WORKLOADS if w.group not in ON_REQUEST]
 TOLERANCE = {"float32": 5e-3, "float64": 1e-8}
 COMPARED_STEPS = {"float32": 10}
 """How many time steps of a train workload the comparison with the oracle runs, per dtype.
@@ -75,7 +78,7 @@ def host_arrays(result) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
+@pytest.mark.parametrize("workload", SUITE, ids=lambda w: w.key)
 def test_workload(benchmark, bench_backend, workload, dtype):
     runner = BackendRunner(bench_backend)
     if benchmark.disabled:
@@ -109,7 +112,7 @@ def test_workload(benchmark, bench_backend, workload, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("workload", [w for w in WORKLOADS if w.op not in ("sgd", "text")],
+@pytest.mark.parametrize("workload", [w for w in SUITE if w.op not in ("sgd", "text")],
                          ids=lambda w: w.key)
 def test_comparisons_are_well_conditioned(workload, dtype):
     """What ``test_workload`` compares moves by less than a tenth of its tolerance when the

@@ -133,12 +133,7 @@ def libm_calls(function, dtype: str) -> set[str]:
 
 def peak_bytes(call) -> int:
     """The peak of the memory Python's allocator (numpy's arrays included) handed out while
-    ``call()`` ran (tracemalloc)."""
-    import tracemalloc
+    ``call()`` ran (tracemalloc): ``dualtape bench``'s measure, ``traced_peak``."""
+    from dualtape.benchmarks.memory import traced_peak
 
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return traced_peak(call)

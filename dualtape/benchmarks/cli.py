@@ -27,6 +27,7 @@ from typing import Any
 from ..allocator import keep_freed_memory
 from ..backend import Backend, BackendUnavailable, available_backends, resolve_backend
 from ..text.threads import limited_threads
+from . import memory
 from .bound import BoundRunner
 from .measure import (
     DTYPES,
@@ -42,6 +43,7 @@ from .measure import (
     require_threadpoolctl,
     select_workloads,
 )
+from .memory import compare_to_full_tape
 from .output import destination
 
 NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM, torch.nn): torch is not "
@@ -145,7 +147,8 @@ def _workloads(text: str | None, quick: bool) -> list[Workload]:
     except ValueError as exc:
         raise _refused(str(exc)) from None
     if not chosen:
-        raise _refused("--quick leaves none of these workloads (it drops batches above 32)")
+        raise _refused("--quick leaves none of these workloads (it drops batches above 32 "
+                       f"and the memory rows above {memory.QUICK_STEPS:,} steps)")
     return chosen
 
 
@@ -226,15 +229,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES), metavar="LIST",
                         help="comma-separated dtypes (default: float32,float64)")
     parser.add_argument("--workloads", metavar="LIST",
-                        help="groups (lstm, update, train, text, cells, conv), names or "
-                             "group/name; default: all")
+                        help="groups (lstm, update, train, text, cells, conv, memory), "
+                             "names or group/name; default: all but memory (minutes and "
+                             "GBs: run it by name)")
     parser.add_argument("--references", default="all", metavar="LIST",
                         help="reference rows: all (default), none, or a list of "
                              "structural-bound, naive, torch-autograd, torch.nn.LSTM, torch.nn, "
                              "jax "
                              "(the torch ones need torch, jax needs JAX)")
     parser.add_argument("--quick", action="store_true",
-                        help="fewer, shorter samples and no run above batch 32 (under a minute)")
+                        help="fewer, shorter samples, no run above batch 32 and no memory row "
+                             "above 1,000 steps (under a minute)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="limit BLAS/OpenMP and torch threads to N (threadpoolctl); "
                              "default: not limited; the project's targets are measured with "
@@ -253,7 +258,8 @@ def register(commands: Any) -> None:
         description="Time Grenade's LSTM workloads (groups lstm, update, train) and the "
         "main job (group text: a training step of train-text's default model) and the "
         "standard LSTM and GRU at its sizes (group cells) and one convolution layer (group "
-        "conv) on each "
+        "conv) on each backend, and, when named, the peak memory of one training call with "
+        "the full and the checkpointed tape (group memory) on each "
         "backend, interleaved round-robin; print the median ms per call, min–max and how many "
         "times faster than dualtape on numpy each row is, and characters per second for the "
         "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, "
@@ -319,13 +325,15 @@ def execute(args: argparse.Namespace, command: str | None = None,
         for workload in request.workloads:
             print(f"... {workload.key}", file=sys.stderr, flush=True)
             results += measure_workload(workload, request.runners, request.dtypes,
-                                        request.timing)
+                                        request.timing, request.threads)
+    compare_to_full_tape(results)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["command"] = command or command_line(args)
     sections = [("Times", report.table(results)),
                 ("Characters per second", report.throughput(results)),
                 (f"References, {report.FASTER}", report.ratios(results)),
-                ("Distance from the structural bound", report.bound_distance(results))]
+                ("Distance from the structural bound", report.bound_distance(results)),
+                ("Memory of one training call", report.memory_table(results))]
     print("\n\n".join(f"{title}:\n{body}" for title, body in sections if body))
     print(report.how_to_read(results))
     more = list(extra(results, meta)) if extra else []

@@ -13,7 +13,11 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 - ``cells``: the standard LSTM and the GRU at the main job's sizes, one sequence forwards and
   back through one layer (``cells.py``), against the torch module;
 - ``conv``: one ``Convolution`` layer forwards and back (``convolution.py``), against
-  ``torch.nn.Conv2d``.
+  ``torch.nn.Conv2d``;
+- ``memory`` (run only when named): one ``train_recurrent`` call of the train group's network
+  at batch 1 over 1,000, 10,000 and 100,000 steps with the full and the checkpointed
+  (``tape="sqrt"``) tape; its rows also report the call's peak memory and whether the
+  weights after it equal the full tape's (``memory.py``).
 
 A *runner* turns a workload and a dtype into a callable without arguments, or ``None`` when it
 does not cover that workload, and can wait for its device (``synchronize``). ``BackendRunner``
@@ -44,7 +48,7 @@ from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
 from ..text.threads import threadpoolctl_installed
-from . import cells, char_model, convolution
+from . import cells, char_model, convolution, memory
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -54,12 +58,13 @@ SEED = 20240601
 
 @dataclass(frozen=True)
 class Workload:
-    """One timed operation: ``op`` is forwards, backwards, sgd, train, text, cell or conv;
+    """One timed operation: ``op`` is forwards, backwards, sgd, train, text, cell, conv or memory;
     ``size`` is the LSTM width (lstm group, the hidden layer in train, each of the ``layers``
     LSTMs in text, the ``cell`` layer's units), the matrix side (update group) or the output
     channels (conv); ``n_in`` the width of the input and, in train, of the output (in text,
     the vocabulary; in conv, the input channels); ``steps`` the time steps
-    (in text, the window length); ``cell`` the layer kind of the cells group."""
+    (in text, the window length); ``cell`` the layer kind of the cells group; ``tape``
+    the tape policy of the memory group."""
 
     group: str
     name: str
@@ -70,6 +75,7 @@ class Workload:
     n_in: int = N_IN
     layers: int = 1
     cell: str = ""
+    tape: str = ""
 
     @property
     def chars_per_call(self) -> int | None:
@@ -105,6 +111,8 @@ class Workload:
             return cells.host_data(self, dtype, SEED)
         if self.op == "conv":
             return convolution.host_data(self, dtype, SEED)
+        if self.op == "memory":
+            return replace(self, op="train").host_data(dtype)
         if self.op == "sgd":
             return {"w": uniform(n, n), "g": uniform(n, n)}
         if self.op in ("forwards", "backwards"):
@@ -137,7 +145,11 @@ WORKLOADS: tuple[Workload, ...] = (
              cell="StandardLSTM"),
     Workload("cells", "gru-80x80-batch-32", "cell", 80, 32, 50, n_in=80, cell="GRU"),
     Workload("conv", "convolution-8to16-3x3-28x28-batch-32", "conv", 16, 32, n_in=8),
+    *(Workload("memory", f"{tape}-tape-{steps}-steps", "memory", 512, 1, steps, tape=tape)
+      for steps in memory.STEPS for tape in memory.TAPES),
 )
+ON_REQUEST = ("memory",)
+"""Groups that run only when ``--workloads`` names them (minutes, and GBs of memory)."""
 TRAIN_RATE = 0.1
 UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
 
@@ -149,14 +161,17 @@ def lstm_host_params(n_in: int, n_out: int, seed: int, dtype: str) -> dict[str, 
 
 
 def select_workloads(names: Sequence[str] | None = None, quick: bool = False) -> list[Workload]:
-    """Workloads whose group, name or key is in ``names`` (all when empty); ``quick`` drops the
-    variants above batch 32."""
-    chosen = [w for w in WORKLOADS if not names or {w.group, w.name, w.key} & set(names)]
+    """Workloads whose group, name or key is in ``names`` (when empty, all but the groups of
+    ``ON_REQUEST``); ``quick`` drops the variants above batch 32 and the memory rows above
+    ``memory.QUICK_STEPS`` steps."""
+    chosen = [w for w in WORKLOADS if {w.group, w.name, w.key} & set(names or ())
+              or not names and w.group not in ON_REQUEST]
     unknown = set(names or ()) - {s for w in WORKLOADS for s in (w.group, w.name, w.key)}
     if unknown:
         raise ValueError(f"unknown workloads {sorted(unknown)}; known: "
                          f"{', '.join(w.key for w in WORKLOADS)} or a group")
-    return [w for w in chosen if not (quick and w.batch > 32)]
+    return [w for w in chosen if not (quick and (w.batch > 32 or w.op == "memory"
+                                                 and w.steps > memory.QUICK_STEPS))]
 
 
 # --- runners -------------------------------------------------------------------------------
@@ -212,6 +227,10 @@ class BackendRunner:
                 return cells.prepare(self.backend, data, workload.cell)
             if workload.op == "conv":
                 return convolution.prepare(self.backend, data)
+            if workload.op == "memory":
+                return memory.TrainingCall(_network(self.backend, data),
+                                           from_host(data["xs"], self.backend), workload.tape,
+                                           TRAIN_RATE, self.backend)
             return _PREPARE[workload.op](self.backend, data)
 
     def synchronize(self) -> None:
@@ -246,8 +265,12 @@ def _prepare_sgd(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
     return lambda: optimizer.step(params, grads)
 
 
+def _network(backend: Backend, data: dict[str, Any]) -> RecurrentNetwork:
+    return RecurrentNetwork([_lstm(p, backend) for p in data["params"]])
+
+
 def _prepare_train(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
-    net = RecurrentNetwork([_lstm(p, backend) for p in data["params"]])
+    net = _network(backend, data)
     xs = from_host(data["xs"], backend)
     optimizer = SGD(rate=TRAIN_RATE)
     return lambda: train_recurrent(net, xs, xs, optimizer)
@@ -294,6 +317,7 @@ class Result:
     samples: list[float] = field(default_factory=list)
     number: int = 1
     error: str | None = None
+    memory: memory.Memory | None = None
 
     @property
     def median_ms(self) -> float:
@@ -326,6 +350,7 @@ class Result:
             "max_ms": self.max_ms, "chars_per_call": w.chars_per_call,
             "chars_per_s": self.chars_per_second, "calls_per_sample": self.number,
             "samples_ms": [1e3 * s for s in self.samples], "error": self.error,
+            **({"tape": w.tape, "memory": self.memory.as_dict()} if self.memory else {}),
         }
 
 
@@ -346,10 +371,18 @@ def measure_workload(
     runners: Sequence[Runner],
     dtypes: Sequence[str] = DTYPES,
     timing: Timing = FULL,
+    threads: int | None = None,
 ) -> list[Result]:
-    """Time ``workload`` on every runner and dtype, round-robin; failures become error rows."""
+    """Time ``workload`` on every runner and dtype, round-robin; failures become error rows.
+    A memory workload is timed in at most ``memory.ROUNDS`` calls after one warm-up call,
+    then each row's memory is measured in a fresh process under ``threads``
+    (``memory.measure``)."""
+    if workload.op == "memory":
+        timing = replace(timing, warmup=1, min_rounds=min(timing.min_rounds, memory.ROUNDS),
+                         max_rounds=min(timing.max_rounds, memory.ROUNDS))
     results: list[Result] = []
     cases: list[tuple[Result, Callable[[int], float]]] = []
+    runner_of: dict[int, Runner] = {}
     per_round = 0.0
     for runner in runners:
         for dtype in dtypes:
@@ -369,6 +402,7 @@ def measure_workload(
             results.append(result)
             if result.error is None:
                 cases.append((result, timed))
+                runner_of[id(result)] = runner
     if not cases:
         return results
     rounds = int(timing.budget * len(cases) / max(per_round, 1e-9))
@@ -379,6 +413,14 @@ def measure_workload(
             if result.error is None:
                 try:
                     result.samples.append(timed(result.number))
+                except Exception as exc:
+                    result.error = f"{type(exc).__name__}: {exc}"
+    if workload.op == "memory":
+        for result, _ in cases:
+            if result.error is None:
+                try:
+                    result.memory = memory.measure(runner_of[id(result)], workload,
+                                                   result.dtype, threads)
                 except Exception as exc:
                     result.error = f"{type(exc).__name__}: {exc}"
     return results

@@ -8,7 +8,8 @@ Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a
 - ``naive``: ``naive_lstm.py``, Grenade's per-step structure in plain numpy; batch 1 only (as
   Grenade), lstm and train groups.
 - ``torch-autograd``: the same maths in torch autograd (``torch_lstm.py``; the text group's
-  character model in ``torch_text.py``); lstm, train and text.
+  character model in ``torch_text.py``); lstm, train, text and memory (the full graph, or
+  ``torch.utils.checkpoint`` every ``⌈√T⌉`` steps for the checkpointed tape).
 - ``torch.nn.LSTM``: what users pick instead; train and text groups (a different cell).
 - ``torch.nn``: the cells group's torch module (``torch.nn.LSTM`` / ``torch.nn.GRU``, the
   same cell and weights as dualtape's ``StandardLSTM`` / ``GRU``; ``cells.py``), and the conv
@@ -82,7 +83,9 @@ class TorchAutogradRunner(_TorchRunner):
     name = "torch-autograd"
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
-        """forwards (recording the graph), backwards (from a recorded graph), train and text."""
+        """forwards (recording the graph), backwards (from a recorded graph), train, text and
+        memory."""
+        from ..checkpointing import segment_length
         from . import torch_lstm as tl
 
         if workload.op in ("sgd", "cell"):
@@ -92,9 +95,11 @@ class TorchAutogradRunner(_TorchRunner):
             from .torch_text import GrenadeCharModel
 
             return GrenadeCharModel(data, self.device).step
-        if workload.op == "train":
+        if workload.op in ("train", "memory"):
             net = tl.GrenadeTorchNetwork(data["params"], TRAIN_RATE, self.device)
             xs = tl.tensor(data["xs"], self.device)
+            if workload.op == "memory":
+                return tl.SeededTorchCall(net, xs, segment_length(workload.tape, workload.steps))
             return lambda: net.train_step(xs, xs)
         layer = tl.GrenadeTorchLSTM(data["params"][0], self.device)
         x, c, dc, dh = (tl.tensor(data[k], self.device) for k in ("x", "c", "dc", "dh"))

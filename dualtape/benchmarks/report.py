@@ -281,6 +281,44 @@ def bound_distance(results: Sequence[Result]) -> str:
         "implementation could gain over dualtape on numpy (1.00×: nothing left to gain)."])
 
 
+def _mib(value: int | None) -> str:
+    return "not measured" if value is None else f"{value / 2**20:,.1f}"
+
+
+def memory_table(results: Sequence[Result]) -> str:
+    """The memory rows: time, the time over the full tape's (same runner, steps, dtype), the
+    two peaks, and the weights' difference from the full tape's after the update."""
+    rows = [r for r in _ordered(results) if r.memory is not None]
+    if not rows:
+        return ""
+    lines = ["| workload | backend | dtype | median ms | × the full tape's time | allocated "
+             "peak, MiB | peak RSS increase, MiB | weights − full tape's: max abs | relative |",
+             "| --- | --- | --- |" + " ---: |" * 6]
+    for r in rows:
+        full = next((f for f in rows if f.workload.tape == "full" and f.runner == r.runner
+                     and f.reference == r.reference and f.dtype == r.dtype
+                     and f.workload.steps == r.workload.steps and f.samples), None)
+        m = r.memory
+        ratio = f"{r.median_ms / full.median_ms:.2f}×" if full and r.samples else "–"
+        same = ("(itself)" if full is r else "–") if m.difference is None else None
+        lines.append(" | ".join([
+            f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | {_ms(r.median_ms)} | {ratio}",
+            _mib(m.allocated), _mib(m.rss), same or f"{m.difference:.2e}",
+            same or (f"{m.relative:.2e}" if m.relative is not None else "–")]) + " |")
+    measures = sorted({f"{_row_label(r)}: {r.memory.allocated_by}" for r in rows})
+    lines.append(
+        "\nOne `train_recurrent` call (torch-autograd: one training step of the same maths) "
+        "from the seeded weights, tape full or checkpointed every ⌈√T⌉ steps (torch: "
+        "`torch.utils.checkpoint`), measured in a fresh process after a 2-step call loaded "
+        "the code. Allocated peak: the bytes allocated during the call and held at once ("
+        + "; ".join(measures) + "). Peak RSS increase: how far the process's peak resident "
+        "memory (VmHWM) rose above its resident memory at the call's start, host memory of "
+        "every kind, so this column compares every row like with like. Weights: after the "
+        "update, against the full tape's row of the same backend, steps and dtype: the largest "
+        "absolute difference, and that over the largest change the full tape's update made.")
+    return "\n".join(lines)
+
+
 def how_to_read(results: Sequence[Result]) -> str:
     """One closing line: what to look at in the tables above."""
     if not _compared(results):
@@ -311,6 +349,8 @@ def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any],
         f"## References, {FASTER}\n\n" + (ratios(results) or "No reference rows in this run."),
         "## Distance from the structural bound\n\n" + (bound_distance(results)
                                                           or "Not measured in this run."),
+        *([f"## Memory of one training call\n\n{mem}"] if (mem := memory_table(results))
+          else []),
         how_to_read(results),
         *extra,
     ])

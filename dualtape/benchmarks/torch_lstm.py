@@ -3,7 +3,9 @@
 ``GrenadeTorchLSTM`` is the same maths as ``dualtape.LSTM`` (state = the cell alone, no tanh on
 it), written the way a torch user would: a hand-written cell, a Python loop over time, one
 ``loss.backward()``, ``torch.optim.SGD``. It is checked against dualtape in
-``test_references.py``.
+``test_references.py``. ``grenade_loss`` runs it with its full autograd graph or, given
+``every``, through ``torch.utils.checkpoint`` (a segment of ``every`` steps recomputed in
+backward); ``SeededTorchCall`` is the memory group's call.
 
 ``nn_lstm_network`` builds ``torch.nn.LSTM(40, 512)`` then ``torch.nn.LSTM(512, 40)``, "what users
 pick instead": a different cell (textbook LSTM, hidden state, four recurrent blocks, tanh on the
@@ -18,6 +20,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.checkpoint import checkpoint
+
+from .memory import SeededCall
 
 
 def tensor(a: np.ndarray, device: str = "cpu", grad: bool = False) -> torch.Tensor:
@@ -59,18 +64,33 @@ class GrenadeTorchLSTM:
 
 
 def grenade_loss(layers: list[GrenadeTorchLSTM], xs: torch.Tensor,
-                 targets: torch.Tensor) -> torch.Tensor:
+                 targets: torch.Tensor, every: int | None = None) -> torch.Tensor:
     """½Σ(y − t)² over ``xs`` (T, B, i) from zero cells, averaged over the batch (dualtape's
-    ``squared_error``), stepping the whole stack once per time step as Grenade does."""
+    ``squared_error``), stepping the whole stack once per time step as Grenade does; with
+    ``every``, each segment of ``every`` steps under ``torch.utils.checkpoint``."""
     steps, batch = xs.shape[:2]
     cells = [xs.new_zeros(batch, layer.n) for layer in layers]
-    outputs = []
-    for t in range(steps):
-        h = xs[t]
-        for k, layer in enumerate(layers):
-            cells[k], h = layer.step(cells[k], h)
-        outputs.append(h)
-    diff = torch.stack(outputs) - targets
+
+    def segment(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        *cells, inputs = args
+        outputs = []
+        for x in inputs:
+            h = x
+            for k, layer in enumerate(layers):
+                cells[k], h = layer.step(cells[k], h)
+            outputs.append(h)
+        return (*cells, torch.stack(outputs))
+
+    if every is None:
+        ys = segment(*cells, xs)[-1]
+    else:
+        pieces = []
+        for start in range(0, steps, every):
+            *cells, ys = checkpoint(segment, *cells, xs[start : start + every],
+                                    use_reentrant=False)
+            pieces.append(ys)
+        ys = torch.cat(pieces)
+    diff = ys - targets
     return 0.5 * (diff * diff).sum() / batch
 
 
@@ -84,13 +104,41 @@ class GrenadeTorchNetwork:
             [p for layer in self.layers for p in layer.parameters()], lr=rate
         )
 
-    def train_step(self, xs: torch.Tensor, targets: torch.Tensor) -> float:
-        """Forward, ``loss.backward()``, one SGD step; the loss as a float (syncs the device)."""
+    def train_step(self, xs: torch.Tensor, targets: torch.Tensor,
+                   every: int | None = None) -> float:
+        """Forward, ``loss.backward()``, one SGD step; the loss as a float (syncs the device).
+        ``every``: checkpoint segments of that many steps (``grenade_loss``)."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss = grenade_loss(self.layers, xs, targets)
+        loss = grenade_loss(self.layers, xs, targets, every)
         loss.backward()
         self.optimizer.step()
         return float(loss.item())
+
+
+class SeededTorchCall(SeededCall):
+    """The memory group's call on ``GrenadeTorchNetwork``: ``train_step(xs, xs, every)`` from
+    the seeded weights each time."""
+
+    def __init__(self, net: GrenadeTorchNetwork, xs: torch.Tensor, every: int | None) -> None:
+        self.net, self.xs, self.every = net, xs, every
+        self.params = [p for layer in net.layers for p in layer.parameters()]
+        self.seeded = [p.detach().clone() for p in self.params]
+
+    def restore(self) -> None:
+        """Copy the seeded weights back in place."""
+        with torch.no_grad():
+            for p, seeded in zip(self.params, self.seeded, strict=True):
+                p.copy_(seeded)
+
+    def train(self) -> float:
+        """One training call."""
+        return self.net.train_step(self.xs, self.xs, self.every)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The weights on the host in dualtape's names (``0.W``, ``0.U``, ``0.b``, ...)."""
+        return {f"{k}.{name}": p.detach().cpu().numpy().copy() for k, layer in
+                enumerate(self.net.layers) for name, p in zip("WUb", layer.parameters(),
+                                                               strict=True)}
 
 
 class NNLSTMNetwork:

@@ -19,6 +19,8 @@ REFERENCES = "dualtape/benchmarks/references.py"
 JAX_TEXT = "dualtape/benchmarks/jax_text.py"
 TORCH_TEXT = "dualtape/benchmarks/torch_text.py"
 TORCH_LSTM = "dualtape/benchmarks/torch_lstm.py"
+MEMORY = "dualtape/benchmarks/memory.py"
+MEMORY_TESTS = ("bench/test_memory_bench.py",)
 CHAR_TESTS = ("bench/test_char_model.py",)
 ROW_TESTS = ("bench/test_reference_rows.py",)
 
@@ -33,6 +35,10 @@ def _measure(old: str, new: str, why: str) -> Mutant:
 
 def _report(old: str, new: str, why: str) -> Mutant:
     return Mutant(REPORT, old, new, why, REPORT_TESTS)
+
+
+def _memory(old: str, new: str, why: str) -> Mutant:
+    return Mutant(MEMORY, old, new, why, MEMORY_TESTS)
 
 
 def _output(old: str, new: str, why: str) -> Mutant:
@@ -278,6 +284,79 @@ MUTANTS = [
            "torch.nn.LSTM's final state taken for its outputs", CHAR_TESTS),
     Mutant(TORCH_LSTM, "            outputs.append(h)\n", "            outputs.append(c)\n",
            "torch autograd's LSTM outputs its cells", CHAR_TESTS),
+    # --- the memory group (memory.py and its parts elsewhere) -------------------------------
+    _memory('            counter.freed(kwargs["mem_ptr"])',
+            '            counter.in_use -= kwargs["mem_size"]',
+            "a block from before the call going back lowers the pool's count"),
+    _memory('counter.allocated(kwargs["mem_ptr"], kwargs["mem_size"])',
+            'counter.allocated(kwargs["mem_ptr"], kwargs["size"])',
+            "the pool's blocks counted at the requested, not the rounded, size"),
+    _memory("        self.peak = max(self.peak, self.in_use)", "        self.peak = self.in_use",
+            "the pool's last count taken for its peak"),
+    _memory("        self.in_use -= self.blocks.pop(pointer, 0)", "        pass",
+            "freed pool blocks never subtracted"),
+    _memory("        return tracemalloc.get_traced_memory()[1]",
+            "        return tracemalloc.get_traced_memory()[0]",
+            "tracemalloc's current size taken for its peak"),
+    _memory("    if tracemalloc.is_tracing():\n        raise",
+            "    if False:\n        raise", "a trace already running folded into the peak"),
+    _memory("    finally:\n        tracemalloc.stop()", "    finally:\n        pass",
+            "tracemalloc left tracing after the call"),
+    _memory('            f.write("5")', '            f.write("1")',
+            "the peak resident set not reset before the call (clear_refs 1)"),
+    _memory('    return (_status_kib("VmHWM") - before) * 1024',
+            '    return _status_kib("VmHWM") * 1024',
+            "the whole peak resident set reported, not its increase"),
+    _memory("        if done.returncode != 0:", "        if done.returncode < 0:",
+            "a measuring process that exits 1 read as a result"),
+    _memory('        np.savez(spec["weights"], **call.weights())\n        call.restore()\n',
+            '        call.restore()\n        np.savez(spec["weights"], **call.weights())\n',
+            "the weights saved after the restore (the seeded ones) where no second call runs"),
+    _memory("    return None, NOT_SEEN.format", "    call()\n    return None, NOT_SEEN.format",
+            "a row without a measure still run (twice the time, nothing measured)"),
+    _memory("        if full is None or full is r:", "        if full is None:",
+            "the full tape compared with itself (a 0 that says nothing)"),
+    _memory("and f.reference == r.reference and f.dtype == r.dtype\n                     and "
+            "f.workload.steps", "and f.reference == r.reference\n                     and "
+            "f.workload.steps", "a float32 row compared with the float64 full tape"),
+    _memory('if f.workload.tape == "full" and f.runner == r.runner\n                     and '
+            "f.reference", 'if f.workload.tape == "full"\n                     and '
+            "f.reference", "torch's checkpointed row compared with dualtape's full tape"),
+    _memory('np.abs(theirs[f"{k}.{name}"].astype(np.float64) - p)))',
+            'np.abs(theirs[f"{k}.{name}"].astype(np.float64))))',
+            "relative to the weights' size, not to the update's"),
+    _memory("        if mine.keys() != theirs.keys():\n            raise",
+            "        if False:\n            raise", "weights of other names compared anyway"),
+    _memory("            for k, p in seeded.items():\n                layer.params[k] = "
+            "self.xp.asarray(p, copy=True)", "            pass",
+            "each call continues from the last one's weights (overflows at T = 1,000)"),
+    _memory("SGD(rate=self.rate), tape=self.tape)", "SGD(rate=self.rate))",
+            "the checkpointed rows run the full tape"),
+    Mutant(MEASURE, "              or not names and w.group not in ON_REQUEST]",
+           "              or not names]", "the memory group (minutes, GBs) in the default run",
+           MEMORY_TESTS),
+    Mutant(MEASURE, "and w.steps > memory.QUICK_STEPS))]",
+           "and w.steps >= memory.QUICK_STEPS))]",
+           "--quick drops the 1,000-step memory rows too", MEMORY_TESTS),
+    Mutant(MEASURE, "                    result.memory = memory.measure(runner_of[id(result)], "
+           "workload,\n                                                   result.dtype, threads)",
+           "                    pass", "the memory rows timed but never measured", MEMORY_TESTS),
+    Mutant(CLI, "    compare_to_full_tape(results)\n", "",
+           "the weights never compared with the full tape's", MEMORY_TESTS),
+    Mutant(REPORT, 'ratio = f"{r.median_ms / full.median_ms:.2f}×" if full and r.samples',
+           'ratio = f"{full.median_ms / r.median_ms:.2f}×" if full and r.samples',
+           "the time over the full tape's inverted", MEMORY_TESTS),
+    Mutant(REPORT, "_mib(m.allocated), _mib(m.rss)", "_mib(m.rss), _mib(m.allocated)",
+           "the two peaks in each other's columns", MEMORY_TESTS),
+    Mutant(TORCH_LSTM, "            *cells, ys = checkpoint(segment, *cells,",
+           "            *_, ys = checkpoint(segment, *cells,",
+           "torch's checkpointed segments each start from zero cells", MEMORY_TESTS),
+    Mutant(TORCH_LSTM, "            for p, seeded in zip(self.params, self.seeded, strict=True):\n"
+           "                p.copy_(seeded)", "            pass",
+           "torch's memory calls continue from the last one's weights", MEMORY_TESTS),
+    Mutant(REFERENCES, "tl.SeededTorchCall(net, xs, segment_length(workload.tape, workload.steps))",
+           "tl.SeededTorchCall(net, xs, None)", "torch's checkpointed row runs the full graph",
+           MEMORY_TESTS),
     # --- compare_devices.py ---------------------------------------------------------------
     Mutant(COMPARE, "    return done.status", "    return 0",
            "compare_devices: exit status 0 when a file was not written", REPORT_TESTS),

@@ -1,0 +1,301 @@
+"""The memory group of ``dualtape bench``: the memory of one training call, measured.
+
+``memory/{full,sqrt}-tape-{1000,10000,100000}-steps``: one ``train_recurrent`` call of the train
+group's network (``[LSTM(40, 512), LSTM(512, 40)]``, ``SGD(rate=0.1)``, target = input, batch 1)
+with ``tape="full"`` or ``"sqrt"``; the torch-autograd row runs the same maths with its full
+autograd graph or, for ``"sqrt"``, ``torch.utils.checkpoint`` over segments of ``⌈√T⌉`` steps.
+Every call starts from the seeded weights (``SeededCall.restore`` before it, timed with it):
+one update with the gradients summed over a long sequence leaves weights whose next loss
+overflows.
+
+Besides the time (``measure.py``), a fresh process (``python -m dualtape.benchmarks.memory``) per
+row measures, after a 2-step call of a network of the same sizes has loaded the code:
+
+- ``rss``: how far the process's peak resident memory (Linux ``VmHWM``, reset through
+  ``/proc/self/clear_refs`` just before) rose above its resident memory at the call's start:
+  numpy, torch and the interpreter alike, the one column that compares every row like with
+  like; host memory only (not a GPU's);
+- ``allocated``: the peak of the bytes allocated during the call and alive at once: tracemalloc
+  on numpy (numpy reports its arrays to it), the memory pool's blocks on CuPy (``pool_peak``, a
+  ``cupy.cuda.MemoryHook``), in a second call; not measured elsewhere (torch's tensors are not
+  seen by tracemalloc), and said so;
+- the weights after the call, which ``compare_to_full_tape`` compares with the full tape's row
+  of the same runner, steps and dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+TAPES = ("full", "sqrt")
+STEPS = (1_000, 10_000, 100_000)
+QUICK_STEPS = 1_000
+"""``--quick`` keeps the memory rows of this many steps or fewer."""
+ROUNDS = 3
+"""Timed calls of a memory row at most, after one warm-up call (seconds each at 100,000 steps)."""
+NOT_SEEN = "not measured: {}'s allocations are not seen by tracemalloc or a memory pool hook"
+
+
+class SeededCall:
+    """A training call that starts from the seeded weights each time: ``restore`` then
+    ``train``. Subclasses say which ``allocator`` measures them (``numpy``, ``cupy`` or "")."""
+
+    allocator = ""
+
+    def __call__(self) -> Any:
+        self.restore()
+        return self.train()
+
+    def restore(self) -> None:
+        """Put the seeded weights back."""
+        raise NotImplementedError
+
+    def train(self) -> Any:
+        """One training call."""
+        raise NotImplementedError
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Host copies of the weights, ``{"<layer>.<name>": array}`` in dualtape's names."""
+        raise NotImplementedError
+
+
+class TrainingCall(SeededCall):
+    """dualtape's ``train_recurrent(net, xs, xs, SGD(rate), tape=tape)`` on ``net``'s backend."""
+
+    def __init__(self, net: Any, xs: Any, tape: str, rate: float, backend: Any) -> None:
+        self.net, self.xs, self.tape, self.rate, self.xp = net, xs, tape, rate, backend.xp
+        self.allocator = backend.name if backend.name in ("numpy", "cupy") else ""
+        self.seeded = [{k: self.xp.asarray(p, copy=True) for k, p in layer.params.items()}
+                       for layer in net.layers]
+
+    def restore(self) -> None:
+        """Fresh copies of the seeded weights (so the parameters' versions move on)."""
+        for layer, seeded in zip(self.net.layers, self.seeded, strict=True):
+            for k, p in seeded.items():
+                layer.params[k] = self.xp.asarray(p, copy=True)
+
+    def train(self) -> Any:
+        """One ``train_recurrent`` call with a fresh SGD."""
+        from ..optim import SGD
+        from ..recurrent import train_recurrent
+
+        return train_recurrent(self.net, self.xs, self.xs, SGD(rate=self.rate), tape=self.tape)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The network's parameters on the host."""
+        from ..backend import to_numpy
+
+        return {f"{k}.{name}": to_numpy(p) for k, layer in enumerate(self.net.layers)
+                for name, p in layer.params.items()}
+
+
+# --- peaks ----------------------------------------------------------------------------------
+
+
+def traced_peak(call: Callable[[], Any]) -> int:
+    """The peak bytes of the blocks Python's allocator handed out during ``call()`` and held
+    at once (tracemalloc; numpy's arrays included); ``RuntimeError`` if tracemalloc is
+    already tracing (its peak would include what was traced before)."""
+    if tracemalloc.is_tracing():
+        raise RuntimeError("tracemalloc is already tracing: its peak would include what it "
+                           "traced before the call")
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+class PeakCounter:
+    """Bytes of the blocks allocated since it was made and not yet freed (``in_use``), and
+    their ``peak``; the freeing of a block from before is not counted, as tracemalloc."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, int] = {}
+        self.in_use = self.peak = 0
+
+    def allocated(self, pointer: int, size: int) -> None:
+        """A block of ``size`` bytes at ``pointer`` was handed out."""
+        self.blocks[pointer] = size
+        self.in_use += size
+        self.peak = max(self.peak, self.in_use)
+
+    def freed(self, pointer: int) -> None:
+        """The block at ``pointer`` went back (ignored if allocated before this counter)."""
+        self.in_use -= self.blocks.pop(pointer, 0)
+
+
+def pool_peak(call: Callable[[], Any], hook_base: type | None = None) -> int:
+    """The peak bytes of CuPy memory-pool blocks handed out during ``call()`` and held at once
+    (``PeakCounter`` fed by a ``cupy.cuda.MemoryHook``: ``malloc_postprocess`` for each block
+    the pool hands out, cached or new, at its rounded size; ``free_preprocess`` when it goes
+    back). ``hook_base``: the hook class (default ``cupy.cuda.MemoryHook``; tests give a fake)."""
+    if hook_base is None:
+        import cupy
+
+        hook_base = cupy.cuda.MemoryHook
+    counter = PeakCounter()
+
+    class PoolPeakHook(hook_base):  # type: ignore[misc, valid-type]
+        name = "dualtape-pool-peak"
+
+        def malloc_postprocess(self, **kwargs: Any) -> None:
+            counter.allocated(kwargs["mem_ptr"], kwargs["mem_size"])
+
+        def free_preprocess(self, **kwargs: Any) -> None:
+            counter.freed(kwargs["mem_ptr"])
+
+    with PoolPeakHook():
+        call()
+    return counter.peak
+
+
+def allocation_peak(allocator: str, call: Callable[[], Any]) -> tuple[int | None, str]:
+    """``(peak bytes, how measured)`` of ``call()`` for ``allocator`` (``numpy``: tracemalloc,
+    ``cupy``: ``pool_peak``); ``(None, why not)`` for any other, without calling it."""
+    if allocator == "numpy":
+        return traced_peak(call), "tracemalloc"
+    if allocator == "cupy":
+        return pool_peak(call), "CuPy memory pool"
+    return None, NOT_SEEN.format(allocator or "this row")
+
+
+def _status_kib(name: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {name}")
+
+
+def resident_increase(call: Callable[[], Any]) -> tuple[int | None, str]:
+    """``(bytes, how measured)``: how far the peak resident memory rose during ``call()``
+    above the resident memory at its start (Linux: ``VmHWM`` reset through
+    ``/proc/self/clear_refs``); ``(None, why not)`` where that cannot be read or reset."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to VmRSS
+        before = _status_kib("VmRSS")
+    except OSError as exc:
+        return None, f"not measured: {exc}"
+    call()
+    return (_status_kib("VmHWM") - before) * 1024, "peak resident set increase (VmHWM)"
+
+
+# --- one row, measured in a fresh process ---------------------------------------------------
+
+
+@dataclass
+class Memory:
+    """What ``measure`` found for one row: ``allocated`` and ``rss`` in bytes (None: not
+    measured, ``*_by`` says why; else how), the ``weights`` after the call, and, once
+    ``compare_to_full_tape`` ran, their largest ``difference`` from the full tape's row and that
+    over the largest change the full tape's update made (``relative``)."""
+
+    allocated: int | None
+    allocated_by: str
+    rss: int | None
+    rss_by: str
+    weights: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    difference: float | None = None
+    relative: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (without the weights)."""
+        return {"allocated_bytes": self.allocated, "allocated_by": self.allocated_by,
+                "rss_bytes": self.rss, "rss_by": self.rss_by,
+                "weights_max_abs_difference": self.difference,
+                "weights_relative_difference": self.relative}
+
+
+def measure(runner: Any, workload: Any, dtype: str, threads: int | None = None) -> Memory:
+    """Measure one row in a fresh process (``python -m dualtape.benchmarks.memory``) for
+    ``runner`` (rebuilt there from its label), under ``threads``; ``RuntimeError`` with the
+    last line of its errors when it fails."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "weights.npz")
+        spec = {"runner": runner.label, "reference": runner.reference, "dtype": dtype,
+                "workload": asdict(workload), "threads": threads, "weights": path}
+        done = subprocess.run([sys.executable, "-m", __name__, json.dumps(spec)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+            killed = " (killed: out of memory?)" if done.returncode == -9 else ""
+            raise RuntimeError(f"the memory measurement failed{killed}: {lines[-1]}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        with np.load(path) as saved:
+            weights = {k: saved[k] for k in saved.files}
+    return Memory(found["allocated"], found["allocated_by"], found["rss"], found["rss_by"],
+                  weights)
+
+
+def _rebuilt(label: str, reference: bool) -> Any:
+    from .cli import parse_backends, reference_runners
+    from .measure import BackendRunner
+
+    if reference:
+        return reference_runners(label)[0][0]
+    return BackendRunner(parse_backends(label)[0][0])
+
+
+def measure_here(spec: dict[str, Any]) -> dict[str, Any]:
+    """The child's side of ``measure``: the peak resident increase of one call (the weights
+    after it saved to ``spec["weights"]``), then the allocation peak of another."""
+    from ..allocator import keep_freed_memory
+    from ..text.threads import limited_threads
+    from .measure import Workload
+
+    keep_freed_memory()  # as dualtape bench times the rows
+    workload = Workload(**spec["workload"])
+    with limited_threads(spec["threads"]):
+        runner = _rebuilt(spec["runner"], spec["reference"])
+        runner.prepare(replace(workload, steps=2), spec["dtype"])()  # code loaded, compiled
+        call = runner.prepare(workload, spec["dtype"])
+        call.restore()
+        rss, rss_by = resident_increase(lambda: (call.train(), runner.synchronize()))
+        np.savez(spec["weights"], **call.weights())
+        call.restore()
+        allocated, allocated_by = allocation_peak(call.allocator, call.train)
+    return {"allocated": allocated, "allocated_by": allocated_by, "rss": rss, "rss_by": rss_by}
+
+
+# --- the weights against the full tape's ----------------------------------------------------
+
+
+def compare_to_full_tape(results: list[Any]) -> None:
+    """Set each memory row's ``difference`` and ``relative`` against the full-tape row of the
+    same runner, steps and dtype (where both were measured): the largest absolute difference
+    of the weights after the call, and that over the largest change the full tape's update made
+    to the seeded weights."""
+    measured = [r for r in results if r.memory is not None]
+    for r in measured:
+        full = next((f for f in measured if f.workload.tape == "full" and f.runner == r.runner
+                     and f.reference == r.reference and f.dtype == r.dtype
+                     and f.workload.steps == r.workload.steps), None)
+        if full is None or full is r:
+            continue
+        seeded = r.workload.host_data(r.dtype)["params"]
+        mine, theirs = r.memory.weights, full.memory.weights
+        if mine.keys() != theirs.keys():
+            raise ValueError(f"{r.workload.key} on {r.runner}: weights {sorted(mine)} against "
+                             f"the full tape's {sorted(theirs)}")
+        r.memory.difference = max(float(np.max(np.abs(mine[k].astype(np.float64) - theirs[k])))
+                                  for k in mine)
+        change = max(float(np.max(np.abs(theirs[f"{k}.{name}"].astype(np.float64) - p)))
+                     for k, params in enumerate(seeded) for name, p in params.items())
+        r.memory.relative = r.memory.difference / change if change else None
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure_here(json.loads(sys.argv[1]))))
