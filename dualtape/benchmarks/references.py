@@ -88,7 +88,7 @@ class TorchAutogradRunner(_TorchRunner):
         from ..checkpointing import segment_length
         from . import torch_lstm as tl
 
-        if workload.op in ("sgd", "cell"):
+        if workload.op in ("sgd", "cell", "conv"):
             return None
         data = workload.host_data(dtype)
         if workload.op == "text":
