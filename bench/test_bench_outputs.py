@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shlex
 import stat
@@ -165,3 +166,17 @@ def test_compare_devices_refuses_what_dualtape_bench_refuses(tmp_path):
         compare_devices.main([*TINY, "--json", str(tmp_path / "missing" / "{date}.json")])
     with pytest.raises(SystemExit, match="--threads must be at least 1"):
         compare_devices.main([*TINY, "--threads", "0", "--profile"])
+
+
+def test_the_json_file_writes_a_number_that_is_not_finite_as_null(tmp_path):
+    from dualtape.benchmarks.report import write_json
+
+    class Row:
+        def as_dict(self):
+            return {"weights_max_abs_difference": math.nan, "samples": [1.0, math.inf]}
+
+    write_json(str(tmp_path / "r.json"), [Row()], {"note": -math.inf})
+    text = (tmp_path / "r.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"meta": {"note": None}, "results": [
+        {"weights_max_abs_difference": None, "samples": [1.0, None]}]}

@@ -329,10 +329,22 @@ def how_to_read(results: Sequence[Result]) -> str:
 
 
 def write_json(path: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
-    """All samples and the machine details as JSON, written atomically."""
+    """All samples and the machine details as strict JSON (a NaN or infinite number, such as
+    the weights' difference of a diverged update, is written as null), written atomically."""
     record = {"meta": meta, "results": [r.as_dict() for r in results]}
-    text = json.dumps(record, indent=1) + "\n"
+    text = json.dumps(_finite(record), indent=1, allow_nan=False) + "\n"
     write_atomically(path, lambda f: f.write(text.encode()))
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float inside it replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def write_markdown(path: str, results: Sequence[Result], meta: dict[str, Any],
