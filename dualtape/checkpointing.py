@@ -6,8 +6,9 @@ segment, only the states it starts from (and what the Dropout layers' generators
 backward runs the segments last to first, recomputing each one's full tape from its states
 through the same code (fast paths included) and backpropagating through it at once, so only
 one segment's tape exists at a time. That is Chen et al. (2016)'s trade, as
-``torch.utils.checkpoint`` makes it: about one more forward pass for memory that grows with
-``T / every + every`` instead of ``T``; ``every = ⌈√T⌉`` (``"sqrt"``) balances the two.
+``torch.utils.checkpoint`` makes it: one more forward pass, less the last segment's (kept
+from the first), for memory that grows with ``T / every + every`` instead of ``T``;
+``every = ⌈√T⌉`` (``"sqrt"``) balances the two.
 The functions take a network's private sequence methods (``layers``, ``_forward_sequence``,
 ``_backward_sequence`` over lists of states); ``OneLayer`` gives a single recurrent layer
 those, so this module knows no network and layers may use it.
@@ -30,8 +31,9 @@ class CheckpointedTape(NamedTuple):
     """A checkpointed tape: the inputs ``xs`` (T, B, n_in), ``states``
     (per segment, the list of every recurrent layer's state at its start), ``every`` (the
     segment length), ``rng_states`` (per segment, each Dropout layer's generator state at its
-    start), the parameters' ``versions`` (one per layer) it was made with, ``steps`` and
-    ``batch``."""
+    start), the parameters' ``versions`` (one per layer) it was made with, ``steps``,
+    ``batch``, and ``last``: the last segment's own full tape, which backward, beginning
+    there, would otherwise recompute at once."""
 
     xs: Array
     states: list[list[Array]]
@@ -40,6 +42,7 @@ class CheckpointedTape(NamedTuple):
     versions: list[int]
     steps: int
     batch: int
+    last: Any
 
 
 def segment_length(policy: Any, steps: int) -> int | None:
@@ -66,12 +69,13 @@ def checkpointed_forward(
     for start in range(0, steps, every):
         starts.append([xp.asarray(s, copy=True) for s in states])  # not views of a tape
         rng_states.append([layer.rng.bit_generator.state for layer in dropouts])
-        _, states, ys = rnet._forward_sequence(xp, states, xs[start : min(start + every, steps),
-                                                              ...])
+        last, states, ys = rnet._forward_sequence(
+            xp, states, xs[start : min(start + every, steps), ...])
         pieces.append(ys)
     ys = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=0)
     versions = [layer.params.version for layer in rnet.layers]
-    return CheckpointedTape(xs, starts, every, rng_states, versions, steps, batch), states, ys
+    tape = CheckpointedTape(xs, starts, every, rng_states, versions, steps, batch, last)
+    return tape, states, ys
 
 
 def checkpointed_backward(
@@ -101,9 +105,12 @@ def checkpointed_backward(
     try:
         for k in reversed(range(len(tape.states))):
             start, stop = k * tape.every, min((k + 1) * tape.every, tape.steps)
-            for layer, state in zip(dropouts, tape.rng_states[k], strict=True):
-                layer.rng.bit_generator.state = state
-            segment, _, _ = rnet._forward_sequence(xp, tape.states[k], tape.xs[start:stop, ...])
+            segment = tape.last
+            if k < len(tape.states) - 1:
+                for layer, state in zip(dropouts, tape.rng_states[k], strict=True):
+                    layer.rng.bit_generator.state = state
+                segment, _, _ = rnet._forward_sequence(xp, tape.states[k],
+                                                       tape.xs[start:stop, ...])
             found, dstates, dx = rnet._backward_sequence(
                 xp, segment, dys[start:stop, ...], dstates, need_dxs,
                 None if grads is None else scratch, need_dstates or k > 0)

@@ -154,3 +154,19 @@ def test_a_checkpointed_tape_goes_back_only_to_what_made_it():
     layer.params["U"] = layer.params["U"] * 2.0
     with pytest.raises(RuntimeError, match="parameters changed"):
         layer.backward_sequence(layer_tape, None, np64(ys))
+
+
+def test_backward_recomputes_every_segment_but_the_last_which_the_tape_keeps(monkeypatch):
+    rnet = mixed_network()
+    xs = np.random.default_rng(4).normal(size=(10, 2, 3))
+    tape, _, ys = rnet.forward_sequence(None, xs, tape=3)  # segments of 3, 3, 3 and 1 steps
+    recomputed = []
+    forward = rnet._forward_sequence
+
+    def counting(xp, states, segment):
+        recomputed.append(segment.shape[0])
+        return forward(xp, states, segment)
+
+    monkeypatch.setattr(rnet, "_forward_sequence", counting)
+    rnet.backward_sequence(tape, None, np64(ys))
+    assert recomputed == [3, 3, 3]

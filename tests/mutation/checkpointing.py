@@ -43,3 +43,6 @@ MUTANTS += [
            "    if tape.xs.shape[-1] != layer.n_in:",
            "another network's checkpointed tape accepted", ("tests/test_checkpointing.py",)),
 ]
+MUTANTS.append(Mutant(CK, "            if k < len(tape.states) - 1:\n",
+                      "            if True:\n",
+                      "the last segment recomputed though the tape keeps it", TESTS))
