@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import dualtape
+from dualtape.benchmarks.digits import conv_net  # the network `dualtape bench` times
 
 
 @dataclass(frozen=True)
@@ -46,20 +47,6 @@ def digits_split(limit: int | None = None) -> Split:
     x_train, x_test, y_train, y_test = train_test_split(
         x[:, None], y, test_size=0.25, stratify=y, random_state=0)
     return Split(x_train, y_train, x_test, y_test)
-
-
-def conv_net(seed: int, dtype: str) -> dualtape.Network:
-    """Grenade's MNIST network, sized for 8x8: Convolution -> Pooling -> Relu -> Reshape ->
-    FullyConnected (logits), with a padded 3x3 convolution of 16 filters (2,730
-    parameters)."""
-    return dualtape.Network([
-        dualtape.Pad(1, 1, 1, 1),
-        dualtape.Convolution(1, 16, 3, seed=seed, dtype=dtype),
-        dualtape.Pooling(2),
-        dualtape.Relu(),
-        dualtape.Reshape((16, 4, 4), (256,)),
-        dualtape.FullyConnected(256, 10, seed=seed + 1, dtype=dtype),
-    ])
 
 
 def dense_net(seed: int, dtype: str) -> dualtape.Network:

@@ -13,7 +13,8 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 - ``cells``: the standard LSTM and the GRU at the main job's sizes, one sequence forwards and
   back through one layer (``cells.py``), against the torch module;
 - ``conv``: one ``Convolution`` layer forwards and back (``convolution.py``), against
-  ``torch.nn.Conv2d``;
+  ``torch.nn.Conv2d``, and one training epoch of the digits example's convolutional network
+  (``digits.py``), against the same network in ``torch.nn``;
 - ``memory`` (run only when named): one ``train_recurrent`` call of the train group's network
   at batch 1 over 1,000, 10,000 and 100,000 steps with the full and the checkpointed
   (``tape="sqrt"``) tape; its rows also report the call's peak memory and whether the
@@ -48,7 +49,7 @@ from ..layers.lstm import LSTM
 from ..optim import SGD
 from ..recurrent import RecurrentNetwork, train_recurrent
 from ..text.threads import threadpoolctl_installed
-from . import cells, char_model, convolution, memory
+from . import cells, char_model, convolution, digits, memory
 
 N_IN = 40
 DTYPES = ("float32", "float64")
@@ -58,13 +59,13 @@ SEED = 20240601
 
 @dataclass(frozen=True)
 class Workload:
-    """One timed operation: ``op`` is forwards, backwards, sgd, train, text, cell, conv or memory;
-    ``size`` is the LSTM width (lstm group, the hidden layer in train, each of the ``layers``
-    LSTMs in text, the ``cell`` layer's units), the matrix side (update group) or the output
-    channels (conv); ``n_in`` the width of the input and, in train, of the output (in text,
-    the vocabulary; in conv, the input channels); ``steps`` the time steps
-    (in text, the window length); ``cell`` the layer kind of the cells group; ``tape``
-    the tape policy of the memory group."""
+    """One timed operation: ``op`` is forwards, backwards, sgd, train, text, cell, conv, digits
+    or memory; ``size`` is the LSTM width (lstm group, the hidden layer in train, each of the
+    ``layers`` LSTMs in text, the ``cell`` layer's units), the matrix side (update group) or
+    the output channels (conv); ``n_in`` the width of the input and, in train, of the output
+    (in text, the vocabulary; in conv, the input channels); ``steps`` the time steps (in text,
+    the window length); ``cell`` the layer kind of the cells group; ``tape`` the tape policy
+    of the memory group."""
 
     group: str
     name: str
@@ -111,6 +112,8 @@ class Workload:
             return cells.host_data(self, dtype, SEED)
         if self.op == "conv":
             return convolution.host_data(self, dtype, SEED)
+        if self.op == "digits":
+            return digits.host_data(self, dtype, SEED)
         if self.op == "memory":
             return replace(self, op="train").host_data(dtype)
         if self.op == "sgd":
@@ -145,6 +148,7 @@ WORKLOADS: tuple[Workload, ...] = (
              cell="StandardLSTM"),
     Workload("cells", "gru-80x80-batch-32", "cell", 80, 32, 50, n_in=80, cell="GRU"),
     Workload("conv", "convolution-8to16-3x3-28x28-batch-32", "conv", 16, 32, n_in=8),
+    Workload("conv", "digits-epoch-1347-images-batch-32", "digits", 16, 32, n_in=1),
     *(Workload("memory", f"{tape}-tape-{steps}-steps", "memory", 512, 1, steps, tape=tape)
       for steps in memory.STEPS for tape in memory.TAPES),
 )
@@ -227,6 +231,8 @@ class BackendRunner:
                 return cells.prepare(self.backend, data, workload.cell)
             if workload.op == "conv":
                 return convolution.prepare(self.backend, data)
+            if workload.op == "digits":
+                return digits.prepare(self.backend, data)
             if workload.op == "memory":
                 return memory.TrainingCall(_network(self.backend, data),
                                            from_host(data["xs"], self.backend), workload.tape,

@@ -88,7 +88,7 @@ class TorchAutogradRunner(_TorchRunner):
         from ..checkpointing import segment_length
         from . import torch_lstm as tl
 
-        if workload.op in ("sgd", "cell", "conv"):
+        if workload.op in ("sgd", "cell", "conv", "digits"):
             return None
         data = workload.host_data(dtype)
         if workload.op == "text":
@@ -135,7 +135,8 @@ class NNLSTMRunner(_TorchRunner):
 
 class NNCellRunner(_TorchRunner):
     """The cells group's torch module with dualtape's weights (``cells.torch_step``), and the
-    conv group's ``torch.nn.Conv2d`` (``convolution.torch_step``)."""
+    conv group's ``torch.nn.Conv2d`` (``convolution.torch_step``) and digits network
+    (``digits.torch_epoch``)."""
 
     name = "torch.nn"
 
@@ -145,6 +146,10 @@ class NNCellRunner(_TorchRunner):
             from . import convolution
 
             return convolution.torch_step(workload.host_data(dtype), self.device)
+        if workload.op == "digits":
+            from . import digits
+
+            return digits.torch_epoch(workload.host_data(dtype), self.device)
         if workload.op != "cell":
             return None
         from .cells import torch_step
