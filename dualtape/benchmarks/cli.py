@@ -257,13 +257,13 @@ def register(commands: Any) -> None:
         "bench", help="time the LSTM workloads on every backend, with reference rows",
         description="Time Grenade's LSTM workloads (groups lstm, update, train) and the "
         "main job (group text: a training step of train-text's default model) and the "
-        "standard LSTM and GRU at its sizes (group cells) and one convolution layer (group "
-        "conv) on each backend, and, when named, the peak memory of one training call with "
-        "the full and the checkpointed tape (group memory) on each "
-        "backend, interleaved round-robin; print the median ms per call, min–max and how many "
-        "times faster than dualtape on numpy each row is, and characters per second for the "
-        "text group. Reference rows (ref:naive, ref:torch-autograd, ref:torch.nn.LSTM, "
-        "ref:torch.nn, ref:jax, "
+        "standard LSTM and GRU at its sizes (group cells) and one convolution layer and an "
+        "epoch of the digits example's network (group conv) on each backend, and, when "
+        "named, the peak memory of one training call with the full and the checkpointed "
+        "tape (group memory) on each backend, interleaved round-robin; print the median ms "
+        "per call, min–max and how many times faster than dualtape on numpy each row is, and "
+        "characters per second for the text group. Reference rows (ref:naive, "
+        "ref:torch-autograd, ref:torch.nn.LSTM, ref:torch.nn, ref:jax, "
         "ref:structural-bound) compare dualtape with other implementations.",
     )
     add_arguments(parser)
