@@ -106,9 +106,9 @@ MUTANTS = [
          "        print(\"dualtape bench: interrupted\", file=sys.stderr)\n        return 1",
          "Ctrl-C exits 1, like a failed row"),
     # --- workloads and timing (measure.py) ------------------------------------------------
-    _measure("{w.group, w.name, w.key} & set(names)", "{w.group, w.key} & set(names)",
+    _measure("{w.group, w.name, w.key} & set(names or ())", "{w.group, w.key} & set(names or ())",
              "a workload's bare name not accepted"),
-    _measure("not (quick and w.batch > 32)", "not (quick and w.batch >= 32)",
+    _measure("not (quick and (w.batch > 32 or", "not (quick and (w.batch >= 32 or",
              "--quick drops batch 32"),
     _measure("    if unknown:\n        raise ValueError(f\"unknown workloads",
              "    if unknown and not chosen:\n        raise ValueError(f\"unknown workloads",
@@ -126,11 +126,14 @@ MUTANTS = [
     _measure("                if run is None:\n                    continue",
              "                if run is None:\n                    results.append(result)\n"
              "                    continue", "an uncovered workload becomes an empty row"),
-    _measure("            if result.error is None:\n                try:",
-             "            if True:\n                try:",
+    _measure("            if result.error is None:\n                try:\n"
+             "                    result.samples",
+             "            if True:\n                try:\n                    result.samples",
              "a case that failed is still timed in later rounds"),
-    _measure("                except Exception as exc:\n                    result.error",
-             "                except ZeroDivisionError as exc:\n                    result.error",
+    _measure("                except Exception as exc:\n                    result.error = "
+             "f\"{type(exc).__name__}: {exc}\"\n    if workload.op",
+             "                except ZeroDivisionError as exc:\n                    result.error = "
+             "f\"{type(exc).__name__}: {exc}\"\n    if workload.op",
              "a failure in a timed round stops every other row"),
     _measure("        sync()\n        return (time.perf_counter() - start) / number",
              "        return (time.perf_counter() - start) / number",
@@ -282,7 +285,8 @@ MUTANTS = [
            "torch autograd's top has no bias", CHAR_TESTS),
     Mutant(TORCH_TEXT, "            h = lstm(h)[0]", "            h = lstm(h)[1][0]",
            "torch.nn.LSTM's final state taken for its outputs", CHAR_TESTS),
-    Mutant(TORCH_LSTM, "            outputs.append(h)\n", "            outputs.append(c)\n",
+    Mutant(TORCH_LSTM, "            c, h = self._cell(a, c)\n            outputs.append(h)\n",
+           "            c, h = self._cell(a, c)\n            outputs.append(c)\n",
            "torch autograd's LSTM outputs its cells", CHAR_TESTS),
     # --- the memory group (memory.py and its parts elsewhere) -------------------------------
     _memory('            counter.freed(kwargs["mem_ptr"])',

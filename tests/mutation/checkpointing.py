@@ -5,8 +5,8 @@ from run_mutants import Mutant
 CK = "dualtape/checkpointing.py"
 TESTS = ("tests/test_checkpointing.py",)
 MUTANTS = [
-    Mutant(CK, "                layer.rng.bit_generator.state = state\n            segment",
-           "                pass\n            segment",
+    Mutant(CK, "                    layer.rng.bit_generator.state = state\n                segment",
+           "                    pass\n                segment",
            "the recomputed segments draw new Dropout masks", TESTS),
     Mutant(CK, "            layer.rng.bit_generator.state = state\n    whole", "            pass\n"
            "    whole", "the Dropout generators left where the recomputation left them", TESTS),

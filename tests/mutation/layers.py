@@ -25,7 +25,7 @@ MUTANTS = [
     Mutant(BASE, "    if tuple(a.shape) != tuple(shape):\n        got = ",
            "    if False:\n        got = ", "a state or gradient of another batch is accepted",
            RNN),
-    Mutant(BASE, "    return y[..., 0, :] if single else y", "    return y",
+    Mutant(BASE, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]", "    return y",
            "a single example comes back with a batch axis", FF),
     Mutant(BASE, "        if state is None:\n            return zeros_like_place(",
            "        if state is None and False:\n            return zeros_like_place(",

@@ -3,6 +3,7 @@
 from run_mutants import Mutant
 
 NET, REC = "dualtape/network.py", "dualtape/recurrent.py"
+CHAIN = "dualtape/layers/chain.py"
 FF = ("tests/test_network.py", "tests/test_losses.py")
 RNN = ("tests/test_recurrent.py", "tests/test_gradient_buffers.py", "tests/test_aliasing.py")
 STALE = ("tests/test_stale_tapes.py",)
@@ -19,7 +20,7 @@ MUTANTS = [
            STALE),
     Mutant(NET, "            if any(moved[k] is not v for k, v in layer.params.items()):",
            "            if False:", "to() moves nothing", FF + RNN),
-    Mutant(NET, "            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or "
+    Mutant(CHAIN, "            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or "
                 "describe(p) != describe(",
            "            if describe(p) != describe(", "layers of two dtypes accepted", FF),
     Mutant(NET, "    if isinstance(optimizer, type) or not callable(getattr(optimizer, "

@@ -10,6 +10,7 @@ DECONV = L + "deconvolution.py"
 PAD, CROP, RESHAPE = L + "pad.py", L + "crop.py", L + "reshape.py"
 WIN = "dualtape/kernels/windows.py"
 NET, BASE = "dualtape/network.py", L + "base.py"
+CHAIN = L + "chain.py"
 TESTS = ("tests/test_spatial_golden.py", "tests/test_convolution.py", "tests/test_pooling.py",
          "tests/test_spatial.py", "tests/test_sinusoid.py")
 MUTANTS = [
@@ -79,9 +80,9 @@ MUTANTS = [
            "        if False:", "a reshape that changes the element count is built", TESTS),
     Mutant(SP, "    keeps_input = True\n", "    keeps_input = False\n",
            "a crop's or reshape's view lets a later tape see the user's writes", TESTS),
-    Mutant(NET, "            if not fits(shape, wanted):", "            if False:",
+    Mutant(CHAIN, "            if not fits(shape, wanted):", "            if False:",
            "Network does not check that shapes chain", TESTS),
-    Mutant(NET, "        if given != shape:\n            shape, previous = given, (k, layer)",
+    Mutant(CHAIN, "        if given != shape:\n            shape, previous = given, (k, layer)",
            "        if given is not None:\n            shape, previous = given, (k, layer)",
            "the chain's error names a shape-keeping layer as the source", TESTS),
     Mutant(BASE, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]",

@@ -52,7 +52,8 @@ MUTANTS = [
            "the held-out symbols trained on too", TESTS),
     Mutant(TRAINER, "    if fraction and held < 2:", "    if fraction and held < 1:",
            "a held-out part of one symbol (no loss) accepted", TESTS),
-    Mutant(TRAINER, "    return nats / math.log(2)", "    return nats / math.log(10)",
+    Mutant("dualtape/text/record.py", "    return nats / math.log(2)",
+           "    return nats / math.log(10)",
            "bits in the wrong base", TESTS),
 ]
 MUTANTS.append(Mutant("dualtape/text/cli.py", '_closing(log, trainer.held_out.get("best"))',

@@ -105,7 +105,7 @@ MUTANTS = [
             "optimizer state for only some parameters is accepted", SAFETY),
     trainer("if optimizer.steps != self.step:", "if optimizer.steps > self.step:",
             "an optimizer that took fewer steps than the checkpoint is accepted", SAFETY),
-    trainer("rngs=None if reseed else self.rngs)", "rngs=self.rngs)",
+    trainer("rngs=None if reseed else self.rngs, streams", "rngs=self.rngs, streams",
             "--seed when resuming keeps the stored generators", TEXT),
     # --- the command line: destinations --------------------------------------------------------
     cli("    if not (same or overwrite):", "    if not overwrite:",
@@ -373,7 +373,7 @@ MUTANTS = [
         "resumed_step=None", "a resumed run refuses its own log", RECORD_TESTS),
     cli("replace=args.overwrite,", "replace=False,", "--overwrite does not restart the log",
         RECORD_TESTS),
-    cli("{best[0] / math.log(2):.3f} bits/char", "{best[0]:.3f} bits/char",
+    cli("{bits_per_char(nats):.3f} bits/char", "{nats:.3f} bits/char",
         "the closing line gives nats as bits", RECORD_TESTS),
     Mutant(PLOT, "        if handle.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:",
            "        if False:", "plot overwrites a file that is not a PNG", RECORD_TESTS),
