@@ -41,21 +41,24 @@ def compared(workload: Workload, dtype: str) -> Workload:
 
 
 def upcast(data):
-    """``host_data`` with every array as float64: the oracle's inputs are then exactly the
-    rounded inputs the run in a lower precision sees."""
+    """``host_data`` with every float array as float64: the oracle's inputs are then exactly
+    the rounded inputs the run in a lower precision sees (labels stay integers)."""
     if isinstance(data, dict):
         return {key: upcast(value) for key, value in data.items()}
     if isinstance(data, list):
         return [upcast(item) for item in data]
-    return data.astype(np.float64)
+    return data.astype(np.float64) if data.dtype.kind == "f" else data
 
 
 def perturbed(data, scale: float, rng: np.random.Generator):
-    """``data`` with every array multiplied by ``1 + u·scale``, ``u`` uniform in [-1, 1]."""
+    """``data`` with every float array multiplied by ``1 + u·scale``, ``u`` uniform in [-1,
+    1] (labels stay as they are)."""
     if isinstance(data, dict):
         return {key: perturbed(value, scale, rng) for key, value in data.items()}
     if isinstance(data, list):
         return [perturbed(item, scale, rng) for item in data]
+    if data.dtype.kind != "f":
+        return data
     return data * (1.0 + scale * rng.uniform(-1.0, 1.0, data.shape))
 
 

@@ -54,9 +54,9 @@ DIGITS = [w for w in WORKLOADS if w.op == "digits"]
 @pytest.mark.skipif(not torch_installed(), reason="the torch.nn row needs torch")
 @pytest.mark.parametrize("workload", DIGITS, ids=lambda w: w.key)
 def test_the_torch_digits_epoch_ends_at_dualtapes_weights(workload):
-    net = BackendRunner(resolve_backend("numpy")).prepare(workload, "float64")()
+    params = BackendRunner(resolve_backend("numpy")).prepare(workload, "float64")()
     module = NNCellRunner().prepare(workload, "float64")()
-    conv, linear = net.params[1], net.params[5]
+    conv, linear = params[1], params[5]
     for ours, theirs in ((conv["W"], module[0].weight), (conv["b"], module[0].bias),
                          (linear["W"], module[4].weight), (linear["b"], module[4].bias)):
         np.testing.assert_allclose(to_numpy(ours), theirs.detach().numpy(), rtol=1e-9,
@@ -67,8 +67,8 @@ def test_the_torch_digits_epoch_ends_at_dualtapes_weights(workload):
 def test_a_digits_epoch_trains_the_example_network(workload):
     data = workload.host_data("float64")
     run = BackendRunner(resolve_backend("numpy")).prepare_data(workload, data)
-    before = [{k: np.array(v) for k, v in group.items()} for group in run().params]
-    after = run().params
+    before = [{k: np.array(v) for k, v in group.items()} for group in run()]  # one epoch
+    after = run()
     assert len(data["x"]) == 1347 and data["x"].shape[1:] == (1, 8, 8)
     assert all(not np.array_equal(before[k][name], after[k][name])
                for k in (1, 5) for name in ("W", "b"))

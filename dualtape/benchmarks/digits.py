@@ -44,31 +44,31 @@ def host_data(workload: Any, dtype: str, seed: int) -> dict[str, Any]:
     with use_backend("numpy"):
         params = [dict(group) for group in conv_net(seed, dtype).params]
     x = rng.uniform(0, 1, (IMAGES, 1, 8, 8)).astype(dtype)
-    return {"params": params, "x": x, "y": rng.integers(0, CLASSES, IMAGES),
-            "batch": workload.batch}
+    return {"params": params, "x": x, "y": rng.integers(0, CLASSES, IMAGES)}
 
 
-def prepare(backend: Backend, data: dict[str, Any]) -> Callable[[], Any]:
-    """dualtape: one epoch of ``train`` calls per call; returns the network."""
+def prepare(backend: Backend, data: dict[str, Any], size: int) -> Callable[[], Any]:
+    """dualtape: one epoch of ``train`` calls on minibatches of ``size`` per call; returns
+    the network's parameters."""
     net = conv_net(0, str(data["x"].dtype))
     for group, values in zip(net.params, data["params"], strict=True):
         group.update({k: from_host(np.array(v), backend) for k, v in values.items()})
-    optimizer, size = Adam(RATE), data["batch"]
+    optimizer = Adam(RATE)
     batches = [(from_host(data["x"][k:k + size], backend), from_host(data["y"][k:k + size],
                                                                       backend))
                for k in range(0, IMAGES, size)]
 
-    def epoch() -> Network:
+    def epoch() -> list[dict[str, Any]]:
         for x, y in batches:
             train(net, x, y, optimizer, loss="softmax_cross_entropy")
-        return net
+        return net.params
 
     return epoch
 
 
-def torch_epoch(data: dict[str, Any], device: str = "cpu") -> Callable[[], Any]:
-    """The same network, weights and minibatches in ``torch.nn`` with ``torch.optim.Adam``,
-    one epoch per call; returns the module."""
+def torch_epoch(data: dict[str, Any], size: int, device: str = "cpu") -> Callable[[], Any]:
+    """The same network, weights and minibatches of ``size`` in ``torch.nn`` with
+    ``torch.optim.Adam``, one epoch per call; returns the module."""
     import torch
 
     dtype = getattr(torch, str(data["x"].dtype))
@@ -81,7 +81,6 @@ def torch_epoch(data: dict[str, Any], device: str = "cpu") -> Callable[[], Any]:
                             for name, key in (("weight", "W"), ("bias", "b"))})
     optimizer = torch.optim.Adam(module.parameters(), lr=RATE)
     loss = torch.nn.CrossEntropyLoss()
-    size = data["batch"]
     batches = [(torch.tensor(data["x"][k:k + size], device=device),
                 torch.tensor(data["y"][k:k + size], device=device))
                for k in range(0, IMAGES, size)]

@@ -232,7 +232,7 @@ class BackendRunner:
             if workload.op == "conv":
                 return convolution.prepare(self.backend, data)
             if workload.op == "digits":
-                return digits.prepare(self.backend, data)
+                return digits.prepare(self.backend, data, workload.batch)
             if workload.op == "memory":
                 return memory.TrainingCall(_network(self.backend, data),
                                            from_host(data["xs"], self.backend), workload.tape,

@@ -149,7 +149,7 @@ class NNCellRunner(_TorchRunner):
         if workload.op == "digits":
             from . import digits
 
-            return digits.torch_epoch(workload.host_data(dtype), self.device)
+            return digits.torch_epoch(workload.host_data(dtype), workload.batch, self.device)
         if workload.op != "cell":
             return None
         from .cells import torch_step
