@@ -36,11 +36,11 @@ from .layers import (
     Tanh,
     Trivial,
 )
-from .network import Network, train
+from .network import Network
 from .optim import SGD, Adam
-from .recurrent import RecurrentNetwork, train_recurrent
+from .recurrent import RecurrentNetwork
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
-from .training import clip_gradients
+from .training import clip_gradients, train, train_recurrent
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,9 +9,7 @@ from .backend import (
     Backend,
     backend_of,
     move,
-    namespace_of,
     resolve_backend,
-    to_numpy,
 )
 from .layers.base import (
     Array,
@@ -33,8 +30,6 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
 )
 from .layers.composite import as_layer
 from .layers.sequential import Sequential
-from .losses import check_loss_for, loss_function
-from .optim import Optimizer
 
 
 class Chain:
@@ -127,63 +122,6 @@ class Chain:
             layer._check_tape(tape, owner, k)
 
 
-def check_optimizer(optimizer: Any, where: str) -> None:
-    """Raise ``TypeError`` unless ``optimizer`` is an object with a ``step`` (not a string such
-    as "sgd", nor the class ``SGD`` itself)."""
-    if isinstance(optimizer, type) or not callable(getattr(optimizer, "step", None)):
-        raise TypeError(
-            f"{where}: optimizer must be an optimizer object such as dualtape.SGD(0.1) or "
-            f"dualtape.Adam(), got {optimizer!r}"
-        )
-
-
-def blame_non_finite(where: str, suspects: dict[str, list[Array]]) -> None:
-    """After a non-finite loss: raise ``FloatingPointError`` naming the first of ``suspects``
-    (the initial state, the parameters) that holds NaN or inf; return if none does."""
-    for what, arrays in suspects.items():
-        for a in arrays:
-            xp = namespace_of(a)
-            if not bool(xp.all(xp.isfinite(a))):
-                raise FloatingPointError(
-                    f"{where}: NaN or inf in {what}, so the loss is not finite; no update was "
-                    "applied"
-                )
-
-
-def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None) -> float:
-    """The loss ``value`` as a float, read from the device together with whether the input
-    ``x`` is finite (one transfer, one sync); NaN or inf in either raises
-    ``FloatingPointError`` (the caller has applied no update yet). With an ``optimizer`` that
-    spans processes (``distributed.DataParallel``) both are averaged over them first, so every
-    process raises, or none."""
-    finite = xp.astype(xp.all(xp.isfinite(x)), value.dtype)
-    local = [float(v) for v in to_numpy(xp.stack([value, finite]))]
-    loss, input_ok = mean_over_processes(optimizer, local)
-    if not local[1]:
-        raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
-    if input_ok < 1.0:
-        raise FloatingPointError(f"{where}: another process's input holds NaN or inf; no "
-                                 "update was applied on any process")
-    if not math.isfinite(loss):
-        raise FloatingPointError(
-            f"{where}: the loss is {loss}; no update was applied. Check the targets for "
-            "NaN/inf, or lower the learning rate"
-        )
-    return loss
-
-
-def mean_over_processes(optimizer: Any, values: list[float]) -> list[float]:
-    """``values`` averaged over the processes that train with ``optimizer``: one that spans
-    processes (``distributed.DataParallel``) has a collective ``mean``; others train alone."""
-    mean = getattr(optimizer, "mean", None)
-    return values if mean is None else mean(values)
-
-
-def all_params(net: Chain) -> Iterable[Array]:
-    """Every parameter array of ``net``."""
-    return (p for group in net.params for p in group.values())
-
-
 class Network(Chain):
     """A chain of feed-forward layers whose sizes are checked at construction. A layer may
     be a composite (``Sequential``, ``Merge``, ``Concat``); a ``Network`` (or a list of
@@ -228,39 +166,3 @@ class Network(Chain):
 
     def _backward(self, xp: Any, tapes: list[Any], dy: Array) -> tuple[list[dict], Array]:
         return backward_chain(self.layers, xp, tapes, dy)
-
-
-def train(
-    net: Network, x: Any, target: Any, optimizer: Optimizer, loss: str = "squared_error"
-) -> float:
-    """One training step: forward, loss, backward, update. Returns the loss as a float.
-
-    The loss is averaged over the batch. A NaN or infinite input, or a non-finite loss, raises
-    ``FloatingPointError`` before any parameter changes (an infinite input can give a finite
-    loss through a saturating layer such as ``Tanh``, yet NaN gradients); an empty batch
-    raises ``ValueError``, as does a loss that does not fit the network's output
-    (``losses.check_loss_for``: ``"softmax_cross_entropy"`` after a final ``Softmax``,
-    ``"cross_entropy"`` without one); integer class labels with ``"squared_error"`` raise
-    ``TypeError`` naming the losses that take them.
-    """
-    if not isinstance(net, Network):
-        raise TypeError(
-            f"train: expected a Network, got a {type(net).__name__}; train_recurrent trains a "
-            "RecurrentNetwork on sequences"
-        )
-    check_optimizer(optimizer, "train")
-    objective = loss_function(loss)
-    check_loss_for(loss, net.layers[-1], net.n_out, "train")
-    xp, x, _ = net._prepare(x)
-    if x.shape[0] == 0:
-        raise ValueError("train: the batch is empty (0 examples); give at least one")
-    tapes, y = net._forward(xp, x)
-    value, dy = objective(xp, y, target)
-    try:
-        result = read_loss(xp, value, x, "train", optimizer)
-    except FloatingPointError:
-        blame_non_finite("train", {"the network's parameters": list(all_params(net))})
-        raise
-    grads, _ = net._backward(xp, tapes, dy)
-    optimizer.step(net.params, grads)
-    return result

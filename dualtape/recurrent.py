@@ -7,7 +7,7 @@ list with one array per recurrent layer. Feed-forward layers see all ``T·batch`
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,9 +20,7 @@ from .checkpointing import (
     segment_length,
 )
 from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
-from .losses import check_loss_for, loss_function, mask_weights
-from .network import Chain, all_params, blame_non_finite, check_optimizer, read_loss
-from .optim import Optimizer, StateGroup
+from .network import Chain
 
 PREDICT_CHUNK = 512
 """The time steps ``predict_sequence`` runs at a time by default."""
@@ -267,95 +265,3 @@ def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
 def _empty_like(p: Array) -> Array:
     with device_context(backend_of(p)):
         return out_module(p).empty_like(p)
-
-
-def train_recurrent(
-    rnet: RecurrentNetwork,
-    xs: Any,
-    targets: Any,
-    optimizer: Optimizer,
-    state: Sequence[Array] | None = None,
-    mask: Any = None,
-    loss: str = "squared_error",
-    learn_initial_state: bool = False,
-    tape: str | int = "full",
-) -> tuple[float, list[Array]]:
-    """One training call over a sequence: forward, loss, backprop through time, one update.
-
-    Shapes (``T`` steps, ``B`` sequences, ``n_in``/``n_out`` the network's sizes):
-
-    - ``xs``: ``(T, B, n_in)``, or ``(T, n_in)`` for one sequence; floating point.
-    - ``targets``: the outputs' shape, ``(T, B, n_out)`` or ``(T, n_out)``; for the two cross
-      entropies also integer class labels ``(T, B)`` or ``(T,)``, on the network's backend.
-    - ``mask``: None (every step has a target), or ``(T,)`` or ``(T, B)``, boolean or real 0/1;
-      1 = the step has a target (the others' targets are ignored, any value).
-    - ``state``: None (zeros), or a list with one state per recurrent layer, each ``(B, o)`` or
-      ``(o,)``, as ``rnet.initial_state(B)`` gives (an entry None: zeros).
-    - ``loss``: ``"squared_error"`` (½·Σ(y − t)²), ``"softmax_cross_entropy"`` (on logits: a
-      network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``); the
-      other pairings, and either cross entropy over one output, raise ``ValueError``.
-
-    The loss is summed over the time steps that have a target and averaged over the batch, so
-    at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
-    are summed into one update; with momentum and L2 at 0 that equals Grenade's per-step fold.
-    ``tape`` is the tape policy (``"full"``, ``"sqrt"`` or a number of steps k, as in
-    ``RecurrentNetwork.forward_sequence``): ``"sqrt"`` keeps the states every ⌈√T⌉ steps and
-    recomputes one segment at a time in backward, for long sequences that a full tape would
-    not fit in memory.
-    With ``learn_initial_state=True`` the list ``state`` is updated in place by the optimizer,
-    as Grenade's ``trainRecurrent`` learns its recurrent inputs. Returns ``(loss, state_T)``,
-    the loss a float, ``state_T`` in the form of ``xs``; a NaN or infinite input, or a
-    non-finite loss, raises ``FloatingPointError`` before any update (naming the state or the
-    parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
-    CuPy the LSTM gradients handed to ``optimizer.step`` are written into arrays reused by the
-    next call (``gradient_buffers``): an optimizer must not keep them.
-    """
-    if not isinstance(rnet, RecurrentNetwork):
-        raise TypeError(
-            f"train_recurrent: expected a RecurrentNetwork, got a {type(rnet).__name__}; train "
-            "trains a Network"
-        )
-    check_optimizer(optimizer, "train_recurrent")
-    objective = loss_function(loss)
-    check_loss_for(loss, rnet.layers[-1], rnet.n_out, "train_recurrent")
-    xp, xs, single = rnet._prepare_sequence(xs)
-    steps, batch = xs.shape[:2]
-    if batch == 0:
-        raise ValueError("train_recurrent: the batch is empty (0 sequences); give at least one")
-    if learn_initial_state and not isinstance(state, list):
-        raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
-    states, _ = rnet._check_states(state, batch)
-    every = segment_length(tape, steps)
-    if every is None:
-        kept, states_last, ys = rnet._forward_sequence(xp, states, xs)
-    else:
-        kept, states_last, ys = checkpointed_forward(rnet, xp, states, xs, every)
-    weights = None if mask is None else mask_weights(mask, steps, batch, ys)
-    value, dys = objective(xp, ys, targets, weights)
-    try:
-        result = read_loss(xp, value, xs, "train_recurrent", optimizer)
-    except FloatingPointError:
-        blame_non_finite(
-            "train_recurrent",
-            {"the initial state": states, "the network's parameters": list(all_params(rnet))},
-        )
-        raise
-    if every is None:
-        grads, dstates, _ = rnet._backward_sequence(xp, kept, dys, None, need_dxs=False,
-                                                    grads_out=gradient_buffers(rnet),
-                                                    need_dstates=learn_initial_state)
-    else:
-        grads, dstates, _ = checkpointed_backward(rnet, xp, kept, dys, None, need_dxs=False,
-                                                  need_dstates=learn_initial_state,
-                                                  scratch=gradient_buffers(rnet))
-    if learn_initial_state:
-        learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
-        gradients = {str(k): d for k, d in enumerate(dstates)}
-        optimizer.step([*rnet.params, learned], [*grads, gradients])
-        for k in range(len(states)):
-            # each state keeps the form it came in, (o,) or (batch, o), whatever xs's form
-            own_form_single = np.ndim(state[k]) == 1  # type: ignore[index]
-            state[k] = restore(learned[str(k)], own_form_single)  # type: ignore[index]
-    else:
-        optimizer.step(rnet.params, grads)
-    return result, [restore(s, single) for s in states_last]

@@ -92,3 +92,25 @@ def test_a_planted_import_of_the_bench_folder_is_caught(tmp_path):
 def test_applications_may_import_the_core(tmp_path):
     root = _planted(tmp_path, "text/model.py", "from ..layers import LSTM\nfrom . import cli\n")
     assert wrong_way_imports(root) == []
+
+
+def core_importers_of(root: Path, target: str) -> list[str]:
+    """The core modules below the package's top that import ``target``."""
+    return sorted(module_name(p, root) for p in root.rglob("*.py")
+                  if module_name(p, root) not in (root.name, target)
+                  and not is_within(module_name(p, root), APPLICATIONS)
+                  and any(is_within(i, (target,)) for i in imported_modules(p, root)))
+
+
+def test_training_sits_above_the_networks_and_nothing_in_the_core_imports_it():
+    """Data flows down: training -> networks -> layers -> kernels; only the package's
+    ``__init__`` and the applications import ``dualtape.training``."""
+    assert core_importers_of(PACKAGE, "dualtape.training") == []
+    imported = imported_modules(PACKAGE / "training.py", PACKAGE)
+    assert {"dualtape.network", "dualtape.recurrent"} <= imported
+
+
+def test_a_planted_import_of_training_from_below_is_caught(tmp_path):
+    root = _planted(tmp_path, "layers/lstm.py", "def f():\n    from .. import training\n")
+    (root / "layers" / "relu.py").write_text("from .. import backend\n")
+    assert core_importers_of(root, "dualtape.training") == ["dualtape.layers.lstm"]

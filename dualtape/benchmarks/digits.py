@@ -18,8 +18,9 @@ import numpy as np
 
 from ..backend import Backend, from_host, use_backend
 from ..layers import Convolution, FullyConnected, Pad, Pooling, Relu, Reshape
-from ..network import Network, train
+from ..network import Network
 from ..optim import Adam
+from ..training import train
 
 IMAGES, CLASSES, RATE = 1347, 10, 0.003
 

@@ -47,8 +47,9 @@ from ..backend import Backend, from_host, resolve_backend
 from ..backend import use_backend as _use_backend
 from ..layers.lstm import LSTM
 from ..optim import SGD
-from ..recurrent import RecurrentNetwork, train_recurrent
+from ..recurrent import RecurrentNetwork
 from ..text.threads import threadpoolctl_installed
+from ..training import train_recurrent
 from . import cells, char_model, convolution, digits, memory
 
 N_IN = 40

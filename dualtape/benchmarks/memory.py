@@ -87,7 +87,7 @@ class TrainingCall(SeededCall):
     def train(self) -> Any:
         """One ``train_recurrent`` call with a fresh SGD."""
         from ..optim import SGD
-        from ..recurrent import train_recurrent
+        from ..training import train_recurrent
 
         return train_recurrent(self.net, self.xs, self.xs, SGD(rate=self.rate), tape=self.tape)
 

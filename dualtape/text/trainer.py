@@ -66,10 +66,9 @@ from ..backend import (
 from ..io import load_with_extra, save
 from ..layers.base import Array
 from ..losses import softmax_cross_entropy
-from ..network import mean_over_processes
 from ..optim import SGD, Adam, Optimizer
 from ..recurrent import RecurrentNetwork, gradient_buffers
-from ..training import clip_gradients
+from ..training import clip_gradients, mean_over_processes
 from .model import (
     CELL_NAMES,
     TextError,

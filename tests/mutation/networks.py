@@ -1,15 +1,17 @@
-"""Mutants of ``dualtape/network.py`` and ``dualtape/recurrent.py``."""
+"""Mutants of ``dualtape/network.py``, ``dualtape/recurrent.py`` and the training functions in
+``dualtape/training.py``."""
 
 from run_mutants import Mutant
 
 NET, REC = "dualtape/network.py", "dualtape/recurrent.py"
 CHAIN = "dualtape/layers/chain.py"
+TRAIN = "dualtape/training.py"
 FF = ("tests/test_network.py", "tests/test_losses.py")
 RNN = ("tests/test_recurrent.py", "tests/test_gradient_buffers.py", "tests/test_aliasing.py")
 STALE = ("tests/test_stale_tapes.py",)
 PREDICT = ("tests/test_predict_sequence.py",)
 MUTANTS = [
-    Mutant(NET, "    if x.shape[0] == 0:\n        raise ValueError(\"train: the batch is empty",
+    Mutant(TRAIN, "    if x.shape[0] == 0:\n        raise ValueError(\"train: the batch is empty",
            "    if False:\n        raise ValueError(\"train: the batch is empty",
            "train on an empty batch not refused", FF),
     Mutant(NET, "                layer.params.update(moved)",
@@ -23,7 +25,7 @@ MUTANTS = [
     Mutant(CHAIN, "            if dtype_name(p.dtype) != dtype_name(first[2].dtype) or "
                 "describe(p) != describe(",
            "            if describe(p) != describe(", "layers of two dtypes accepted", FF),
-    Mutant(NET, "    if isinstance(optimizer, type) or not callable(getattr(optimizer, "
+    Mutant(TRAIN, "    if isinstance(optimizer, type) or not callable(getattr(optimizer, "
                 "\"step\", None)):",
            "    if not callable(getattr(optimizer, \"step\", None)):",
            "the optimizer class accepted for an optimizer", FF),
@@ -31,25 +33,26 @@ MUTANTS = [
                 "                raise TypeError(f\"Network: layer",
            "            if False:\n                raise TypeError(f\"Network: layer",
            "a Network takes a recurrent layer", FF),
-    Mutant(NET, "    if not local[1]:\n", "    if False:\n",
+    Mutant(TRAIN, "    if not local[1]:\n", "    if False:\n",
            "a non-finite input with a finite loss updates", FF + RNN),
-    Mutant(NET, "    check_loss_for(loss, net.layers[-1], net.n_out, \"train\")\n", "",
+    Mutant(TRAIN, "    check_loss_for(loss, net.layers[-1], net.n_out, \"train\")\n", "",
            "train takes a loss that does not fit the network", FF),
-    Mutant(REC, "    check_loss_for(loss, rnet.layers[-1], rnet.n_out, \"train_recurrent\")\n", "",
+    Mutant(TRAIN,
+           "    check_loss_for(loss, rnet.layers[-1], rnet.n_out, \"train_recurrent\")\n", "",
            "train_recurrent takes a loss that does not fit the network", FF),
     Mutant(REC, "xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,",
            "xp, tape.tapes[k], dstate, dh, need_dxs,", "upper layers get no input gradient", RNN),
-    Mutant(REC, "                                                need_dstates=learn_initial_state)",
-           "                                                need_dstates=False)",
+    Mutant(TRAIN, " " * 48 + "need_dstates=learn_initial_state)",
+           " " * 48 + "need_dstates=False)",
            "learned initial states get no gradient", RNN),
-    Mutant(REC, "            own_form_single = np.ndim(state[k]) == 1",
+    Mutant(TRAIN, "            own_form_single = np.ndim(state[k]) == 1",
            "            own_form_single = single", "a learned state takes the form of xs", RNN),
-    Mutant(REC, "    states, _ = rnet._check_states(state, batch)\n",
+    Mutant(TRAIN, "    states, _ = rnet._check_states(state, batch)\n",
            "    states = rnet.initial_state(batch) if state is None else list(state)\n",
            "train_recurrent's state unchecked", RNN),
     Mutant(REC, "        if state is None:\n            state = [None] * count\n", "",
            "a network's state of None refused instead of zeros", RNN),
-    Mutant(REC, "    if learn_initial_state and not isinstance(state, list):",
+    Mutant(TRAIN, "    if learn_initial_state and not isinstance(state, list):",
            "    if learn_initial_state and state is None:",
            "a tuple of states accepted for learning in place", RNN),
     # predict_sequence
