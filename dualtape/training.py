@@ -7,7 +7,7 @@ to the networks, their layers and the kernels, and nothing below imports it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,12 +44,37 @@ def blame_non_finite(where: str, suspects: dict[str, list[Array]]) -> None:
                 )
 
 
-def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None) -> float:
+def checked_objective(net: Any, kind: type, other: str, optimizer: Any, loss: str,
+                      where: str) -> Any:
+    """The loss function named ``loss``, once ``net`` is a ``kind`` (``TypeError`` pointing
+    to ``other``, the function for the other kind), ``optimizer`` an optimizer and ``loss``
+    one that fits ``net``'s output."""
+    if not isinstance(net, kind):
+        raise TypeError(f"{where}: expected a {kind.__name__}, got a {type(net).__name__}; "
+                        f"{other}")
+    check_optimizer(optimizer, where)
+    objective = loss_function(loss)
+    check_loss_for(loss, net.layers[-1], net.n_out, where)
+    return objective
+
+
+def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None,
+              suspects: Callable[[], dict[str, list[Array]]] = dict) -> float:
     """The loss ``value`` as a float, read from the device together with whether the input
     ``x`` is finite (one transfer, one sync); NaN or inf in either raises
-    ``FloatingPointError`` (the caller has applied no update yet). With an ``optimizer`` that
-    spans processes (``distributed.DataParallel``) both are averaged over them first, so every
-    process raises, or none."""
+    ``FloatingPointError`` (the caller has applied no update yet), naming the first of the
+    arrays ``suspects()`` gives (asked only then) that holds NaN or inf
+    (``blame_non_finite``). With an ``optimizer`` that spans processes
+    (``distributed.DataParallel``) both are averaged over them first, so every process
+    raises, or none."""
+    try:
+        return _read_loss(xp, value, x, where, optimizer)
+    except FloatingPointError:
+        blame_non_finite(where, suspects())
+        raise
+
+
+def _read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any) -> float:
     finite = xp.astype(xp.all(xp.isfinite(x)), value.dtype)
     local = [float(v) for v in to_numpy(xp.stack([value, finite]))]
     loss, input_ok = mean_over_processes(optimizer, local)
@@ -91,24 +116,15 @@ def train(
     ``"cross_entropy"`` without one); integer class labels with ``"squared_error"`` raise
     ``TypeError`` naming the losses that take them.
     """
-    if not isinstance(net, Network):
-        raise TypeError(
-            f"train: expected a Network, got a {type(net).__name__}; train_recurrent trains a "
-            "RecurrentNetwork on sequences"
-        )
-    check_optimizer(optimizer, "train")
-    objective = loss_function(loss)
-    check_loss_for(loss, net.layers[-1], net.n_out, "train")
+    objective = checked_objective(net, Network, "train_recurrent trains a RecurrentNetwork on "
+                                  "sequences", optimizer, loss, "train")
     xp, x, _ = net._prepare(x)
     if x.shape[0] == 0:
         raise ValueError("train: the batch is empty (0 examples); give at least one")
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
-    try:
-        result = read_loss(xp, value, x, "train", optimizer)
-    except FloatingPointError:
-        blame_non_finite("train", {"the network's parameters": list(all_params(net))})
-        raise
+    result = read_loss(xp, value, x, "train", optimizer,
+                       lambda: {"the network's parameters": list(all_params(net))})
     grads, _ = net._backward(xp, tapes, dy)
     optimizer.step(net.params, grads)
     return result
@@ -155,14 +171,8 @@ def train_recurrent(
     CuPy the LSTM gradients handed to ``optimizer.step`` are written into arrays reused by the
     next call (``gradient_buffers``): an optimizer must not keep them.
     """
-    if not isinstance(rnet, RecurrentNetwork):
-        raise TypeError(
-            f"train_recurrent: expected a RecurrentNetwork, got a {type(rnet).__name__}; train "
-            "trains a Network"
-        )
-    check_optimizer(optimizer, "train_recurrent")
-    objective = loss_function(loss)
-    check_loss_for(loss, rnet.layers[-1], rnet.n_out, "train_recurrent")
+    objective = checked_objective(rnet, RecurrentNetwork, "train trains a Network", optimizer,
+                                  loss, "train_recurrent")
     xp, xs, single = rnet._prepare_sequence(xs)
     steps, batch = xs.shape[:2]
     if batch == 0:
@@ -177,14 +187,8 @@ def train_recurrent(
         kept, states_last, ys = checkpointed_forward(rnet, xp, states, xs, every)
     weights = None if mask is None else mask_weights(mask, steps, batch, ys)
     value, dys = objective(xp, ys, targets, weights)
-    try:
-        result = read_loss(xp, value, xs, "train_recurrent", optimizer)
-    except FloatingPointError:
-        blame_non_finite(
-            "train_recurrent",
-            {"the initial state": states, "the network's parameters": list(all_params(rnet))},
-        )
-        raise
+    result = read_loss(xp, value, xs, "train_recurrent", optimizer, lambda: {
+        "the initial state": states, "the network's parameters": list(all_params(rnet))})
     if every is None:
         grads, dstates, _ = rnet._backward_sequence(xp, kept, dys, None, need_dxs=False,
                                                     grads_out=gradient_buffers(rnet),
