@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dualtape
 from dualtape.backend import resolve_backend
 from dualtape.io import load_with_extra, save
 from dualtape.text import trainer as trainer_module
@@ -30,6 +31,7 @@ from dualtape.text.trainer import (
     split_held_out,
 )
 
+from .conftest import np64
 from .test_text import TEXT, TINY, Recorder, _losses, fails, run
 
 STATEFUL = dataclasses.replace(TINY, cell="lstm", stateful=True)
@@ -97,15 +99,16 @@ def test_streams_need_a_whole_window_each_in_every_epoch():
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_each_window_begins_from_the_state_the_last_one_of_its_stream_ended_in(monkeypatch,
+def test_each_window_begins_from_the_state_the_last_one_of_its_stream_ended_in(backend,
+                                                                                 monkeypatch,
                                                                                  cell):
-    trainer = numpy_trainer(dataclasses.replace(STATEFUL, cell=cell))
+    trainer = TextTrainer.new(TEXT, dataclasses.replace(STATEFUL, cell=cell), backend)
     core, seen = trainer._logits, []
     forward = core._forward_sequence
 
     def recording(xp, states, xs):
         tape, ends, ys = forward(xp, states, xs)
-        seen.append(([np.array(s) for s in states], [np.array(s) for s in ends]))
+        seen.append(([np64(s) for s in states], [np64(s) for s in ends]))
         return tape, ends, ys
 
     monkeypatch.setattr(core, "_forward_sequence", recording)
@@ -113,7 +116,8 @@ def test_each_window_begins_from_the_state_the_last_one_of_its_stream_ended_in(m
     for _ in range(windows + 2):
         trainer.step()
     assert trainer.position == StreamPosition(1, 2)
-    assert all(s.base is None for s in trainer.carried)  # a view would pin the whole tape
+    if backend.name == "numpy":  # a view would pin the whole tape
+        assert all(s.base is None for s in trainer.carried)
     for k, (begun, _) in enumerate(seen):
         if k % windows == 0:  # an epoch's first window begins from the initial state
             assert not any(s.any() for s in begun)
@@ -158,18 +162,20 @@ def test_a_step_that_raises_leaves_the_streams_where_they_were(monkeypatch):
         np.testing.assert_array_equal(state, kept)
 
 
-def test_a_resumed_stateful_run_continues_its_streams_and_states_exactly(tmp_path):
+def test_a_resumed_stateful_run_continues_its_streams_and_states_exactly(backend, tmp_path):
     first = numpy_trainer(STATEFUL)
     _losses(first, 3)
     first.sample(20, 1.0)  # sampling moves neither the streams nor their states
     first.save(tmp_path / "c.npz")
     expected = _losses(first, 4)
-    checkpoint = load_checkpoint(tmp_path / "c.npz")
+    checkpoint = load_checkpoint(tmp_path / "c.npz", backend)
     assert checkpoint.streams[0] == {"epoch": 0, "window": 3, "count": 4, "seq_len": 8}
     assert len(checkpoint.streams[1]) == 1
     resumed = checkpoint.trainer(checkpoint.vocab.encode(TEXT))
     assert resumed.position == StreamPosition(0, 3)
-    np.testing.assert_allclose(_losses(resumed, 4), expected, rtol=1e-6)
+    assert resumed.net.backend.name == backend.name
+    np.testing.assert_allclose(_losses(resumed, 4), expected,
+                               rtol=1e-6 if backend.name == "numpy" else 2e-4)
 
 
 def test_a_resume_with_another_batch_begins_the_epoch_again_from_the_initial_state(tmp_path):
@@ -266,8 +272,8 @@ def test_a_split_that_leaves_too_little_is_refused(fraction, seq_len, match):
         split_held_out(np.arange(100), fraction, seq_len)
 
 
-def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits():
-    trainer = numpy_trainer(dataclasses.replace(TINY, valid=0.3))
+def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits(backend):
+    trainer = TextTrainer.new(TEXT, dataclasses.replace(TINY, valid=0.3), backend)
     for group in trainer.net.params:
         for name in group:
             group[name] = group[name] * 0.0
@@ -276,8 +282,8 @@ def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits():
     assert bits_per_char(nats) == pytest.approx(math.log2(size), rel=1e-6)
 
 
-def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(monkeypatch):
-    trainer = numpy_trainer(dataclasses.replace(STATEFUL, valid=0.3))
+def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(backend, monkeypatch):
+    trainer = TextTrainer.new(TEXT, dataclasses.replace(STATEFUL, valid=0.3), backend)
     monkeypatch.setattr(trainer_module, "HELD_OUT_STREAM", 50)
     monkeypatch.setattr(trainer_module, "HELD_OUT_CHUNK", 7)
     _losses(trainer, 5)
@@ -289,7 +295,8 @@ def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(monkeypatc
     for s in range(streams):  # each stream in one forward pass from the initial state
         ids = held[s * span:(s + 1) * span + 1]
         hot = np.eye(len(trainer.vocab), dtype=np.float32)[ids][:, None, :]
-        _, _, ys = core.forward_sequence(None, hot[:-1])
+        _, _, ys = core.forward_sequence(None, dualtape.asarray(hot[:-1]))
+        ys = np64(ys)
         z = ys[:, 0, :] - ys[:, 0, :].max(axis=1, keepdims=True)
         log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         losses.append(-log_p[np.arange(span), ids[1:]].mean())

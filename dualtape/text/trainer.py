@@ -288,8 +288,11 @@ def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
     """``(training, held_out)``: the corpus's last ``fraction`` of symbols held out (None
     for 0), so that no training window, of ``seq_len + 1`` symbols within the first part,
     overlaps it; ``TextError`` when either part is too short."""
+    check_length(ids, seq_len)
     held = round(len(ids) * fraction)
-    if fraction and held < 2:
+    if not fraction:
+        return ids, None
+    if held < 2:
         raise TextError(f"--valid {fraction:g} of {len(ids):,} symbols holds out {held}, "
                         "fewer than the 2 a loss needs; use a larger --valid or 0 for none")
     training = ids[:len(ids) - held]
@@ -298,7 +301,7 @@ def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
             f"--valid {fraction:g} leaves {len(training):,} of the corpus's {len(ids):,} "
             f"symbols for training, but --seq-len {seq_len} needs at least {seq_len + 1}; use "
             "a smaller --valid or --seq-len, or a longer text")
-    return training, (ids[len(ids) - held:] if held else None)
+    return training, ids[len(ids) - held:]
 
 
 def _generator(state: Any) -> np.random.Generator:
@@ -324,7 +327,6 @@ class TextTrainer:
         streams: tuple[dict[str, int], list[np.ndarray]] | None = None,
         held_out: dict[str, list] | None = None,
     ) -> None:
-        check_length(ids, config.seq_len)
         self.net, self.vocab, self.config, self.optimizer = net, vocab, config, optimizer
         self.ids, self.held_ids = split_held_out(ids, config.valid, config.seq_len)
         """The symbols trained on, and the held-out ones after them (None: none)."""
@@ -747,7 +749,8 @@ def _stream_state(extra: dict[str, Any]) -> tuple[dict[str, int], list[np.ndarra
     """A stateful run's stored position and carried states, None when it stored none;
     ``TypeError`` or ``ValueError`` naming what is malformed."""
     where = extra.get("streams")
-    names = [f"{STREAM_STATE}{k}" for k in range(sum(map(_is_stream_state, extra)))]
+    count = sum(name.startswith(STREAM_STATE) for name in extra)
+    names = [f"{STREAM_STATE}{k}" for k in range(count)]
     if not all(name in extra for name in names):
         raise ValueError(f"its carried states are not numbered {STREAM_STATE}0 on")
     states = [np.asarray(extra[name]) for name in names]
@@ -761,10 +764,6 @@ def _stream_state(extra: dict[str, Any]) -> tuple[dict[str, int], list[np.ndarra
         raise ValueError(f"streams is {where!r}, not whole numbers epoch, window >= 0 and "
                          "count, seq_len >= 1")
     return {name: int(where[name]) for name in fields}, states
-
-
-def _is_stream_state(name: str) -> bool:
-    return name.startswith(STREAM_STATE)
 
 
 def _training_state(extra: dict[str, Any]) -> tuple[Vocabulary, TrainConfig, Any, dict]:
@@ -903,21 +902,21 @@ def run_training(
             if problem is not None:
                 reporter.warn(problem)
 
-    def pause(action: Callable[[], None]) -> None:
+    def pause(action: Callable[[], Any]) -> Any:
+        """``action()``, its time left out of the speed."""
         nonlocal paused, total_paused
         began = time.perf_counter()
-        action()
+        result = action()
         spent = time.perf_counter() - began
         paused += spent
         total_paused += spent
+        return result
 
     def log_with_held_out() -> None:
         """A reading with the held-out loss beside it (read before, its time left out of
         the speed), unless the held-out loss was read at this step already."""
-        valid: list[float | None] = [None]
-        if trainer.held_out.get("last", [None])[0] != trainer.step_count:
-            pause(lambda: valid.__setitem__(0, trainer.held_out_loss()))
-        log(valid[0])
+        fresh = trainer.held_out.get("last", [None])[0] != trainer.step_count
+        log(pause(trainer.held_out_loss) if fresh else None)
 
     def show_sample() -> None:
         if limits.sample_chars > 0:

@@ -50,7 +50,7 @@ MUTANTS = [
            "the worst held-out loss kept as the best", TESTS),
     Mutant(TRAINER, "    training = ids[:len(ids) - held]", "    training = ids",
            "the held-out symbols trained on too", TESTS),
-    Mutant(TRAINER, "    if fraction and held < 2:", "    if fraction and held < 1:",
+    Mutant(TRAINER, "    if held < 2:", "    if held < 1:",
            "a held-out part of one symbol (no loss) accepted", TESTS),
     Mutant("dualtape/text/record.py", "    return nats / math.log(2)",
            "    return nats / math.log(10)",
