@@ -491,10 +491,11 @@ class TextTrainer:
             self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
         return ends
 
-    def _one_hot(self, window: np.ndarray) -> Array:
-        """Host symbol ids ``(seq_len + 1, batch)`` as one-hot rows on the device."""
-        return one_hot(self.xp, from_host(window, self.backend), len(self.vocab),
-                       getattr(self.xp, self.config.dtype))
+    def _one_hot(self, window: np.ndarray | Array) -> Array:
+        """Symbol ids ``(steps, batch)``, on the host (sent to the device) or already on the
+        device, as one-hot rows on the device."""
+        ids = from_host(window, self.backend) if isinstance(window, np.ndarray) else window
+        return one_hot(self.xp, ids, len(self.vocab), getattr(self.xp, self.config.dtype))
 
     def read_loss(self) -> float | None:
         """The mean loss (nats/char) of the steps since the last read, read from the device;
@@ -519,10 +520,12 @@ class TextTrainer:
         streams = max(1, min(self.config.batch, (len(held) - 1) // HELD_OUT_STREAM))
         span = (len(held) - 1) // streams
         window = windows_at(held, np.arange(streams, dtype=np.int64) * span, span)
+        window = from_host(window, self.backend)  # one transfer, sliced on the device
         core, states, total = self._logits, None, 0.0
         with device_context(self.backend), evaluating(core):
             for start in range(0, span, HELD_OUT_CHUNK):
-                hot = self._one_hot(window[start:start + HELD_OUT_CHUNK + 1])
+                stop = min(start + HELD_OUT_CHUNK, span) + 1  # the standard leaves stops past
+                hot = self._one_hot(window[start:stop, ...])  # the end open
                 states, ys = core.predict_sequence(states, hot[:-1, ...])
                 total = total + softmax_cross_entropy(self.xp, ys, hot[1:, ...])[0]
         nats = float(to_numpy(total)) / span
