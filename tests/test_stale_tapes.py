@@ -300,3 +300,50 @@ def test_a_copy_takes_stamps_of_its_own(duplicate):
         tapes, _ = net.forward(data(5, 3))
         with pytest.raises(RuntimeError, match=STALE):
             twin.backward(tapes, data(5, 2))
+
+
+# --- what may be set as a parameter ----------------------------------------------------------
+
+
+def wrong_replacements(W):
+    """Values that cannot stand for a FullyConnected(3, 4)'s ``W`` (float64, shape (4, 3)),
+    with the message each must give."""
+    host = np64(W)
+    return {
+        "list": (host.tolist(), TypeError, r"FullyConnected.params\['W'\] must be an array"),
+        "float32": (dualtape.asarray(host.astype(np.float32)), ValueError, "dtype float64"),
+        "transposed": (dualtape.asarray(host.T.copy()), ValueError, r"shape \(4, 3\)"),
+        "integers": (dualtape.asarray(host.astype(np.int64)), TypeError, "must be an array"),
+    }
+
+
+@pytest.mark.parametrize("name", ["list", "float32", "transposed", "integers"])
+@pytest.mark.parametrize("how", ["setitem", "update"])
+def test_a_parameter_is_checked_where_it_is_set(backend, name, how):
+    layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    before, stamp = layer.params["W"], layer.params.version
+    value, error, message = wrong_replacements(before)[name]
+    with pytest.raises(error, match=message):
+        if how == "setitem":
+            layer.params["W"] = value
+        else:
+            layer.params.update(W=value)
+    assert layer.params["W"] is before and layer.params.version == stamp  # nothing changed
+
+
+def test_a_parameter_of_another_backend_is_refused_by_setitem():
+    with dualtape.use_backend("numpy"):
+        layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    import array_api_strict as strict
+    other = strict.asarray(np64(layer.params["W"]))
+    with pytest.raises(TypeError, match=r"FullyConnected.params\['W'\] is a array_api_strict"):
+        layer.params["W"] = other
+
+
+def test_a_right_parameter_and_new_keys_are_taken(backend):
+    layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    fresh = dualtape.asarray(np64(layer.params["W"]) * 2)
+    layer.params["W"] = fresh
+    layer.params.update(b=dualtape.asarray(np.zeros(4)))
+    assert layer.params["W"] is fresh
+    layer.params.setdefault("extra", fresh)  # a key not there yet: nothing to compare with

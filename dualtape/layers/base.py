@@ -56,6 +56,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from ..backend import (
+    backend_name_of,
     backend_of,
     check_same_place,
     dtype_name,
@@ -308,9 +309,15 @@ class ParamDict(dict):
     building it and every change made through it (``d[k] = a``, ``update``, ``del``, ``pop``,
     ...) or announced by ``touch`` (optimizers call it after updating arrays in place) takes a
     new one. A tape that kept ``params.version`` can tell at backward whether it was made with
-    these parameters as they are now."""
+    these parameters as they are now.
+
+    An array set in place of another (``d[k] = a``, ``update``) must have its shape and dtype
+    (``ValueError``), and with ``d[k] = a`` also its backend and device (``TypeError`` /
+    ``ValueError``; ``update`` may move the whole dict, as ``net.to`` does): the error names
+    the layer and the parameter where the change is made, not at the next step."""
 
     version: int = 0  # (a class default too: unpickling fills the dict before its state)
+    layer_name: str = "layer"  # the class of the layer that took the dict: for errors
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -326,7 +333,28 @@ class ParamDict(dict):
         self.__dict__.update(state)
         self.touch()
 
+    def _check_replacement(self, key: str, value: Any, place: bool) -> None:
+        """Raise unless ``value`` can stand for the array under ``key`` (a new key: anything)."""
+        previous = self.get(key)
+        if previous is None:
+            return
+        what = f"{self.layer_name}.params[{key!r}]"
+        shape, dtype = tuple(previous.shape), dtype_name(previous.dtype)
+        try:
+            backend_name_of(value)
+            fits = tuple(value.shape) == shape and dtype_name(value.dtype) == dtype
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be an array of shape {shape} and dtype {dtype}, "
+                            f"got {type(value).__name__}") from None
+        if not fits:
+            raise ValueError(f"{what} must have shape {shape} and dtype {dtype} like the "
+                             f"array it replaces, got shape {tuple(value.shape)} and dtype "
+                             f"{value.dtype}")
+        if place:
+            check_same_place(value, previous, what, f"the {self.layer_name}")
+
     def __setitem__(self, key: str, value: Array) -> None:
+        self._check_replacement(key, value, place=True)
         super().__setitem__(key, value)
         self.touch()
 
@@ -339,7 +367,10 @@ class ParamDict(dict):
         return self
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        super().update(*args, **kwargs)
+        new = dict(*args, **kwargs)
+        for key, value in new.items():
+            self._check_replacement(key, value, place=False)
+        super().update(new)
         self.touch()
 
     def pop(self, *args: Any) -> Any:
@@ -395,6 +426,7 @@ class Layer:
         if name == "params":  # an attribute, not a property: read in every call, set rarely
             if not isinstance(value, ParamDict):
                 value = ParamDict(value)
+            value.layer_name = type(self).__name__
         super().__setattr__(name, value)
 
     def _check_version(self, tape: Any) -> None:
