@@ -61,11 +61,4 @@ MUTANTS = [
     Mutant(REC, "        for start in range(0, steps, chunk):",
            "        for start in range(0, steps - 1, chunk):",
            "predict_sequence drops the last step at chunk 1", PREDICT),
-    Mutant("dualtape/layers/base.py", "        self.version = next(_STAMPS)",
-           "        self.version += 1",
-           "a version counted per dict: another network's tape of the same steps accepted",
-           STALE),
-    Mutant("dualtape/layers/base.py", "        self.__dict__.update(state)\n        self.touch()",
-           "        self.__dict__.update(state)",
-           "an unpickled dict keeps another process's stamp", STALE),
 ]
