@@ -127,12 +127,12 @@ def test_a_stale_tape_of_a_branch_is_refused(backend):
     tapes, y = net.forward(x)
     grads, _ = net.backward(tapes, dualtape.asarray(np.ones(tuple(y.shape))))
     dualtape.SGD(0.1).step(net.params, grads)
-    with pytest.raises(RuntimeError, match="parameters changed after the forward pass"):
+    with pytest.raises(RuntimeError, match="this tape was made with other parameters"):
         net.backward(tapes, dualtape.asarray(np.ones(tuple(y.shape))))
     block = net.layers[0]
     tape, y = block.forward(x)
     block.children[0].children[1].params["b"] = dualtape.asarray(np.zeros(2))
-    with pytest.raises(RuntimeError, match="parameters changed"):
+    with pytest.raises(RuntimeError, match="this tape was made with other parameters"):
         block.backward(tape, dualtape.asarray(np.ones(tuple(y.shape))))
 
 
@@ -142,7 +142,7 @@ def test_an_update_through_the_inner_network_stales_the_outer_tapes(backend):
     tapes, y = outer.forward(dualtape.asarray(np.ones((2, 3))))
     itapes, iy = inner.forward(dualtape.asarray(np.ones((2, 3))))
     dualtape.SGD(0.1).step(inner.params, inner.backward(itapes, iy)[0])
-    with pytest.raises(RuntimeError, match="parameters changed"):
+    with pytest.raises(RuntimeError, match="this tape was made with other parameters"):
         outer.backward(tapes, y)
 
 

@@ -341,8 +341,9 @@ class Network(dualtape.Network):
 
 
 def replace_param(k: int, name: str, make):
-    def edit(net):
-        net.layers[k].params[name] = make(net.layers[k].params[name])
+    def edit(net):  # a whole new dict: params[name] = ... would refuse it at once
+        params = net.layers[k].params
+        net.layers[k].params = {**params, name: make(params[name])}
 
     return edit
 

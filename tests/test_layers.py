@@ -127,7 +127,8 @@ def test_tape_is_a_named_tuple_of_arrays(backend, name):
     assert isinstance(tape, tuple) and hasattr(type(tape), "_fields")
     fields = tape._asdict()
     if layer.params:  # the parameters' version, an int, is the last field
-        assert type(tape)._fields[-1] == "version" and fields.pop("version") == 0
+        assert type(tape)._fields[-1] == "version"
+        assert fields.pop("version") == layer.params.version
         assert type(tape.version) is int
     for field in fields.values():
         assert backend_of(field) == backend

@@ -18,7 +18,7 @@ from dualtape.layers.base import ParamDict
 from .conftest import np64
 
 F64 = "float64"
-STALE = "the parameters changed after the forward pass that made this tape"
+STALE = "this tape was made with other parameters"
 
 
 def feed_forward() -> dualtape.Network:
@@ -149,11 +149,12 @@ def test_a_step_tape_is_refused_after_an_update(backend):
 
 def test_training_calls_make_fresh_tapes_each_time(backend):
     net, rnet = feed_forward(), recurrent()
+    seen = [g.version for g in net.params + rnet.params]
     for _ in range(3):
         dualtape.train(net, data(5, 3), data(5, 2), dualtape.Adam(0.01))
         dualtape.train_recurrent(rnet, data(4, 2, 3), data(4, 2, 2), dualtape.SGD(0.1))
-    assert [g.version for g in net.params] == [3, 3, 3]
-    assert [g.version for g in rnet.params] == [3, 3]
+        seen += [g.version for g in net.params + rnet.params]
+    assert len(set(seen)) == len(seen) == 5 * 4  # a new stamp per dict and step, none shared
 
 
 def test_what_is_not_a_change_keeps_the_tape(backend):
@@ -203,27 +204,31 @@ MUTATIONS = {
 @pytest.mark.parametrize("mutate", MUTATIONS.values(), ids=MUTATIONS.keys())
 def test_every_change_through_the_dict_counts(mutate):
     params = dualtape.FullyConnected(2, 3, seed=0).params
-    assert isinstance(params, ParamDict) and params.version == 0
+    assert isinstance(params, ParamDict)
+    before = params.version
     mutate(params)
-    assert params.version == 1
+    assert params.version > before
 
 
 def test_reading_does_not_count():
     params = dualtape.FullyConnected(2, 3, seed=0).params
+    before = params.version
     dict(params), params.get("W"), list(params.items()), params.copy(), "W" in params
-    assert params.version == 0
+    assert params.version == before
 
 
-def test_assigning_a_dict_gives_a_paramdict_past_the_old_version():
+def test_assigning_a_dict_gives_a_paramdict_of_a_new_version():
     layer = dualtape.FullyConnected(2, 3, seed=0)
     layer.params["W"] = layer.params["W"]
+    old = layer.params.version
     replacement = {k: v for k, v in layer.params.items()}
     layer.params = replacement
     assert isinstance(layer.params, ParamDict) and layer.params is not replacement
-    assert layer.params.version == 2 and layer.params["W"] is replacement["W"]
+    assert layer.params.version > old and layer.params["W"] is replacement["W"]
     shared = ParamDict(replacement)
-    layer.params = shared
-    assert layer.params is shared and shared.version == 3
+    stamp = shared.version
+    layer.params = shared  # a ParamDict is kept as it is: its stamp already says its state
+    assert layer.params is shared and shared.version == stamp > old
 
 
 @pytest.mark.parametrize("duplicate", [lambda n: pickle.loads(pickle.dumps(n)), copy.deepcopy],
@@ -237,3 +242,108 @@ def test_a_copied_network_keeps_paramdicts_and_trains(duplicate):
         tapes, y = twin.forward(data(5, 3))
         twin.backward(tapes, data(5, 2))
         dualtape.train(twin, data(5, 3), data(5, 2), dualtape.SGD(0.1))
+
+
+# --- tapes of other parameters of the same architecture -----------------------------------
+
+
+def test_fresh_dicts_never_share_a_stamp():
+    """Two networks built alike (their versions were both 0 before): no stamp in common."""
+    stamps = [g.version for _ in range(3) for g in feed_forward().params + recurrent().params]
+    assert len(set(stamps)) == len(stamps)
+
+
+def test_another_feed_forward_networks_tape_is_refused(backend):
+    net, twin = feed_forward(), feed_forward()  # same seeds: same architecture and weights
+    dualtape.SGD(0.1).step(twin.params, zero_grads(twin))  # and as many steps
+    dualtape.SGD(0.1).step(net.params, zero_grads(net))
+    tapes, _ = twin.forward(data(5, 3))
+    for call in feed_forward_backwards(net, tapes, data(5, 2)).values():
+        with pytest.raises(RuntimeError, match=STALE):
+            call()
+
+
+@pytest.mark.parametrize("tape_policy", ["full", "sqrt", 2])
+def test_another_recurrent_networks_tape_is_refused(backend, tape_policy):
+    rnet, twin = recurrent(), recurrent()
+    tape, _, _ = twin.forward_sequence(None, data(4, 2, 3), tape=tape_policy)
+    with pytest.raises(RuntimeError, match=r"(LSTM\(3, 4\)|FullyConnected\(4, 2\)): " + STALE):
+        rnet.backward_sequence(tape, None, data(4, 2, 2))
+    layer, other = dualtape.LSTM(3, 4, seed=1, dtype=F64), dualtape.LSTM(3, 4, seed=1, dtype=F64)
+    tape, _, _ = other.forward_sequence(None, data(4, 2, 3), tape=tape_policy)
+    with pytest.raises(RuntimeError, match=STALE):
+        layer.backward_sequence(tape, None, data(4, 2, 4))
+    step_tape, _, _ = other.forward(other.initial_state(2), data(2, 3))
+    with pytest.raises(RuntimeError, match=STALE):
+        layer.backward(step_tape, None, data(2, 4))
+
+
+def test_a_composites_tape_from_another_is_refused(backend):
+    inner = [dualtape.FullyConnected(3, 4, seed=1, dtype=F64), dualtape.Tanh()]
+    block = dualtape.Sequential(inner)
+    twin = dualtape.Sequential([dualtape.FullyConnected(3, 4, seed=1, dtype=F64),
+                                dualtape.Tanh()])
+    tape, _ = twin.forward(data(5, 3))
+    with pytest.raises(RuntimeError, match=STALE):
+        block.backward(tape, data(5, 4))
+
+
+@pytest.mark.parametrize("duplicate", [lambda n: pickle.loads(pickle.dumps(n)), copy.deepcopy],
+                         ids=["pickle", "deepcopy"])
+def test_a_copy_takes_stamps_of_its_own(duplicate):
+    """An unpickled network (perhaps from another process, whose counter gave other
+    parameters the same numbers) and a deep copy are other parameters from the start."""
+    with dualtape.use_backend("numpy"):
+        net = feed_forward()
+        twin = duplicate(net)
+        assert not {g.version for g in twin.params} & {g.version for g in net.params}
+        tapes, _ = net.forward(data(5, 3))
+        with pytest.raises(RuntimeError, match=STALE):
+            twin.backward(tapes, data(5, 2))
+
+
+# --- what may be set as a parameter ----------------------------------------------------------
+
+
+def wrong_replacements(W):
+    """Values that cannot stand for a FullyConnected(3, 4)'s ``W`` (float64, shape (4, 3)),
+    with the message each must give."""
+    host = np64(W)
+    return {
+        "list": (host.tolist(), TypeError, r"FullyConnected.params\['W'\] must be an array"),
+        "float32": (dualtape.asarray(host.astype(np.float32)), ValueError, "dtype float64"),
+        "transposed": (dualtape.asarray(host.T.copy()), ValueError, r"shape \(4, 3\)"),
+        "integers": (dualtape.asarray(host.astype(np.int64)), TypeError, "must be an array"),
+    }
+
+
+@pytest.mark.parametrize("name", ["list", "float32", "transposed", "integers"])
+@pytest.mark.parametrize("how", ["setitem", "update"])
+def test_a_parameter_is_checked_where_it_is_set(backend, name, how):
+    layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    before, stamp = layer.params["W"], layer.params.version
+    value, error, message = wrong_replacements(before)[name]
+    with pytest.raises(error, match=message):
+        if how == "setitem":
+            layer.params["W"] = value
+        else:
+            layer.params.update(W=value)
+    assert layer.params["W"] is before and layer.params.version == stamp  # nothing changed
+
+
+def test_a_parameter_of_another_backend_is_refused_by_setitem():
+    with dualtape.use_backend("numpy"):
+        layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    import array_api_strict as strict
+    other = strict.asarray(np64(layer.params["W"]))
+    with pytest.raises(TypeError, match=r"FullyConnected.params\['W'\] is a array_api_strict"):
+        layer.params["W"] = other
+
+
+def test_a_right_parameter_and_new_keys_are_taken(backend):
+    layer = dualtape.FullyConnected(3, 4, seed=1, dtype=F64)
+    fresh = dualtape.asarray(np64(layer.params["W"]) * 2)
+    layer.params["W"] = fresh
+    layer.params.update(b=dualtape.asarray(np.zeros(4)))
+    assert layer.params["W"] is fresh
+    layer.params.setdefault("extra", fresh)  # a key not there yet: nothing to compare with

@@ -52,13 +52,15 @@ def test_one_dict_comes_back_as_one_dict_and_inf_only_measures(backend):
     np.testing.assert_array_equal(np64(out["W"]), np.full((2, 2), 3.0))
 
 
-def test_a_float32_norm_beyond_its_range_still_clips(backend):
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+def test_a_float32_norm_beyond_its_range_still_clips(backend, sign):
     """Squares of 1e30 overflow float32; the norm, computed with the largest magnitude
-    factored out, is 2e30 and the gradients come out at norm 1, not zero or NaN."""
-    grads = on_backend([{"W": np.full(4, 1e30)}], "float32")
+    factored out (of negative values too), is 2e30 and the gradients come out at norm 1,
+    not zero or NaN."""
+    grads = on_backend([{"W": np.full(4, sign * 1e30)}], "float32")
     out, norm = clip_gradients(grads, 1.0)
     assert float(norm) == pytest.approx(2e30, rel=1e-6)
-    np.testing.assert_allclose(np64(out[0]["W"]), np.full(4, 0.5), rtol=1e-6)
+    np.testing.assert_allclose(np64(out[0]["W"]), np.full(4, sign * 0.5), rtol=1e-6)
 
 
 def test_zero_and_empty_gradients_have_norm_zero_and_stay_as_they_are(backend):

@@ -35,24 +35,28 @@ without read-only arrays. Writing to an input or an output afterwards never chan
 A layer's tape class is named after its kind (``FullyConnectedTape``, ``LSTMSequenceTape``);
 for layers with a fixed ``n_in`` its first field is the input.
 
-A tape does not pin the weights: ``params`` is a ``ParamDict``, whose ``version`` changes with
-every optimizer step (in place or not), every ``params[k] = ...``/``update`` and every
-``net.to(...)`` that moves an array. The tapes of layers with parameters end in the
-``version`` their forward pass saw, and every backward pass (public, or the private ones the
-training functions call) raises ``RuntimeError`` when the layer's is another, as PyTorch's
-saved-tensor version counters do: an update between forward and backward would otherwise mix
-old activations with new weights. Not seen: writing into a parameter array directly
+A tape does not pin the weights: ``params`` is a ``ParamDict``, whose ``version`` is a stamp
+unique in the process, new with every optimizer step (in place or not), every
+``params[k] = ...``/``update`` and every ``net.to(...)`` that moves an array, and never shared
+by two dicts. The tapes of layers with parameters end in the ``version`` their forward pass
+saw, and every backward pass (public, or the private ones the training functions call)
+raises ``RuntimeError`` when the layer's is another, as PyTorch's saved-tensor version
+counters do: an update between forward and backward would otherwise mix old activations with
+new weights, and a tape of another network of the same architecture would give its
+gradients for this one's weights. Not seen: writing into a parameter array directly
 (``W[...] = 0``, ``W -= 1`` with numpy), and an update through one dict of an array that
 another layer's dict also holds (each dict counts its own changes).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from ..backend import (
+    backend_name_of,
     backend_of,
     check_same_place,
     dtype_name,
@@ -295,20 +299,62 @@ def uniform_params(
     }
 
 
+_STAMPS = itertools.count(1)  # ParamDict.version: next() is atomic under the GIL
+
+
 class ParamDict(dict):
-    """A layer's parameters: a dict that counts its changes in ``version`` (an int, 0 when
-    built): every change made through it (``d[k] = a``, ``update``, ``del``, ``pop``, ...) and
-    every ``touch`` (optimizers call it after updating arrays in place) adds one. A tape that
-    kept ``params.version`` can tell at backward whether the parameters it was made with are
-    still the layer's."""
+    """A layer's parameters: a dict whose ``version`` (an int) stamps its state. The stamps
+    come from one counter for the whole process, so no two dicts (two networks of the same
+    architecture, a copy, an unpickled one) and no two states of one dict share a stamp:
+    building it and every change made through it (``d[k] = a``, ``update``, ``del``, ``pop``,
+    ...) or announced by ``touch`` (optimizers call it after updating arrays in place) takes a
+    new one. A tape that kept ``params.version`` can tell at backward whether it was made with
+    these parameters as they are now.
+
+    An array set in place of another (``d[k] = a``, ``update``) must have its shape and dtype
+    (``ValueError``), and with ``d[k] = a`` also its backend and device (``TypeError`` /
+    ``ValueError``; ``update`` may move the whole dict, as ``net.to`` does): the error names
+    the layer and the parameter where the change is made, not at the next step."""
 
     version: int = 0  # (a class default too: unpickling fills the dict before its state)
+    layer_name: str = "layer"  # the class of the layer that took the dict: for errors
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.touch()
 
     def touch(self) -> None:
-        """Count a change: arrays of this dict were changed in place."""
-        self.version += 1
+        """Take a new stamp: arrays of this dict were changed in place."""
+        self.version = next(_STAMPS)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled or copied: the state, but a stamp of this process (another process's
+        counter may have given the same number to other parameters here)."""
+        self.__dict__.update(state)
+        self.touch()
+
+    def _check_replacement(self, key: str, value: Any, place: bool) -> None:
+        """Raise unless ``value`` can stand for the array under ``key`` (a new key: anything)."""
+        previous = self.get(key)
+        if previous is None:
+            return
+        what = f"{self.layer_name}.params[{key!r}]"
+        shape, dtype = tuple(previous.shape), dtype_name(previous.dtype)
+        try:
+            backend_name_of(value)
+            fits = tuple(value.shape) == shape and dtype_name(value.dtype) == dtype
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be an array of shape {shape} and dtype {dtype}, "
+                            f"got {type(value).__name__}") from None
+        if not fits:
+            raise ValueError(f"{what} must have shape {shape} and dtype {dtype} like the "
+                             f"array it replaces, got shape {tuple(value.shape)} and dtype "
+                             f"{value.dtype}")
+        if place:
+            check_same_place(value, previous, what, f"the {self.layer_name}")
 
     def __setitem__(self, key: str, value: Array) -> None:
+        self._check_replacement(key, value, place=True)
         super().__setitem__(key, value)
         self.touch()
 
@@ -321,7 +367,10 @@ class ParamDict(dict):
         return self
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        super().update(*args, **kwargs)
+        new = dict(*args, **kwargs)
+        for key, value in new.items():
+            self._check_replacement(key, value, place=False)
+        super().update(new)
         self.touch()
 
     def pop(self, *args: Any) -> Any:
@@ -367,19 +416,17 @@ class Layer:
 
     params: ParamDict
     """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
-    dict is copied into one, holding the same arrays) whose ``version`` is past the one it
-    replaces, so earlier tapes are stale."""
+    dict is copied into one, holding the same arrays, with a new ``version``), so earlier
+    tapes are stale."""
 
     def __init__(self) -> None:
         self.params = {}
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "params":  # an attribute, not a property: read in every call, set rarely
-            previous = getattr(self, "params", None)
             if not isinstance(value, ParamDict):
                 value = ParamDict(value)
-            if previous is not None and value is not previous and (previous or previous.version):
-                value.version = max(value.version, previous.version + 1)  # not __init__'s {}
+            value.layer_name = type(self).__name__
         super().__setattr__(name, value)
 
     def _check_version(self, tape: Any) -> None:
@@ -387,10 +434,11 @@ class Layer:
         (its ``version`` is that of ``params``): an integer comparison per backward pass."""
         if tape.version != self.params.version:
             raise RuntimeError(
-                f"{self!r}: the parameters changed after the forward pass that made this tape "
-                "(an optimizer step, params[...] = ..., update or net.to(...)), so backward "
-                "would mix its activations with the new weights; run forward again, or take "
-                "the gradients before updating"
+                f"{self!r}: this tape was made with other parameters (another network's, or "
+                "these before an optimizer step, params[...] = ..., update or net.to(...)), so "
+                "backward would mix its activations with these weights; pass the tape this "
+                "layer's forward returned, run forward again, or take the gradients before "
+                "updating"
             )
 
     def _checked_dtype(self, dtype: Any) -> str:

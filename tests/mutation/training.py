@@ -20,4 +20,7 @@ MUTANTS = [
            "the largest magnitude not factored out: a float32 norm overflows", TESTS),
     Mutant(TRAINING, "        check_same_place(a, arrays[0], f\"gradient {k}\", "
                      "\"clip_gradients\")\n", "", "gradients of two backends mixed", TESTS),
+    Mutant(TRAINING, "    peaks = [xp.max(xp.abs(a)) if", "    peaks = [xp.max(a) if",
+           "the largest value taken for the largest magnitude: negative float32 gradients "
+           "of -1e30 overflow the norm", TESTS),
 ]
