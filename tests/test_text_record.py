@@ -437,6 +437,20 @@ def test_plot_errors_are_one_line(capsys, tmp_path):
     fails(capsys, "plot", str(empty), "-o", str(tmp_path / "e.png"), match="no log holds a row")
 
 
+def test_plot_of_a_deeply_nested_json_line_is_one_line(capsys, tmp_path):
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text("[" * 200_000 + "\n")
+    fails(capsys, "plot", str(nested), "-o", str(tmp_path / "n.png"),
+          match="is not a train-text log")
+
+
+def test_a_log_link_into_a_missing_folder_is_refused_at_start(capsys, corpus, tmp_path):
+    link = tmp_path / "log.csv"
+    link.symlink_to(tmp_path / "gone" / "log.csv")
+    fails(capsys, "train-text", str(corpus), *SMALL, "--steps", "1", "--log", str(link),
+          match="its folder does not exist")
+
+
 def test_plot_without_matplotlib_names_the_extra(capsys, tmp_path, monkeypatch):
     logs = two_logs(tmp_path)
     real = plot.importlib.util.find_spec

@@ -496,6 +496,38 @@ def test_a_fifo_or_a_device_as_a_checkpoint_is_one_line_and_never_blocks(corpus,
     assert "not a regular file" in done.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_as_the_corpus_is_one_line_and_never_blocks(tmp_path, kind):
+    path = "/dev/zero"
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    done = run_cli("train-text", path, *ONE_STEP, timeout=30)
+    assert done.returncode == 1 and done.stdout == ""
+    one_line(done.stderr, "a FIFO" if kind == "fifo" else "a character device")
+    assert "not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("flag, spelling", [
+    *[(f, s) for f in ("--save", "--resume") for s in ("same", "relative", "symlink")],
+    ("--resume", "hard link")])  # a hard link needs the checkpoint to exist
+def test_a_log_that_is_the_checkpoint_is_refused_before_training(capsys, corpus, trained,
+                                                                  tmp_path, monkeypatch,
+                                                                  spelling, flag):
+    monkeypatch.chdir(tmp_path)
+    model = trained if flag == "--resume" else tmp_path / "new.npz"
+    log = {"same": str(model), "relative": os.path.relpath(model),
+           "symlink": str(tmp_path / "link.npz"), "hard link": str(tmp_path / "hard.npz")}[spelling]
+    if spelling == "symlink":
+        Path(log).symlink_to(model)
+    if spelling == "hard link":
+        os.link(model, log)
+    before = model.read_bytes() if model.exists() else None
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, flag, str(model), "--log", log,
+          match="is the checkpoint")
+    assert (model.read_bytes() if model.exists() else None) == before
+
+
 @pytest.mark.parametrize("error", [OSError(21, "Is a directory"), ValueError("bad member")])
 def test_whatever_io_raises_while_reading_a_checkpoint_is_one_line(capsys, checkpoint,
                                                                    monkeypatch, error):

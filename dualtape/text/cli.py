@@ -591,11 +591,25 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
     if args.no_log or (args.log is None and beside is None):
         return None
     path = args.log or beside + DEFAULT_SUFFIX
+    if beside is not None and _same_file(path, beside):
+        raise TextError(f"--log {path} is the checkpoint --{'save' if args.save else 'resume'} "
+                        f"{beside} writes; the save would overwrite the log: give another --log")
     try:
         return TrainingLog.open(path, resumed_step=trainer.step_count if args.resume else None,
                                 replace=args.overwrite, follow=args.log is not None)
     except LogError as exc:
         raise TextError(str(exc)) from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same after links and relative spellings
+    are resolved, or (both existing) one file under two hard links."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _closing(log: Any, best: list | None) -> list[str]:
