@@ -282,6 +282,15 @@ def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits(backend):
     assert bits_per_char(nats) == pytest.approx(math.log2(size), rel=1e-6)
 
 
+def test_the_held_out_loss_is_scored_with_dropout_off(backend):
+    config = dataclasses.replace(TINY, hidden=[8, 8], dropout=0.5, valid=0.3)
+    trainer = TextTrainer.new(TEXT, config, backend)
+    drawn = [rng.bit_generator.state for rng in trainer.dropout_rngs]
+    first = trainer.held_out_loss()
+    assert trainer.held_out_loss() == first  # no masks: the same reading every time
+    assert [rng.bit_generator.state for rng in trainer.dropout_rngs] == drawn
+
+
 def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(backend, monkeypatch):
     trainer = TextTrainer.new(TEXT, dataclasses.replace(STATEFUL, valid=0.3), backend)
     monkeypatch.setattr(trainer_module, "HELD_OUT_STREAM", 50)
