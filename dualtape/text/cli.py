@@ -161,7 +161,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      "after the current step and saves when --save is given)")
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
                      help="stop after this many seconds of training (default: no time limit); "
-                     "the progress bar then shows the time used and left")
+                     "the progress bar then shows the time used and left. The last held-out "
+                     "reading, the final save and the sample come after the limit")
     run.add_argument("--log-every", type=int, default=100, metavar="N",
                      help="read the loss back from the device every N steps, print it (above "
                      "the progress bar on a terminal) and add a row to the log (default 100)")
@@ -612,16 +613,20 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _closing(log: Any, best: list | None) -> list[str]:
+def _closing(log: Any, best: list | None, symbols: int) -> list[str]:
     """What the last lines say of the log and of the best held-out loss (``[step, nats]``,
-    over every run of the checkpoint's)."""
+    over every run of the checkpoint's), which above log2(``symbols``) bits/char is worse
+    than a uniform guess and says so."""
     from .record import bits_per_char
 
     lines = []
     if best is not None:
         step, nats = best
+        worse = "" if bits_per_char(nats) <= math.log2(symbols) else (
+            f": worse than a uniform guess over its {symbols} symbols "
+            f"({math.log2(symbols):.3f} bits/char)")
         lines.append(f"best held-out loss: {bits_per_char(nats):.3f} bits/char ({nats:.3f} "
-                     f"nats) at step {step}")
+                     f"nats) at step {step}{worse}")
     if log is not None and log.failed is not None:
         lines.append(f"log: {log.path} is incomplete: {log.failed}")
     elif log is not None and log.rows:
@@ -678,8 +683,10 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
-                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
-    for line in _closing(log, trainer.held_out.get("best")):
+                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s "
+                f"over its {result.training_seconds:.1f} s of training (sampling, saving and "
+                "held-out readings left out; the final save and sample follow it)")
+    for line in _closing(log, trainer.held_out.get("best"), len(trainer.vocab)):
         output.line(line)
     output.line(_next_step(trainer))
     if output.lost is not None:

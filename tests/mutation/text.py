@@ -402,4 +402,11 @@ MUTANTS = [
            "a --log link into a missing folder passes the start check", RECORD_TESTS),
     Mutant(RECORD, "OverflowError, RecursionError):", "OverflowError):",
            "plot of a deeply nested JSON line is a RecursionError traceback", RECORD_TESTS),
+    cli("if bits_per_char(nats) <= math.log2(symbols)",
+        "if bits_per_char(nats) < math.log2(symbols)",
+        "a held-out loss of exactly log2 V is called worse than uniform",
+        ("tests/test_text_streams.py",)),
+    cli("if bits_per_char(nats) <= math.log2(symbols)", "if nats <= math.log2(symbols)",
+        "nats compared with log2 V bits: worse than uniform is said too early",
+        ("tests/test_text_streams.py",)),
 ]
