@@ -528,6 +528,34 @@ def test_a_log_that_is_the_checkpoint_is_refused_before_training(capsys, corpus,
     assert (model.read_bytes() if model.exists() else None) == before
 
 
+HOLD_LOCK = ("import sys, time; from dualtape.text.lock import lock_checkpoint; "
+             "held = lock_checkpoint(sys.argv[1]); print('held', flush=True); time.sleep(60)")
+
+
+@pytest.mark.parametrize("flag", ["--save", "--resume", "--save through a link"])
+def test_a_second_run_on_a_locked_checkpoint_is_refused_naming_the_holder(trained, corpus,
+                                                                          tmp_path, flag):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(trained)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = trained.read_bytes()
+        given = str(trained)
+        if flag.endswith("link"):
+            given = str(tmp_path / "link.npz")
+            os.symlink(trained, given)
+        argv = ["--resume", given] if flag == "--resume" else ["--save", given, "--overwrite"]
+        done = run_cli("train-text", str(corpus), *ONE_STEP, *argv)
+        assert done.returncode == 1 and done.stdout == "", done.stdout
+        one_line(done.stderr, f"is in use by another train-text run (PID {holder.pid}")
+        assert trained.read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    done = run_cli("train-text", str(corpus), *ONE_STEP, "--resume", str(trained))
+    assert done.returncode == 0, done.stderr  # the lock went with its process
+
+
 @pytest.mark.parametrize("error", [OSError(21, "Is a directory"), ValueError("bad member")])
 def test_whatever_io_raises_while_reading_a_checkpoint_is_one_line(capsys, checkpoint,
                                                                    monkeypatch, error):

@@ -502,7 +502,24 @@ def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.Threa
 
 def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample; the exit status
-    says how the run ended (see the module's docstring)."""
+    says how the run ended (see the module's docstring). A run that saves holds its
+    checkpoint's lock (``lock.py``) until it returns."""
+    from .lock import lock_checkpoint
+    from .model import TextError
+
+    try:
+        held = None if args.distributed or not (args.save or args.resume) \
+            else lock_checkpoint(args.save or args.resume)
+    except TextError as exc:
+        return _fail("train-text", str(exc))
+    try:
+        return _train_text(args)
+    finally:
+        if held is not None:
+            held.close()  # the system releases it at exit too
+
+
+def _train_text(args: argparse.Namespace) -> int:
     from .. import allocator
     from .model import TextError
     from .trainer import run_training

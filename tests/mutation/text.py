@@ -19,6 +19,7 @@ THREAD_TESTS = ("tests/test_text_threads.py",)
 RECORD = "dualtape/text/record.py"
 PLOT = "dualtape/text/plot.py"
 RECORD_TESTS = ("tests/test_text_record.py",)
+LOCK_TESTS = ("tests/test_text_safety.py", "-k", "locked_checkpoint")
 STOPS = ("tests/test_text_safety.py", "-k", "stop or pipe or full or hang or signal or sighup")
 
 
@@ -409,4 +410,14 @@ MUTANTS = [
     cli("if bits_per_char(nats) <= math.log2(symbols)", "if nats <= math.log2(symbols)",
         "nats compared with log2 V bits: worse than uniform is said too early",
         ("tests/test_text_streams.py",)),
+    Mutant("dualtape/text/lock.py",
+           "    lock = os.path.realpath(path) + SUFFIX", "    lock = path + SUFFIX",
+           "a second run through a link to the checkpoint takes another lock", LOCK_TESTS),
+    Mutant("dualtape/text/lock.py", "    handle.write(f\"{os.getpid()}\\n\")\n", "",
+           "the refusal does not name the process holding the lock", LOCK_TESTS),
+    cli("    try:\n        held = None if args.distributed or not (args.save or args.resume) \\\n"
+        "            else lock_checkpoint(args.save or args.resume)",
+        "    try:\n        held = None if args.distributed or not args.save \\\n"
+        "            else lock_checkpoint(args.save or args.resume)",
+        "a --resume run without --save takes no lock", LOCK_TESTS),
 ]
