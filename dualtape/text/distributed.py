@@ -1,17 +1,17 @@
 """``dualtape train-text --distributed``: one trainer per MPI rank, gradients averaged.
 
-``mpiexec -n N dualtape train-text --distributed ...`` starts N copies of the command. They all
-read the corpus and build (or resume) the same model, then check that they agree on
+``mpiexec -n N dualtape train-text --distributed ...`` starts N copies of the command. They
+all read the corpus and build (or resume) the same model, then check that they agree on
 everything the ranks must share (``shared_settings``: every option but the few
 ``MAY_DIFFER`` lists, the configuration as resumed, the backend, the corpus's fingerprint,
 the vocabulary and the model itself); a rank that differs is named, with how, before any
 training. Rank 0's parameters are broadcast and the optimizer becomes a ``DataParallel``.
 ``--batch`` is per rank (the global batch is N times it); rank r draws its windows from the
 window generator jumped r times (PCG64 ``jumped``: streams 2^127 draws apart), so rank 0
-draws what a single process would; the Dropout layers' generators are jumped alike. Only rank 0 prints, samples
-and writes checkpoints, which hold the wrapped optimizer's state and rank 0's generators, so
-they resume with any number of ranks (rank r > 0 jumps again from rank 0's stored stream).
-Each rank clips its own gradient (``--clip``) before the average.
+draws what a single process would; the Dropout layers' generators are jumped alike. Only
+rank 0 prints, samples and writes checkpoints, which hold the wrapped optimizer's state and
+rank 0's generators, so they resume with any number of ranks (rank r > 0 jumps again from
+rank 0's stored stream). Each rank clips its own gradient (``--clip``) before the average.
 
 The ranks stay in step: the loss is read as a mean over all ranks and every rank checks the
 (identical) parameters at every save point, so a divergence stops every rank at the same
