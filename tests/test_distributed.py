@@ -420,14 +420,31 @@ def corpus(tmp_path) -> Path:
     ("--momentum", "0.5"), ("--l2", "0"), ("--clip", "2"), ("--seq-len", "7"), ("--batch", "4"),
     ("--seed", "6"), ("--steps", "7"), ("--time-limit", "5"), ("--log-every", "3"),
     ("--save-every", "2"), ("--backend", "array_api_strict"), ("--cell", "gru"),
+    ("--valid", "0.2"), ("--valid-every", "3"), ("--sample-every", "3"),
+    ("--stateful", None),
 ])
 def test_every_option_the_ranks_share_is_compared(corpus, option, value):
     from dualtape.text.distributed import _difference
 
-    reference = shared(corpus)[1]()
+    base = ["--cell", "lstm"] if option == "--stateful" else []  # Grenade's is never stateful
+    reference = shared(corpus, *base)[1]()
     assert _difference(reference, reference) is None
-    assert _difference(shared(corpus, option, value)[1](), reference).startswith(
+    given = [option] if value is None else [option, value]
+    assert _difference(shared(corpus, *base, *given)[1](), reference).startswith(
         f"its {option} is ")
+
+
+def test_every_option_of_the_parser_must_agree_or_is_listed_as_free_to_differ(corpus):
+    from dualtape import cli
+    from dualtape.text.distributed import MAY_DIFFER
+
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if a.choices and "train-text" in a.choices)
+    options = {a.dest for a in commands.choices["train-text"]._actions}
+    compared = {key[2:].replace("-", "_") for key in shared(corpus)[1]() if key[:2] == "--"}
+    assert options <= compared | set(MAY_DIFFER)
+    assert not compared & set(MAY_DIFFER)
+    assert set(MAY_DIFFER) <= options | {"command", "run"}  # no stale name
 
 
 def test_the_ranks_must_share_the_dropout_and_draw_its_masks_apart(corpus):

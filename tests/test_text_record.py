@@ -196,7 +196,7 @@ def test_a_full_disk_stops_the_log_with_one_warning_and_training_goes_on(tmp_pat
     assert "logging stops here, training and checkpoints go on" in warnings[0]
     assert len(recorder.readings) == 3 and load_checkpoint(model).step == 6
     assert log.failed is not None and log.rows == 0
-    assert text_cli._closing(log, None) == [f"log: {path} is incomplete: {log.failed}"]
+    assert text_cli._closing(log, None, 16) == [f"log: {path} is incomplete: {log.failed}"]
 
 
 def test_ranks_that_do_not_write_leave_the_log_alone(tmp_path):
@@ -329,10 +329,10 @@ def test_plain_lines_come_at_every_reading_with_the_held_out_loss(capsys):
 def test_the_closing_lines_give_the_best_held_out_bits_per_character(tmp_path):
     log = TrainingLog.open(tmp_path / "a b.csv")
     write_rows(log, [ROW])
-    assert text_cli._closing(log, [40, math.log(2) * 1.25]) == [
+    assert text_cli._closing(log, [40, math.log(2) * 1.25], 16) == [
         "best held-out loss: 1.250 bits/char (0.866 nats) at step 40",
         f"log: {log.path} (+1 rows); plot it with: dualtape plot '{log.path}'"]
-    assert text_cli._closing(None, None) == []
+    assert text_cli._closing(None, None, 16) == []
 
 
 @pytest.mark.parametrize("columns, lines", [(0, 0), (0, 24), (80, 0), (1, 24)])
@@ -435,6 +435,20 @@ def test_plot_errors_are_one_line(capsys, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text(record.CSV_HEADER + "\n")
     fails(capsys, "plot", str(empty), "-o", str(tmp_path / "e.png"), match="no log holds a row")
+
+
+def test_plot_of_a_deeply_nested_json_line_is_one_line(capsys, tmp_path):
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text("[" * 200_000 + "\n")
+    fails(capsys, "plot", str(nested), "-o", str(tmp_path / "n.png"),
+          match="is not a train-text log")
+
+
+def test_a_log_link_into_a_missing_folder_is_refused_at_start(capsys, corpus, tmp_path):
+    link = tmp_path / "log.csv"
+    link.symlink_to(tmp_path / "gone" / "log.csv")
+    fails(capsys, "train-text", str(corpus), *SMALL, "--steps", "1", "--log", str(link),
+          match="its folder does not exist")
 
 
 def test_plot_without_matplotlib_names_the_extra(capsys, tmp_path, monkeypatch):

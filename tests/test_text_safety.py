@@ -496,6 +496,66 @@ def test_a_fifo_or_a_device_as_a_checkpoint_is_one_line_and_never_blocks(corpus,
     assert "not a regular file" in done.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_as_the_corpus_is_one_line_and_never_blocks(tmp_path, kind):
+    path = "/dev/zero"
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    done = run_cli("train-text", path, *ONE_STEP, timeout=30)
+    assert done.returncode == 1 and done.stdout == ""
+    one_line(done.stderr, "a FIFO" if kind == "fifo" else "a character device")
+    assert "not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("flag, spelling", [
+    *[(f, s) for f in ("--save", "--resume") for s in ("same", "relative", "symlink")],
+    ("--resume", "hard link")])  # a hard link needs the checkpoint to exist
+def test_a_log_that_is_the_checkpoint_is_refused_before_training(capsys, corpus, trained,
+                                                                  tmp_path, monkeypatch,
+                                                                  spelling, flag):
+    monkeypatch.chdir(tmp_path)
+    model = trained if flag == "--resume" else tmp_path / "new.npz"
+    log = {"same": str(model), "relative": os.path.relpath(model),
+           "symlink": str(tmp_path / "link.npz"), "hard link": str(tmp_path / "hard.npz")}[spelling]
+    if spelling == "symlink":
+        Path(log).symlink_to(model)
+    if spelling == "hard link":
+        os.link(model, log)
+    before = model.read_bytes() if model.exists() else None
+    fails(capsys, "train-text", str(corpus), *ONE_STEP, flag, str(model), "--log", log,
+          match="is the checkpoint")
+    assert (model.read_bytes() if model.exists() else None) == before
+
+
+HOLD_LOCK = ("import sys, time; from dualtape.text.lock import lock_checkpoint; "
+             "held = lock_checkpoint(sys.argv[1]); print('held', flush=True); time.sleep(60)")
+
+
+@pytest.mark.parametrize("flag", ["--save", "--resume", "--save through a link"])
+def test_a_second_run_on_a_locked_checkpoint_is_refused_naming_the_holder(trained, corpus,
+                                                                          tmp_path, flag):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(trained)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = trained.read_bytes()
+        given = str(trained)
+        if flag.endswith("link"):
+            given = str(tmp_path / "link.npz")
+            os.symlink(trained, given)
+        argv = ["--resume", given] if flag == "--resume" else ["--save", given, "--overwrite"]
+        done = run_cli("train-text", str(corpus), *ONE_STEP, *argv)
+        assert done.returncode == 1 and done.stdout == "", done.stdout
+        one_line(done.stderr, f"is in use by another train-text run (PID {holder.pid}")
+        assert trained.read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    done = run_cli("train-text", str(corpus), *ONE_STEP, "--resume", str(trained))
+    assert done.returncode == 0, done.stderr  # the lock went with its process
+
+
 @pytest.mark.parametrize("error", [OSError(21, "Is a directory"), ValueError("bad member")])
 def test_whatever_io_raises_while_reading_a_checkpoint_is_one_line(capsys, checkpoint,
                                                                    monkeypatch, error):
@@ -893,8 +953,11 @@ def test_the_memory_estimate_covers_a_measured_step_within_three_times(config):
     assert peak <= estimate <= 3 * peak
 
 
-def test_a_corpus_over_the_size_cap_is_refused(capsys, corpus):
-    fails(capsys, "train-text", "/dev/zero", *ONE_STEP, match="larger than 64 MB")
+def test_a_corpus_over_the_size_cap_is_refused(capsys, corpus, tmp_path):
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:
+        f.truncate(65 * 10**6)  # sparse: a regular file that takes no room
+    fails(capsys, "train-text", str(big), *ONE_STEP, match="larger than 64 MB")
     fails(capsys, "train-text", str(corpus), *ONE_STEP, "--max-corpus-mb", "0.0001",
           match="larger than 0.0001 MB; give a smaller text or raise --max-corpus-mb")
     code, _, _ = run(capsys, "train-text", str(corpus), *SMALL, "--max-corpus-mb", "0.01",

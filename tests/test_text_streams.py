@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -280,6 +281,39 @@ def test_a_uniform_model_scores_ln_v_nats_and_log2_v_bits(backend):
     nats, size = trainer.held_out_loss(), len(trainer.vocab)
     assert nats == pytest.approx(math.log(size), rel=1e-6)
     assert bits_per_char(nats) == pytest.approx(math.log2(size), rel=1e-6)
+
+
+def test_the_held_out_loss_is_scored_with_dropout_off(backend):
+    config = dataclasses.replace(TINY, hidden=[8, 8], dropout=0.5, valid=0.3)
+    trainer = TextTrainer.new(TEXT, config, backend)
+    drawn = [rng.bit_generator.state for rng in trainer.dropout_rngs]
+    first = trainer.held_out_loss()
+    assert trainer.held_out_loss() == first  # no masks: the same reading every time
+    assert [rng.bit_generator.state for rng in trainer.dropout_rngs] == drawn
+
+
+@pytest.mark.parametrize("bits, worse", [(3.999, False), (4.0, False), (4.001, True)])
+def test_a_best_held_out_loss_above_log2_v_bits_says_it_is_worse_than_uniform(bits, worse):
+    from dualtape.text.cli import _closing
+
+    line, = _closing(None, [5, bits * math.log(2)], 16)
+    assert line.startswith(f"best held-out loss: {bits:.3f} bits/char")
+    assert ("worse than a uniform guess over its 16 symbols (4.000 bits/char)" in line) == worse
+
+
+def test_the_closing_speed_is_the_characters_over_the_training_seconds_it_prints(capsys,
+                                                                                  corpus):
+    code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "400",
+                       "--sample-every", "100", "--sample-chars", "300")
+    line = next(x for x in out.splitlines() if x.startswith("stopped"))
+    found = re.search(r": (\d+) steps in ([\d.]+) s.*, ([\d,]+) chars/s over its ([\d.]+) s of "
+                      "training", line)
+    assert code == 0 and found, line
+    steps, wall, speed, training = (float(x.replace(",", "")) for x in found.groups())
+    chars = steps * 8 * 2  # --seq-len 8, --batch 2
+    assert 0 < training <= wall
+    assert chars / (training + 0.05) <= speed <= chars / max(training - 0.05, 1e-9)  # printed
+    # to 0.1 s
 
 
 def test_the_held_out_loss_reads_every_stream_whole_across_its_chunks(backend, monkeypatch):

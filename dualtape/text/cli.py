@@ -161,7 +161,8 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      "after the current step and saves when --save is given)")
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
                      help="stop after this many seconds of training (default: no time limit); "
-                     "the progress bar then shows the time used and left")
+                     "the progress bar then shows the time used and left. The last held-out "
+                     "reading, the final save and the sample come after the limit")
     run.add_argument("--log-every", type=int, default=100, metavar="N",
                      help="read the loss back from the device every N steps, print it (above "
                      "the progress bar on a terminal) and add a row to the log (default 100)")
@@ -501,7 +502,24 @@ def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.Threa
 
 def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample; the exit status
-    says how the run ended (see the module's docstring)."""
+    says how the run ended (see the module's docstring). A run that saves holds its
+    checkpoint's lock (``lock.py``) until it returns."""
+    from .lock import lock_checkpoint
+    from .model import TextError
+
+    try:
+        held = None if args.distributed or not (args.save or args.resume) \
+            else lock_checkpoint(args.save or args.resume)
+    except TextError as exc:
+        return _fail("train-text", str(exc))
+    try:
+        return _train_text(args)
+    finally:
+        if held is not None:
+            held.close()  # the system releases it at exit too
+
+
+def _train_text(args: argparse.Namespace) -> int:
     from .. import allocator
     from .model import TextError
     from .trainer import run_training
@@ -591,6 +609,9 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
     if args.no_log or (args.log is None and beside is None):
         return None
     path = args.log or beside + DEFAULT_SUFFIX
+    if beside is not None and _same_file(path, beside):
+        raise TextError(f"--log {path} is the checkpoint --{'save' if args.save else 'resume'} "
+                        f"{beside} writes; the save would overwrite the log: give another --log")
     try:
         return TrainingLog.open(path, resumed_step=trainer.step_count if args.resume else None,
                                 replace=args.overwrite, follow=args.log is not None)
@@ -598,16 +619,31 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
         raise TextError(str(exc)) from None
 
 
-def _closing(log: Any, best: list | None) -> list[str]:
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same after links and relative spellings
+    are resolved, or (both existing) one file under two hard links."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _closing(log: Any, best: list | None, symbols: int) -> list[str]:
     """What the last lines say of the log and of the best held-out loss (``[step, nats]``,
-    over every run of the checkpoint's)."""
+    over every run of the checkpoint's), which above log2(``symbols``) bits/char is worse
+    than a uniform guess and says so."""
     from .record import bits_per_char
 
     lines = []
     if best is not None:
         step, nats = best
+        worse = "" if bits_per_char(nats) <= math.log2(symbols) else (
+            f": worse than a uniform guess over its {symbols} symbols "
+            f"({math.log2(symbols):.3f} bits/char)")
         lines.append(f"best held-out loss: {bits_per_char(nats):.3f} bits/char ({nats:.3f} "
-                     f"nats) at step {step}")
+                     f"nats) at step {step}{worse}")
     if log is not None and log.failed is not None:
         lines.append(f"log: {log.path} is incomplete: {log.failed}")
     elif log is not None and log.rows:
@@ -664,8 +700,10 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
-                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s")
-    for line in _closing(log, trainer.held_out.get("best")):
+                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s "
+                f"over its {result.training_seconds:.1f} s of training (sampling, saving and "
+                "held-out readings left out; the final save and sample follow it)")
+    for line in _closing(log, trainer.held_out.get("best"), len(trainer.vocab)):
         output.line(line)
     output.line(_next_step(trainer))
     if output.lost is not None:

@@ -1,17 +1,17 @@
 """``dualtape train-text --distributed``: one trainer per MPI rank, gradients averaged.
 
-``mpiexec -n N dualtape train-text --distributed ...`` starts N copies of the command. They all
-read the corpus and build (or resume) the same model, then check that they agree on
-everything the ranks must share (``shared_settings``: the architecture, optimizer and its
-settings, windows, batch, clip, limits, backend, the corpus's fingerprint, the vocabulary and
-the model itself); a rank that differs is named, with how, before any training. Rank 0's
-parameters are broadcast and the optimizer becomes a ``DataParallel``. ``--batch`` is per
-rank (the global batch is N times it); rank r draws its windows from the window generator
-jumped r times (PCG64 ``jumped``: streams 2^127 draws apart), so rank 0 draws what a single
-process would; the Dropout layers' generators are jumped alike. Only rank 0 prints, samples
-and writes checkpoints, which hold the wrapped optimizer's state and rank 0's generators, so
-they resume with any number of ranks (rank r > 0 jumps again from rank 0's stored stream).
-Each rank clips its own gradient (``--clip``) before the average.
+``mpiexec -n N dualtape train-text --distributed ...`` starts N copies of the command. They
+all read the corpus and build (or resume) the same model, then check that they agree on
+everything the ranks must share (``shared_settings``: every option but the few
+``MAY_DIFFER`` lists, the configuration as resumed, the backend, the corpus's fingerprint,
+the vocabulary and the model itself); a rank that differs is named, with how, before any
+training. Rank 0's parameters are broadcast and the optimizer becomes a ``DataParallel``.
+``--batch`` is per rank (the global batch is N times it); rank r draws its windows from the
+window generator jumped r times (PCG64 ``jumped``: streams 2^127 draws apart), so rank 0
+draws what a single process would; the Dropout layers' generators are jumped alike. Only
+rank 0 prints, samples and writes checkpoints, which hold the wrapped optimizer's state and
+rank 0's generators, so they resume with any number of ranks (rank r > 0 jumps again from
+rank 0's stored stream). Each rank clips its own gradient (``--clip``) before the average.
 
 The ranks stay in step: the loss is read as a mean over all ranks and every rank checks the
 (identical) parameters at every save point, so a divergence stops every rank at the same
@@ -60,8 +60,16 @@ Runner = Callable[[TextTrainer, RunLimits, Reporter, StopRequest], RunResult]
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # set by MPICH's and Open MPI's mpiexec
 TIME_UP = 1
 """The stop code of a reached ``--time-limit``; a stop request's code is its exit status."""
-RUN_OPTIONS = ("steps", "time_limit", "log_every", "save_every")
-"""Options of the loop that every rank must share (the collectives happen at their steps)."""
+MAY_DIFFER = {
+    "help": "never reaches a run", "file": "compared by the corpus's fingerprint",
+    "max_corpus_mb": "bounds the reading only", "threads": "each host its own cores",
+    "log": "rank 0 alone writes", "no_log": "rank 0 alone writes",
+    "save": "rank 0 alone writes (whether the run saves is compared)",
+    "resume": "compared by the model's digest and step", "overwrite": "rank 0 alone writes",
+    "command": "not an option: the subcommand", "run": "not an option: the subcommand",
+}
+"""The options of ``train-text`` the ranks may give differently, and why; every other option
+must agree (``shared_settings`` compares them all, a new one included)."""
 
 
 def _communicator() -> Any:
@@ -137,15 +145,14 @@ def _raise_on_rank_0(comm: Any, errors: list[str | None]) -> None:
 
 def shared_settings(args: argparse.Namespace, trainer: TextTrainer, text: str
                     ) -> dict[str, Any]:
-    """What every rank must have alike, by the option or thing a user would change: the
-    configuration, the loop's options, whether it saves, the backend, the corpus's
-    fingerprint, the vocabulary, and a digest of the model (parameters, optimizer state,
-    generators) with its step."""
-    config = dataclasses.asdict(trainer.config)
-    shared = {f"--{name.replace('_', '-')}": config[name] for name in (
-        "hidden", "cell", "dropout", "dtype", "optimizer", "rate", "momentum", "l2", "clip",
-        "seq_len", "batch", "seed")}
-    shared.update({f"--{name.replace('_', '-')}": getattr(args, name) for name in RUN_OPTIONS})
+    """What every rank must have alike, by the option or thing a user would change: every
+    option but ``MAY_DIFFER``'s (the configuration as resumed), whether it saves, the
+    backend, the corpus's fingerprint, the vocabulary, and a digest of the model
+    (parameters, optimizer state, generators) with its step."""
+    given = {name: v for name, v in vars(args).items() if name not in MAY_DIFFER}
+    given.update(dataclasses.asdict(trainer.config))  # as resumed, not only as given
+    del given["corpus"], given["corpus_sha256"]  # the text: compared by its fingerprint
+    shared = {f"--{name.replace('_', '-')}": value for name, value in given.items()}
     shared["saving (--save or --resume)"] = bool(args.save or args.resume)
     shared["--backend"] = trainer.backend.name
     shared["corpus's SHA-256"] = fingerprint(text)

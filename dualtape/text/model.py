@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backend import from_host, to_numpy
+from ..files import open_regular
 from ..layers import GRU, LSTM, Dropout, FullyConnected, Softmax, StandardLSTM
 from ..layers.base import Array
 from ..recurrent import RecurrentNetwork
@@ -317,10 +318,13 @@ def read_corpus(
         return resources.files("dualtape").joinpath("data", BUILTIN_CORPUS).read_text("utf-8")
     limit = int(min(max_mb * 1e6, sys.maxsize - 1))
     try:
-        with open(path, "rb") as f:
+        f, _ = open_regular(path)  # a FIFO or device would block or never end
+        with f:
             raw = _read_at_most(f, limit + 1)
     except OSError as exc:
         raise TextError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise TextError(f"cannot read {exc}") from None
     if len(raw) > limit:
         raise TextError(f"{path} is larger than {max_mb:g} MB; give a smaller text or raise "
                         "--max-corpus-mb")

@@ -138,7 +138,7 @@ def decode(line: str, fmt: str) -> Row | None:
             return None
         return Row(int(step), float(seconds), float(train),
                    None if valid is None else float(valid), float(speed), float(rate))
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError, RecursionError):  # RecursionError: nesting
         return None
 
 
@@ -295,7 +295,7 @@ class TrainingLog:
 
 
 def _check_folder(path: str) -> None:
-    folder = Path(path).parent
+    folder = Path(os.path.realpath(path)).parent  # a link's target's folder, not the link's
     if not folder.is_dir():
         raise LogError(f"cannot write log {path}: its folder does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):

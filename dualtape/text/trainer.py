@@ -861,11 +861,13 @@ class RunLimits:
 @dataclass
 class RunResult:
     """How a run ended: ``reason`` (``"steps"``, ``"time"`` or ``"interrupted"``), the steps
-    it made, its wall time, and its mean speed with sampling and saving left out."""
+    it made, its wall time up to the final save, the part of it spent training (sampling,
+    saving and held-out readings left out) and its mean speed over that part."""
 
     reason: str
     steps: int
     seconds: float
+    training_seconds: float
     chars_per_second: float
 
 
@@ -981,9 +983,10 @@ def run_training(
         rescue()
         raise
     seconds = time.perf_counter() - start
-    speed = done * trainer.chars_per_step / max(seconds - total_paused, 1e-9)
+    training = max(seconds - total_paused, 1e-9)
+    speed = done * trainer.chars_per_step / training
     if limits.save:
         final_checkpoint()
     if not (limits.sample_every and done and done % limits.sample_every == 0):
         show_sample()
-    return RunResult(reason, done, seconds, speed)
+    return RunResult(reason, done, seconds, training, speed)

@@ -19,6 +19,7 @@ THREAD_TESTS = ("tests/test_text_threads.py",)
 RECORD = "dualtape/text/record.py"
 PLOT = "dualtape/text/plot.py"
 RECORD_TESTS = ("tests/test_text_record.py",)
+LOCK_TESTS = ("tests/test_text_safety.py", "-k", "locked_checkpoint")
 STOPS = ("tests/test_text_safety.py", "-k", "stop or pipe or full or hang or signal or sighup")
 
 
@@ -211,12 +212,14 @@ MUTANTS = [
     Mutant(TEXT_DIST, "        raise SystemExit(1)\n    failed = next(",
            "        return\n    failed = next(",
            "a rank other than 0 goes on after a rank failed to prepare", MPI),
-    Mutant(TEXT_DIST, '        "seq_len", "batch", "seed")}', '        "seq_len", "seed")}',
-           "ranks with different --batch are not refused", MPI),
-    Mutant(TEXT_DIST, '"momentum", "l2", "clip",', '"momentum", "l2",',
-           "ranks with different --clip are not refused", MPI),
-    Mutant(TEXT_DIST, 'RUN_OPTIONS = ("steps", "time_limit", "log_every", "save_every")',
-           'RUN_OPTIONS = ("steps", "time_limit")',
+    Mutant(TEXT_DIST, "vars(args).items() if name not in MAY_DIFFER}",
+           "vars(args).items() if name in (\"steps\", \"time_limit\")}",
+           "a fixed list of loop options: --valid-every or --sample-every may differ (a hang)",
+           MPI),
+    Mutant(TEXT_DIST, "    given.update(dataclasses.asdict(trainer.config))",
+           "    given.update(dataclasses.asdict(trainer.config), stateful=False)",
+           "--stateful on one rank only is not refused (the ranks then hang)", MPI),
+    Mutant(TEXT_DIST, '    "log": "rank 0 alone writes",', '    "log": "", "log_every": "",',
            "ranks with different --log-every are not refused (they then hang)", MPI),
     Mutant(TEXT_DIST, '    shared["corpus\'s SHA-256"] = fingerprint(text)\n', "",
            "ranks training on different texts are not refused", MPI),
@@ -382,4 +385,41 @@ MUTANTS = [
            "plot accepts one of its logs as the output", RECORD_TESTS),
     Mutant(PLOT, "            if held:", "            if False:",
            "the held-out loss is not drawn", RECORD_TESTS),
+    trainer("core, states, total = self._logits, None, 0.0\n"
+            "        with device_context(self.backend), evaluating(core):",
+            "core, states, total = self._logits, None, 0.0\n"
+            "        with device_context(self.backend):",
+            "the held-out loss is scored with dropout on", ("tests/test_text_streams.py",)),
+    Mutant(MODEL, "        f, _ = open_regular(path)  # a FIFO or device would block or never end",
+           "        f = open(path, \"rb\")",
+           "a FIFO as the corpus blocks forever", SAFETY),
+    cli("    if beside is not None and _same_file(path, beside):",
+        "    if False:", "--log P --save P: the checkpoint overwrites the log", SAFETY),
+    cli("    if os.path.realpath(a) == os.path.realpath(b):",
+        "    if a == b:", "a --log spelled otherwise than its --save (a link, ./P) is accepted",
+        SAFETY),
+    cli("        return os.path.samefile(a, b)", "        return False",
+        "a --log hard-linked to the checkpoint it resumes is accepted", SAFETY),
+    Mutant(RECORD, "    folder = Path(os.path.realpath(path)).parent",
+           "    folder = Path(path).parent",
+           "a --log link into a missing folder passes the start check", RECORD_TESTS),
+    Mutant(RECORD, "OverflowError, RecursionError):", "OverflowError):",
+           "plot of a deeply nested JSON line is a RecursionError traceback", RECORD_TESTS),
+    cli("if bits_per_char(nats) <= math.log2(symbols)",
+        "if bits_per_char(nats) < math.log2(symbols)",
+        "a held-out loss of exactly log2 V is called worse than uniform",
+        ("tests/test_text_streams.py",)),
+    cli("if bits_per_char(nats) <= math.log2(symbols)", "if nats <= math.log2(symbols)",
+        "nats compared with log2 V bits: worse than uniform is said too early",
+        ("tests/test_text_streams.py",)),
+    Mutant("dualtape/text/lock.py",
+           "    lock = os.path.realpath(path) + SUFFIX", "    lock = path + SUFFIX",
+           "a second run through a link to the checkpoint takes another lock", LOCK_TESTS),
+    Mutant("dualtape/text/lock.py", "    handle.write(f\"{os.getpid()}\\n\")\n", "",
+           "the refusal does not name the process holding the lock", LOCK_TESTS),
+    cli("    try:\n        held = None if args.distributed or not (args.save or args.resume) \\\n"
+        "            else lock_checkpoint(args.save or args.resume)",
+        "    try:\n        held = None if args.distributed or not args.save \\\n"
+        "            else lock_checkpoint(args.save or args.resume)",
+        "a --resume run without --save takes no lock", LOCK_TESTS),
 ]
