@@ -40,6 +40,8 @@ class FilterLayer(Layer):
     def __init__(self, channels_in: int, channels_out: int, kernel: Any, stride: Any = 1, *,
                  seed: int | None = None, dtype: str = "float32") -> None:
         super().__init__()
+        channels_in = check_size(self.kind, "channels_in", channels_in)
+        channels_out = check_size(self.kind, "channels_out", channels_out)
         config = {"channels_in": channels_in, "channels_out": channels_out, "kernel": kernel,
                   "stride": stride}
         shapes = self.param_shapes(config)
