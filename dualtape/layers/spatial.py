@@ -33,6 +33,20 @@ def check_pair(owner: str, name: str, value: Any, smallest: int = 1) -> Pair:
     return sizes[0], sizes[1]
 
 
+class PairSetting:
+    """A layer's ``(rows, cols)`` setting (a kernel, a stride), checked by ``check_pair``
+    whenever it is assigned, after construction too: ``pool.kernel = (0, 0)`` raises."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layer: Any, owner: type | None = None) -> Any:
+        return self if layer is None else layer.__dict__[self.name]
+
+    def __set__(self, layer: Any, value: Any) -> None:
+        layer.__dict__[self.name] = check_pair(layer.kind, self.name, value)
+
+
 def check_shape(owner: str, name: str, value: Any) -> tuple[int, ...]:
     """An example shape: a non-empty tuple (or list) of positive integers."""
     sizes = [as_int(n) for n in value] if isinstance(value, tuple | list) else []
