@@ -182,9 +182,14 @@ def _writer() -> str:
     return f"{host}+{space}"
 
 
+PID_DIGITS = len(str(2**32 - 1))
+"""The most digits a process id has (a 32-bit ``pid_t``): every writer's name fits."""
+
+
 def _temporary_stem(name: str) -> str:
-    """``.NAME.dualtape-partial.``, NAME shortened so a whole temporary name fits NAME_MAX."""
-    tail = f".{TEMPORARY_MARKER}.{_writer()}.{os.getpid()}.XXXXXXXX"
+    """``.NAME.dualtape-partial.``, NAME shortened so a whole temporary name fits NAME_MAX
+    whatever the writer's process id (the stem is the same for every process of a host)."""
+    tail = f".{TEMPORARY_MARKER}.{_writer()}.{'9' * PID_DIGITS}.XXXXXXXX"
     room = max(NAME_MAX - 1 - len(os.fsencode(tail)), 0)
     short = os.fsdecode(os.fsencode(name)[:room])
     return f".{short}.{TEMPORARY_MARKER}."

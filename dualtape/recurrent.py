@@ -19,7 +19,15 @@ from .checkpointing import (
     checkpointed_forward,
     segment_length,
 )
-from .layers.base import Array, Layer, check_not_empty, prepare_like, read_only, restore
+from .layers.base import (
+    Array,
+    Layer,
+    check_not_empty,
+    check_size,
+    prepare_like,
+    read_only,
+    restore,
+)
 from .network import Chain
 
 PREDICT_CHUNK = 512
@@ -161,8 +169,7 @@ class RecurrentNetwork(Chain):
         if outputs not in ("all", "last"):
             raise ValueError(f"RecurrentNetwork: outputs must be 'all' or 'last', got "
                              f"{outputs!r}")
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"RecurrentNetwork: chunk must be a positive integer, got {chunk!r}")
+        chunk = check_size("RecurrentNetwork", "chunk", chunk)
         xp, xs, single = self._prepare_sequence(xs)
         states, _ = self._check_states(state, xs.shape[1])
         pieces = []  # every chunk's outputs, or only the last chunk's

@@ -34,7 +34,8 @@ def from_torch(
     Values are host arrays (numpy, or anything ``np.asarray`` takes: CPU tensors); the cell
     kind comes from the shapes (``weight_ih`` has 4·hidden rows for an LSTM, 3·hidden for a
     GRU). ``dtype`` (``"float32"``/``"float64"``) casts; by default float32 and float64
-    arrays keep their dtype and other floats become float32. A module built with
+    arrays keep their dtype and other floats become float32 (weights of both, without
+    ``dtype``, raise ``ValueError``: the layers would differ in dtype). A module built with
     ``bias=False`` loads with zero biases (both biases absent; one alone is refused).
     Bidirectional modules, LSTMs with ``proj_size``, ``nn.RNN``, cell keys (``weight_ih``)
     mixed with layer keys (``weight_ih_l1``), layers of different hidden sizes and keys of
@@ -67,6 +68,10 @@ def from_torch(
     if sorted(layers) != list(range(len(layers))):
         raise ValueError(f"from_torch: the layers are numbered {sorted(layers)}; expected "
                          f"0 to {len(layers) - 1}")
+    kept = sorted({_kept_dtype(a) for arrays in layers.values() for a in arrays.values()})
+    if dtype is None and len(kept) > 1:
+        raise ValueError(f"from_torch: the state dict mixes {' and '.join(kept)} weights; "
+                         "pass dtype='float32' or 'float64' to cast them all")
     built = [_layer(k, layers[k], dtype) for k in range(len(layers))]
     for k in range(1, len(built)):
         if built[k].n_in != built[k - 1].n_out or type(built[k]) is not type(built[0]) \
@@ -153,6 +158,12 @@ def _host(key: Any, value: Any, owner: str = "from_torch") -> np.ndarray:
     return host
 
 
+def _kept_dtype(host: np.ndarray) -> str:
+    """The dtype a host array keeps without ``dtype=``: float32 and float64 their own, other
+    floats float32."""
+    return host.dtype.name if host.dtype.name in ("float32", "float64") else "float32"
+
+
 def _layer(k: int, arrays: dict[str, np.ndarray], dtype: str | None) -> StandardLSTM | GRU:
     """Layer ``k`` from its ``W_ih``, ``W_hh`` (and biases) after checking their shapes."""
     if "W_ih" not in arrays or "W_hh" not in arrays:
@@ -167,7 +178,7 @@ def _layer(k: int, arrays: dict[str, np.ndarray], dtype: str | None) -> Standard
     if dtype is not None:
         name = check_dtype("from_torch", dtype)
     else:
-        name = W_ih.dtype.name if W_ih.dtype.name in ("float32", "float64") else "float32"
+        name = _kept_dtype(W_ih)
     params = {"W_ih": W_ih, "W_hh": W_hh}
     if ("b_ih" in arrays) != ("b_hh" in arrays):
         raise ValueError(f"from_torch: layer {k} has only one of bias_ih and bias_hh; a torch "

@@ -7,6 +7,7 @@ to the networks, their layers and the kernels, and nothing below imports it.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -224,7 +225,8 @@ def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
     ``norm`` before an update. No arrays at all: ``(grads, 0.0)``. Gradients of two backends
     or devices raise ``TypeError``/``ValueError`` naming both.
     """
-    if isinstance(max_norm, bool) or not isinstance(max_norm, int | float) or not max_norm > 0:
+    if isinstance(max_norm, bool | np.bool_) or not isinstance(max_norm, numbers.Real) or not (
+            max_norm > 0):
         raise ValueError(f"clip_gradients: max_norm must be a positive number, got {max_norm!r}")
     single = isinstance(grads, Mapping)
     groups = [grads] if single else grads

@@ -73,3 +73,19 @@ def test_a_rate_outside_0_to_1_is_refused(rate):
 def test_set_training_takes_only_a_boolean():
     with pytest.raises(TypeError, match="True or False"):
         Network([Dropout(0.1)]).set_training("no")
+
+
+@pytest.mark.parametrize("rate", [2, -0.5, 1.0, True, "0.5", float("nan")])
+def test_a_rate_assigned_after_construction_is_checked_and_the_old_one_kept(tmp_path, rate):
+    layer = dualtape.Dropout(0.25, seed=1)
+    with pytest.raises(ValueError, match=r"^Dropout: rate must be a number in \[0, 1\)"):
+        layer.rate = rate
+    assert layer.rate == 0.25
+    dualtape.save(dualtape.Network([dualtape.FullyConnected(2, 2), layer]), tmp_path / "n.npz")
+    assert dualtape.load(tmp_path / "n.npz").layers[1].rate == 0.25
+
+
+def test_a_numpy_rate_is_taken_as_a_float():
+    layer = dualtape.Dropout(np.float32(0.5))
+    layer.rate = np.float64(0.25)
+    assert type(layer.rate) is float and layer.rate == 0.25

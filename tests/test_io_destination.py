@@ -98,28 +98,42 @@ def test_a_write_error_names_the_users_path_and_leaves_no_temporary_file(path, m
     assert sorted(p.name for p in path.parent.iterdir()) == ["net.npz"]
 
 
-def record_durability(monkeypatch) -> list[str]:
-    """What ``save`` does, in order: fsync of a file or a folder, rename, link."""
-    events = []
+def record_durability(monkeypatch) -> tuple[list[str], list[int]]:
+    """What ``save`` does, in order: fsync of a file or a folder, rename, link; the bytes the
+    operating system holds for a file when it is fsynced are in ``sizes``."""
+    events, sizes = [], []
     real_fsync, real_replace, real_link = os.fsync, os.replace, os.link
 
     def fsync(fd):
-        events.append("fsync folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        seen = os.fstat(fd)
+        events.append("fsync folder" if stat.S_ISDIR(seen.st_mode) else "fsync file")
+        if not stat.S_ISDIR(seen.st_mode):
+            sizes.append(seen.st_size)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", lambda a, b: events.append("rename") or real_replace(a, b))
     monkeypatch.setattr(os, "link", lambda a, b: events.append("link") or real_link(a, b))
-    return events
+    return events, sizes
 
 
 @pytest.mark.parametrize("replace", [True, False])
 def test_the_data_reaches_the_disk_before_the_rename_and_the_rename_after(tmp_path,
                                                                           monkeypatch, replace):
-    events = record_durability(monkeypatch)
+    events, sizes = record_durability(monkeypatch)
     dualtape.save(deep_net(), tmp_path / "net.npz", replace=replace)
     assert events == ["fsync file", "rename" if replace else "link", "fsync folder"]
+    assert sizes == [(tmp_path / "net.npz").stat().st_size]  # flushed before the fsync
     assert [p.name for p in tmp_path.iterdir()] == ["net.npz"]
+
+
+def test_what_a_writer_leaves_in_python_s_buffer_is_flushed_before_the_fsync(tmp_path,
+                                                                             monkeypatch):
+    """``np.savez`` flushes by itself (zipfile does at close); a writer that does not must not
+    leave its last bytes in Python's buffer while the file is fsynced."""
+    _, sizes = record_durability(monkeypatch)
+    files.write_atomically(tmp_path / "notes.bin", lambda f: f.write(b"12345"))
+    assert sizes == [5] and (tmp_path / "notes.bin").read_bytes() == b"12345"
 
 
 def test_a_fifo_destination_is_refused_and_left_in_place(tmp_path):
@@ -274,14 +288,19 @@ def test_a_symlink_named_like_a_temporary_file_is_left_and_not_followed(path, tm
     assert link.is_symlink() and target.exists()
 
 
-def test_temporary_names_are_marked_and_fit_long_destination_names(tmp_path):
+@pytest.mark.parametrize("ours, dead", [(7, 2**31 - 1), (2**31 - 2, 3)], ids=["short", "long"])
+def test_temporary_names_are_marked_and_fit_long_destination_names(tmp_path, monkeypatch,
+                                                                   ours, dead):
+    """Made-up process ids of 1 and 10 digits, so the real one (pytest's) does not matter."""
+    monkeypatch.setattr(os, "getpid", lambda: ours)
+    monkeypatch.setattr(files, "_process_runs", lambda pid: pid == ours)
     long_name = "é" * 123 + ".npz"  # 250 bytes: the temporary name must cut it (mid-letter)
     dualtape.save(deep_net(), tmp_path / long_name)
     prefix = files._temporary_prefix(long_name)
-    assert ".dualtape-partial." in prefix and f".{os.getpid()}." in prefix
+    assert ".dualtape-partial." in prefix and f".{ours}." in prefix
     assert len(os.fsencode(prefix)) + 8 <= 255
     stale = partial_archive(tmp_path / os.fsdecode(
-        os.fsencode(dead_writer_prefix(long_name)) + b"abc_1234"))
+        os.fsencode(dead_writer_prefix(long_name, pid=dead)) + b"abc_1234"))
     dualtape.save(deep_net(), tmp_path / long_name)
     assert not stale.exists() and [p.name for p in tmp_path.iterdir()] == [long_name]
 

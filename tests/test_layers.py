@@ -388,3 +388,37 @@ def test_an_lstm_refuses_the_tape_of_a_feed_forward_layer(backend):
         lstm.backward_sequence(tape, None, dys)
     with pytest.raises(ValueError, match="the tape is a FullyConnectedTape"):
         lstm.backward(tape, None, dys[0, ...])
+
+
+NUMPY_SIZED = {
+    "FullyConnected": lambda n: dualtape.FullyConnected(n(3), n(2)),
+    "LSTM": lambda n: dualtape.LSTM(n(3), n(2)),
+    "StandardLSTM": lambda n: dualtape.StandardLSTM(n(3), n(2)),
+    "GRU": lambda n: dualtape.GRU(n(3), n(2)),
+    "BasicRecurrent": lambda n: dualtape.BasicRecurrent(n(3), n(2)),
+    "Convolution": lambda n: dualtape.Convolution(n(3), n(2), (n(2), n(1)), n(2)),
+    "Deconvolution": lambda n: dualtape.Deconvolution(n(3), n(2), n(2), (n(1), n(2))),
+    "Pooling": lambda n: dualtape.Pooling(n(2), (n(1), n(2))),
+    "Pad": lambda n: dualtape.Pad(n(0), n(1), n(2), n(3)),
+    "Crop": lambda n: dualtape.Crop(n(0), n(1), n(2), n(3)),
+    "Reshape": lambda n: dualtape.Reshape((n(2), n(3)), (n(6),)),
+}
+
+
+@pytest.mark.parametrize("kind", list(NUMPY_SIZED))
+@pytest.mark.parametrize("integer", [np.int64, np.int32, np.uint8])
+def test_numpy_integers_are_sizes_stored_as_plain_ints(kind, integer):
+    layer = NUMPY_SIZED[kind](integer)
+    plain = NUMPY_SIZED[kind](int)
+    assert layer.config() == plain.config()
+    values = [v for value in layer.config().values()
+              for v in (value if isinstance(value, tuple | list) else [value])]
+    assert all(type(v) is int for v in values), layer.config()
+    assert repr(layer) == repr(plain)
+
+
+@pytest.mark.parametrize("kind", list(NUMPY_SIZED))
+@pytest.mark.parametrize("bad", [np.bool_(True), np.float64(2.0), 2.0])
+def test_numpy_bools_and_floats_are_still_refused_as_sizes(kind, bad):
+    with pytest.raises(ValueError, match=f"{kind}: .* must be a"):
+        NUMPY_SIZED[kind](lambda n: bad)

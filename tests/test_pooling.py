@@ -87,3 +87,16 @@ def test_stride_defaults_to_the_kernel():
     assert dualtape.Pooling((2, 3)).stride == (2, 3)
     assert dualtape.Pooling(2, 1).stride == (1, 1)
     assert dualtape.Pooling(3).config() == {"kernel": (3, 3), "stride": (3, 3)}
+
+
+@pytest.mark.parametrize("name, value", [("kernel", (0, 0)), ("stride", (2, 0)),
+                                         ("kernel", 1.5), ("stride", True)])
+@pytest.mark.parametrize("make", [lambda: dualtape.Pooling(2),
+                                  lambda: dualtape.Convolution(1, 1, 2, 2)], ids=["pool", "conv"])
+def test_a_kernel_or_stride_assigned_after_construction_is_checked(tmp_path, name, value, make):
+    layer = make()
+    with pytest.raises(ValueError, match=rf"^{layer.kind}: {name} must be a positive integer"):
+        setattr(layer, name, value)
+    assert getattr(layer, name) == (2, 2)
+    dualtape.save(dualtape.Network([layer]), tmp_path / "pool.npz")
+    assert dualtape.load(tmp_path / "pool.npz").layers[0].config() == layer.config()

@@ -77,6 +77,16 @@ def test_bad_options_are_refused(outputs, chunk, match):
                                          chunk=chunk)
 
 
+def test_a_numpy_integer_chunk_is_taken():
+    xs = np.random.default_rng(0).normal(size=(5, 1, 3))
+    net = mixed_network()
+    _, expected = net.predict_sequence(None, xs, chunk=2)
+    _, ys = net.predict_sequence(None, xs, chunk=np.int64(2))
+    np.testing.assert_array_equal(np.asarray(ys), np.asarray(expected))
+    with pytest.raises(ValueError, match="chunk must be a positive"):
+        net.predict_sequence(None, xs, chunk=np.bool_(True))
+
+
 def test_an_empty_sequence_is_refused():
     with pytest.raises(ValueError, match="empty"):
         mixed_network().predict_sequence(None, np.zeros((0, 1, 3)))

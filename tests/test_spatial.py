@@ -319,3 +319,16 @@ def test_a_saved_kernel_of_the_wrong_size_is_refused(tmp_path):
     with pytest.raises(ValueError, match="kernel must be a positive integer") as info:
         dualtape.load(tmp_path / "bad.npz")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("axis", ["height", "width"])
+@pytest.mark.parametrize("make", [
+    lambda: dualtape.Deconvolution(1, 2, 2, stride=2), lambda: dualtape.Convolution(1, 2, 2),
+    lambda: dualtape.Pooling(2), lambda: dualtape.Crop(0, 0, 0, 0)],
+    ids=["deconvolution", "convolution", "pooling", "crop"])
+def test_an_empty_height_or_width_is_refused_in_one_line_naming_the_layer(backend, make, axis):
+    layer = make()
+    shape = (1, 1, 0, 4) if axis == "height" else (1, 1, 4, 0)
+    with pytest.raises(ValueError, match=rf"^{layer.kind}\(.*\): .*{axis} (is )?0") as caught:
+        layer.forward(dualtape.asarray(np.ones(shape), dtype="float32"))
+    assert "\n" not in str(caught.value)

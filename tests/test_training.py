@@ -81,7 +81,13 @@ def test_a_non_finite_gradient_gives_a_non_finite_norm(backend, bad):
     assert not np.isfinite(np64(out[0]["W"])).all()
 
 
-@pytest.mark.parametrize("max_norm", [0, -1.0, math.nan, "1", True, None])
+@pytest.mark.parametrize("max_norm", [np.float32(1), np.int64(1), 1])
+def test_max_norm_may_be_any_real_number(max_norm):
+    clipped, norm = clip_gradients([{"W": np.full(4, 2.0)}], max_norm)
+    assert float(norm) == 4.0 and np.allclose(clipped[0]["W"], 0.5)
+
+
+@pytest.mark.parametrize("max_norm", [0, -1.0, math.nan, "1", True, np.bool_(True), None])
 def test_max_norm_must_be_a_positive_number(max_norm):
     with pytest.raises(ValueError, match="max_norm must be a positive number"):
         clip_gradients([{"W": np.ones(2)}], max_norm)

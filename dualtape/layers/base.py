@@ -51,6 +51,7 @@ another layer's dict also holds (each dict counts its own changes).
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -271,11 +272,24 @@ def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Arra
     return sequence_outer(xp, d, inputs), batch_sum(xp, flat)
 
 
+def as_int(value: Any) -> int | None:
+    """``value`` as a plain ``int`` if ``operator.index`` takes it (Python or numpy integers),
+    bools excluded; else ``None``."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def check_size(owner: str, name: str, n: Any) -> int:
-    """``n`` if it is a positive integer, else a ``ValueError`` naming the layer and argument."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    """``n`` as a plain ``int`` if it is a positive integer (numpy's too), else a
+    ``ValueError`` naming the layer and argument."""
+    size = as_int(n)
+    if size is None or size < 1:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {n!r}")
-    return n
+    return size
 
 
 def checked_sizes(owner: str, config: dict[str, Any]) -> tuple[int, int]:

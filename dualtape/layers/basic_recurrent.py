@@ -62,6 +62,7 @@ class BasicRecurrent(RecurrentLayer):
         self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"
     ) -> None:
         super().__init__()
+        n_in, n_out = checked_sizes(self.kind, {"n_in": n_in, "n_out": n_out})
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out, self.state_size = n_in, n_out, n_out
         self.params = uniform_params(shapes, 1.0, seed, self._checked_dtype(dtype))

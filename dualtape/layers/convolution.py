@@ -9,6 +9,7 @@ import numpy as np
 from ..backend import from_host, get_backend
 from .base import Array, Layer, batch_outer, batch_sum, check_size, uniform_params
 from .spatial import (
+    PairSetting,
     check_example,
     check_pair,
     fold_matrix,
@@ -36,16 +37,19 @@ class FilterLayer(Layer):
     same function), and a tape that keeps the input first."""
 
     spatial = True
+    kernel = PairSetting()
+    stride = PairSetting()
 
     def __init__(self, channels_in: int, channels_out: int, kernel: Any, stride: Any = 1, *,
                  seed: int | None = None, dtype: str = "float32") -> None:
         super().__init__()
+        channels_in = check_size(self.kind, "channels_in", channels_in)
+        channels_out = check_size(self.kind, "channels_out", channels_out)
         config = {"channels_in": channels_in, "channels_out": channels_out, "kernel": kernel,
                   "stride": stride}
         shapes = self.param_shapes(config)
         self.channels_in, self.channels_out = channels_in, channels_out
-        self.kernel = check_pair(self.kind, "kernel", kernel)
-        self.stride = check_pair(self.kind, "stride", stride)
+        self.kernel, self.stride = kernel, stride
         dtype = self._checked_dtype(dtype)
         params = uniform_params({"W": shapes["W"]}, 1.0, seed, dtype)
         params["b"] = from_host(np.zeros(shapes["b"], dtype=dtype), get_backend())

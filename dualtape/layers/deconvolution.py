@@ -37,6 +37,9 @@ class Deconvolution(FilterLayer):
 
     def output_shape(self, shape: tuple | None) -> tuple:
         _, height, width = shape or self.input_shape
+        for size, what in ((height, "height"), (width, "width")):
+            if size == 0:
+                raise ValueError(f"the input's {what} is 0: there is nothing to spread")
         grown = [size if isinstance(size, str) else (size - 1) * s + k
                  for size, k, s in zip((height, width), self.kernel, self.stride, strict=True)]
         return (self.channels_out, *grown)

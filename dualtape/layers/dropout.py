@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..backend import backend_of, dtype_name, from_host, host_rng, zeros_like_place
 from .base import Array, Layer
@@ -40,12 +43,22 @@ class Dropout(Layer):
 
     def __init__(self, rate: float, *, seed: int | None = None) -> None:
         super().__init__()
-        if isinstance(rate, bool) or not isinstance(rate, int | float) \
-                or not 0.0 <= rate < 1.0:
-            raise ValueError(f"Dropout: rate must be a number in [0, 1), got {rate!r}")
-        self.rate, self.seed = float(rate), seed
+        self.rate, self.seed = rate, seed
         self.training = True
         self.rng = host_rng(seed)
+
+    @property
+    def rate(self) -> float:
+        """The probability of dropping an element; assigning checks it (a number in [0, 1),
+        numpy's too), so a layer never drops with a rate ``load`` would refuse."""
+        return self._rate
+
+    @rate.setter
+    def rate(self, rate: float) -> None:
+        if isinstance(rate, bool | np.bool_) or not isinstance(rate, numbers.Real) \
+                or not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout: rate must be a number in [0, 1), got {rate!r}")
+        self._rate = float(rate)
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"rate": self.rate}

@@ -27,6 +27,7 @@ class FullyConnected(Layer):
 
     def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
         super().__init__()
+        n_in, n_out = checked_sizes(self.kind, {"n_in": n_in, "n_out": n_out})
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out = n_in, n_out
         self.params = uniform_params(

@@ -35,6 +35,7 @@ class GatedRecurrent(RecurrentLayer):
         self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"
     ) -> None:
         super().__init__()
+        n_in, n_out = checked_sizes(self.kind, {"n_in": n_in, "n_out": n_out})
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out = n_in, n_out
         self.state_size = self.state_units * n_out

@@ -193,6 +193,7 @@ class LSTM(RecurrentLayer):
         init: str = "grenade",
     ):
         super().__init__()
+        n_in, n_out = checked_sizes(self.kind, {"n_in": n_in, "n_out": n_out})
         dtype = self._checked_dtype(dtype)
         if init not in self.INITS:
             raise ValueError(

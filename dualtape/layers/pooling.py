@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 from ..backend import backend_of, device_context, zeros_like_place
 from .base import Array, Layer
-from .spatial import IMAGE, check_example, check_pair, fold, windowed_shape, windows
+from .spatial import IMAGE, PairSetting, check_example, fold, windowed_shape, windows
 
 
 class PoolingTape(NamedTuple):
@@ -33,13 +33,15 @@ class Pooling(Layer):
     """
 
     kind = "Pooling"
+    kernel = PairSetting()
+    stride = PairSetting()
     spatial = True
     keeps_input = False
 
     def __init__(self, kernel: Any, stride: Any = None) -> None:
         super().__init__()
-        self.kernel = check_pair(self.kind, "kernel", kernel)
-        self.stride = self.kernel if stride is None else check_pair(self.kind, "stride", stride)
+        self.kernel = kernel
+        self.stride = self.kernel if stride is None else stride
 
     def config(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "stride": self.stride}

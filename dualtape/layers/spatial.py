@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, NamedTuple
 
 from ..backend import zeros_like_place
-from .base import Array, Layer, fits, shape_text
+from .base import Array, Layer, as_int, fits, shape_text
 
 Pair = tuple[int, int]
 IMAGE = ("channels", "height", "width")
@@ -24,22 +24,36 @@ IMAGE = ("channels", "height", "width")
 def check_pair(owner: str, name: str, value: Any, smallest: int = 1) -> Pair:
     """``(rows, cols)`` from a pair (or one number for both) of integers ``>= smallest``;
     else a one-line ``ValueError`` naming the layer and argument."""
-    pair = (value, value) if isinstance(value, int) else value
-    if not isinstance(pair, tuple | list) or len(pair) != 2 or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= smallest for n in pair):
+    pair = (value, value) if as_int(value) is not None else value
+    sizes = [as_int(n) for n in pair] if isinstance(pair, tuple | list) else []
+    if len(sizes) != 2 or not all(n is not None and n >= smallest for n in sizes):
         least = "positive" if smallest == 1 else "non-negative"
         raise ValueError(f"{owner}: {name} must be a {least} integer or a pair (rows, cols) "
                          f"of them, got {value!r}")
-    return int(pair[0]), int(pair[1])
+    return sizes[0], sizes[1]
+
+
+class PairSetting:
+    """A layer's ``(rows, cols)`` setting (a kernel, a stride), checked by ``check_pair``
+    whenever it is assigned, after construction too: ``pool.kernel = (0, 0)`` raises."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layer: Any, owner: type | None = None) -> Any:
+        return self if layer is None else layer.__dict__[self.name]
+
+    def __set__(self, layer: Any, value: Any) -> None:
+        layer.__dict__[self.name] = check_pair(layer.kind, self.name, value)
 
 
 def check_shape(owner: str, name: str, value: Any) -> tuple[int, ...]:
     """An example shape: a non-empty tuple (or list) of positive integers."""
-    if not isinstance(value, tuple | list) or not value or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value):
+    sizes = [as_int(n) for n in value] if isinstance(value, tuple | list) else []
+    if not sizes or not all(n is not None and n >= 1 for n in sizes):
         raise ValueError(f"{owner}: {name} must be a tuple of positive sizes such as "
                          f"(4, 13, 13), got {value!r}")
-    return tuple(int(n) for n in value)
+    return tuple(sizes)
 
 
 def window_count(size: int | str, kernel: int, stride: int, what: str) -> int | str:

@@ -43,6 +43,15 @@ MUTANTS = [
     files("            os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)\n", "",
        "new files keep mkstemp's 0600"),
     files("            os.fsync(f.fileno())\n", "", "the data not fsynced before the rename"),
+    files("            write(f)\n            f.flush()\n"
+          "            os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)\n"
+          "            os.fsync(f.fileno())\n",
+          "            write(f)\n"
+          "            os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)\n"
+          "            os.fsync(f.fileno())\n            f.flush()\n",
+          "fsync before Python's buffer is flushed: a crash can leave a truncated file"),
+    files("{'9' * PID_DIGITS}", "{os.getpid()}",
+          "the temporary name fits only writers whose PID is as long as ours"),
     files("            os.replace(tmp, target)\n        else:\n            os.link(tmp, target)",
        "            os.replace(tmp, target)\n        else:\n            os.replace(tmp, target)",
        "replace=False replaces a file planted meanwhile"),
