@@ -71,7 +71,7 @@ def oracle(workload: Workload, data) -> list[np.ndarray]:
 
 def host_arrays(result) -> list[np.ndarray]:
     """Every array (and float) in a workload's result, as float64 numpy arrays, in order."""
-    if result is None:
+    if result is None or type(result) is int:  # an int is a tape's version stamp, no result
         return []
     if isinstance(result, dict):
         return [a for key in sorted(result) for a in host_arrays(result[key])]
