@@ -27,7 +27,6 @@ torch's numbers for both.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, ClassVar
 
 import array_api_compat
@@ -36,6 +35,7 @@ import numpy as np
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .kernels import blas
 from .layers.base import Array, ParamDict
+from .switches import switched_on
 
 
 def _check_number(
@@ -115,7 +115,7 @@ class Optimizer:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
         plan = self._plan(params, grads)
         self.steps += 1
-        fused = os.environ.get("DUALTAPE_FUSED", "") != "0"
+        fused = switched_on("DUALTAPE_FUSED")
         try:  # everything that allocates, before the first write
             generic, in_place = [], []
             for group, name, w, g, slot, key in plan:

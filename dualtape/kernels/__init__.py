@@ -1,24 +1,25 @@
 """Optional fast paths, chosen by backend; the generic code in ``layers/`` is their reference.
 
-``DUALTAPE_FUSED`` (read at each call): ``0`` = the generic code everywhere; unset or ``1`` =
-the fast paths. On numpy: the compiled loops (``numba_cell``) where numba is installed and
-numpy bundles OpenBLAS, else the in-place ufunc loop (``numpy_cell``); ``DUALTAPE_JIT=0``
-(also read at each call) keeps the ufunc loop. On CuPy: the fused ``lstm.cu`` kernels. The
-compiled loops (per dtype) and the CUDA kernels (per device and dtype) first pass a self-check
-against the generic code (on a mismatch: one warning, then the generic code).
+``DUALTAPE_FUSED`` (read at each call; its spellings in ``dualtape.switches``): off (``0``) =
+the generic code everywhere; unset or on (``1``) = the fast paths. On numpy: the compiled
+loops (``numba_cell``) where numba is installed and numpy bundles OpenBLAS, else the in-place
+ufunc loop (``numpy_cell``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
+loop. On CuPy: the fused ``lstm.cu`` kernels. The compiled loops (per dtype) and the CUDA
+kernels (per device and dtype) first pass a self-check against the generic code (on a
+mismatch: one warning, then the generic code).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import array_api_compat
 import numpy as np
 
+from ..switches import switched_on
 from . import selfcheck
 from .sequence import Cell
 
@@ -94,7 +95,7 @@ def cpu_path() -> tuple[str, str | None]:
     ``("ufuncs", why)`` or ``("generic", why)`` (a failed self-check is not foreseen here)."""
     if _generic_only():
         return "generic", "DUALTAPE_FUSED=0 asks for the generic code"
-    if os.environ.get("DUALTAPE_JIT", "") == "0":
+    if not switched_on("DUALTAPE_JIT"):
         return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
     why = _compiled_unavailable()
     return ("ufuncs", why) if why else ("compiled", None)
@@ -107,7 +108,7 @@ def _on_the_cpu(dtype: Any) -> str:
 
 
 def _generic_only() -> bool:
-    return os.environ.get("DUALTAPE_FUSED", "") == "0"
+    return not switched_on("DUALTAPE_FUSED")
 
 
 @functools.cache

@@ -52,4 +52,8 @@ MUTANTS = [
                     "f\"fast {CELL_NAMES[cell]} loops\", where,\n"
                     "                                       lambda: self_check(loops)) else None",
            "    return loops", "fast loops used without their self-check", LOOPS),
+    Mutant(NUMBA, "c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]",
+           "c_next[j] = g[n + j] * c[j] + g[2 * n + j]",
+           "a broken compiled loop is caught by the cells' own tests, not hidden by the "
+           "self-check's fallback", CELLS),
 ]
