@@ -362,3 +362,19 @@ def test_train_text_makes_the_loops_ready_before_its_first_step(monkeypatch, cap
                      "2", "--steps", "2", "--dtype", "float64", "--seed", "4"]) == 0, \
         capsys.readouterr().err
     assert events[:2] == ["ready float64", "step"]
+
+
+@pytest.mark.parametrize("buffers, matrix", [("float64", "float32"), ("float32", "float64")])
+def test_a_recurrent_matrix_of_another_dtype_than_the_buffers_is_refused(buffers, matrix):
+    """The loops read ``U`` as raw memory of the buffers' dtype: one of the other dtype (either
+    way round) is refused, forwards and backwards, before anything is written."""
+    U_fi = np.ones((4, 2), matrix)
+    projected, r = np.zeros((1, 1, 8), buffers), np.empty((1, 4), buffers)
+    cells, gates = np.zeros((2, 1, 2), buffers), np.zeros((1, 1, 8), buffers)
+    with pytest.raises(ValueError, match=f"NumbaCell: U must be a {buffers} numpy array"):
+        NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
+    assert not gates.any() and not cells.any()
+    rec, q, carry = (np.zeros((1, 2), buffers) for _ in range(3))
+    dfi, dc = np.zeros((1, 1, 4), buffers), np.zeros((1, 2), buffers)
+    with pytest.raises(ValueError, match=f"NumbaCell: U must be a {buffers} numpy array"):
+        NumbaCell().backward_loop(U_fi, gates, rec, q, carry, dfi, dc)

@@ -131,13 +131,15 @@ def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
     np.testing.assert_allclose(ys, expected, rtol=1e-13)
 
 
-@pytest.mark.parametrize("operand", ["float16", "mixed", "list"])
+@pytest.mark.parametrize("operand", ["float16", "mixed", "mixed-matrix", "list"])
 def test_the_loops_refuse_operands_they_cannot_index(operand):
     a = problem(2, 3, 2, "float64")
     if operand == "float16":
         a = {k: v.astype(np.float16) for k, v in a.items()}
     elif operand == "mixed":
         a["h"] = a["h"].astype(np.float32)
+    elif operand == "mixed-matrix":  # the recurrent matrix the loops read as raw memory
+        a["W_hh"] = a["W_hh"].astype(np.float32)
     elif operand == "list":
         a["W_hh"] = a["W_hh"].tolist()
     with pytest.raises(ValueError, match="operands must be|float32 or float64 only"):

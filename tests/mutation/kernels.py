@@ -116,4 +116,8 @@ MUTANTS = [
     Mutant("dualtape/optim.py", '        fused = switched_on("DUALTAPE_FUSED")',
            '        fused = os.environ.get("DUALTAPE_FUSED", "") != "0"',
            "the optimizer reads only the exact 0", ("tests/test_switches.py",)),
+    Mutant(NUMBA, "    if type(U_fi) is not np.ndarray or U_fi.dtype != buffers[0].dtype:",
+           "    if type(U_fi) is not np.ndarray:",
+           "the compiled cell reads a U of another dtype as its buffers' raw memory",
+           ("tests/test_numba_cell.py",)),
 ]
