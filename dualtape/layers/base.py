@@ -358,8 +358,9 @@ class ParamDict(dict):
             backend_name_of(value)
             fits = tuple(value.shape) == shape and dtype_name(value.dtype) == dtype
         except (TypeError, ValueError):
+            got = type(value).__name__ + (f" of {value.dtype}" if hasattr(value, "dtype") else "")
             raise TypeError(f"{what} must be an array of shape {shape} and dtype {dtype}, "
-                            f"got {type(value).__name__}") from None
+                            f"got {got}") from None
         if not fits:
             raise ValueError(f"{what} must have shape {shape} and dtype {dtype} like the "
                              f"array it replaces, got shape {tuple(value.shape)} and dtype "
