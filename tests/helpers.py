@@ -137,3 +137,8 @@ def peak_bytes(call) -> int:
     from dualtape.benchmarks.memory import traced_peak
 
     return traced_peak(call)
+
+
+HOLD_LOCK = ("import sys, time; from dualtape.text.lock import lock_checkpoint; "
+             "held = lock_checkpoint(sys.argv[1]); print('held', flush=True); time.sleep(60)")
+"""A ``python -c`` program that locks the checkpoint ``argv[1]``, says ``held``, and waits."""

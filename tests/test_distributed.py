@@ -22,7 +22,7 @@ from dualtape.text.cli import DEFAULT_VALID
 from dualtape.text.record import read_log
 
 from . import mpi_worker
-from .helpers import assert_params_equal, host_params
+from .helpers import HOLD_LOCK, assert_params_equal, host_params
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 60  # seconds per MPI run; the runs take about 1 s each
@@ -494,8 +494,9 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
     assert "distributed: 2 ranks x batch 3 = global batch 6" in done.stdout
     assert done.stdout.count("stopped (step limit) at step 6") == 1  # only rank 0 prints
     assert done.stdout.count("step      2  loss") == 1
-    # no temporary left; the log beside the checkpoint has rank 0's rows alone
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "model.npz.log.csv"]
+    # no temporary left; rank 0 held the lock; the log beside the checkpoint has its rows alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "model.npz.lock",
+                                                          "model.npz.log.csv"]
     assert [row.step for row in read_log(f"{checkpoint}.log.csv").rows] == [2, 4, 6]
     assert (tmp_path / "model.npz.log.csv").read_text().count("\n") == 4
     resumed = subprocess.run(
@@ -509,6 +510,30 @@ def test_two_ranks_train_text_then_resume_on_one(tmp_path):
                        "--time-limit", "1", "--sample-chars", "0", "--distributed"])
     assert again.returncode == 0, again.stderr
     assert "resumed" in again.stdout and again.stdout.count("stopped (time limit) at step") == 1
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flag", ["--save", "--resume"])
+def test_a_distributed_run_on_a_locked_checkpoint_is_refused_on_every_rank(tmp_path, flag):
+    checkpoint = tmp_path / "model.npz"
+    made = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--steps", "2", "--save",
+                      str(checkpoint)], ranks=1)
+    assert made.returncode == 0, made.stderr
+    before = checkpoint.read_bytes()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(checkpoint)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        given = [*TEXT_RUN, "--save", str(checkpoint), "--overwrite"] if flag == "--save" \
+            else ["train-text", "--resume", str(checkpoint)]
+        done = run_ranks(["-m", "dualtape.cli", *given, "--steps", "2", "--distributed"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"is in use by another train-text run (PID {holder.pid}" in done.stderr
+    assert checkpoint.read_bytes() == before
 
 
 def run_two_commands(first: list[str], second: list[str]) -> subprocess.CompletedProcess:
@@ -590,7 +615,7 @@ def test_two_ranks_diverging_between_loss_reads_stop_together_at_a_save_point(tm
     assert done.returncode == 1
     assert done.stderr.count("the parameters hold NaN or infinity at step 2;") == 1, done.stderr
     assert done.stderr.count("\n") == 1 and "nothing was saved" in done.stderr
-    assert not list(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz.lock"]  # rank 0's lock alone
 
 
 @pytest.mark.mpi
@@ -602,5 +627,5 @@ def test_a_diverging_two_rank_run_stops_every_rank_with_one_message(tmp_path):
     assert done.stderr.count("training diverged: the loss is nan") == 1, done.stderr
     assert "nothing was saved" in done.stderr
     # no checkpoint; the log keeps the readings before the divergence, from rank 0 alone
-    assert [p.name for p in tmp_path.iterdir()] == ["m.npz.log.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz.lock", "m.npz.log.csv"]
     assert [row.step for row in read_log(tmp_path / "m.npz.log.csv").rows] == [1, 2]

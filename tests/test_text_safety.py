@@ -34,6 +34,7 @@ from dualtape.text.trainer import (
     run_training,
 )
 
+from .helpers import HOLD_LOCK
 from .test_text import SMALL, TEXT, TINY, Recorder, _rewrite, checkpoint, corpus, fails, run
 
 __all__ = ["checkpoint", "corpus"]  # fixtures shared with test_text
@@ -526,10 +527,6 @@ def test_a_log_that_is_the_checkpoint_is_refused_before_training(capsys, corpus,
     fails(capsys, "train-text", str(corpus), *ONE_STEP, flag, str(model), "--log", log,
           match="is the checkpoint")
     assert (model.read_bytes() if model.exists() else None) == before
-
-
-HOLD_LOCK = ("import sys, time; from dualtape.text.lock import lock_checkpoint; "
-             "held = lock_checkpoint(sys.argv[1]); print('held', flush=True); time.sleep(60)")
 
 
 @pytest.mark.parametrize("flag", ["--save", "--resume", "--save through a link"])

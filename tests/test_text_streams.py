@@ -301,6 +301,23 @@ def test_a_best_held_out_loss_above_log2_v_bits_says_it_is_worse_than_uniform(bi
     assert ("worse than a uniform guess over its 16 symbols (4.000 bits/char)" in line) == worse
 
 
+@pytest.mark.parametrize("factors, said", [((0.99, 1.0, 0.5), 0), ((0.5, 1.01, 1.2), 1)])
+def test_the_first_held_out_loss_worse_than_uniform_is_explained_once(factors, said):
+    trainer = numpy_trainer(dataclasses.replace(TINY, valid=0.3))
+    uniform = math.log(len(trainer.vocab))  # nats per character of a uniform guess
+    readings = iter(f * uniform for f in factors)
+    trainer.held_out_loss = lambda: next(readings)
+    recorder = Recorder()
+    run_training(trainer, RunLimits(steps=3, valid_every=1, sample_every=0, sample_chars=0),
+                 recorder)
+    remarks = [m for m in recorder.messages if "worse than a uniform guess" in m]
+    assert len(recorder.held_out) == 3 and len(remarks) == said
+    if said:
+        assert remarks[0].startswith(f"(held-out {1.01 * math.log2(len(trainer.vocab)):.3f} "
+                                     f"bits/char: worse than a uniform guess over its "
+                                     f"{len(trainer.vocab)} symbols")
+
+
 def test_the_closing_speed_is_the_characters_over_the_training_seconds_it_prints(capsys,
                                                                                   corpus):
     code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "400",

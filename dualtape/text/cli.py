@@ -49,6 +49,7 @@ checked before training; a log that cannot be written warns once and training go
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import secrets
@@ -504,23 +505,13 @@ def train_text(args: argparse.Namespace) -> int:
     """``dualtape train-text``: train (or resume), report, save and sample; the exit status
     says how the run ended (see the module's docstring). A run that saves holds its
     checkpoint's lock (``lock.py``) until it returns."""
-    from .lock import lock_checkpoint
-    from .model import TextError
-
-    try:
-        held = None if args.distributed or not (args.save or args.resume) \
-            else lock_checkpoint(args.save or args.resume)
-    except TextError as exc:
-        return _fail("train-text", str(exc))
-    try:
-        return _train_text(args)
-    finally:
-        if held is not None:
-            held.close()  # the system releases it at exit too
+    with contextlib.ExitStack() as held:
+        return _train_text(args, held)
 
 
-def _train_text(args: argparse.Namespace) -> int:
+def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     from .. import allocator
+    from .lock import hold_run_lock
     from .model import TextError
     from .trainer import run_training
 
@@ -530,9 +521,10 @@ def _train_text(args: argparse.Namespace) -> int:
         if args.distributed:
             from .distributed import prepare_distributed
 
-            prepared, run = prepare_distributed(args, _prepare)
+            prepared, run = prepare_distributed(args, _prepare, held)
             ranks = threads.ranks_on_this_host()
         else:
+            hold_run_lock(args.save, args.resume, held)
             prepared, ranks = _prepare(args), 1
         chosen = _threads(args, prepared.trainer.config, ranks)
         log = _open_log(args, prepared.trainer)
@@ -634,16 +626,13 @@ def _closing(log: Any, best: list | None, symbols: int) -> list[str]:
     """What the last lines say of the log and of the best held-out loss (``[step, nats]``,
     over every run of the checkpoint's), which above log2(``symbols``) bits/char is worse
     than a uniform guess and says so."""
-    from .record import bits_per_char
+    from .record import bits_per_char, worse_than_uniform
 
     lines = []
     if best is not None:
         step, nats = best
-        worse = "" if bits_per_char(nats) <= math.log2(symbols) else (
-            f": worse than a uniform guess over its {symbols} symbols "
-            f"({math.log2(symbols):.3f} bits/char)")
         lines.append(f"best held-out loss: {bits_per_char(nats):.3f} bits/char ({nats:.3f} "
-                     f"nats) at step {step}{worse}")
+                     f"nats) at step {step}{worse_than_uniform(nats, symbols)}")
     if log is not None and log.failed is not None:
         lines.append(f"log: {log.path} is incomplete: {log.failed}")
     elif log is not None and log.rows:

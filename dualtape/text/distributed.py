@@ -28,6 +28,7 @@ run's output to a file, and keep ``--save-every`` checkpoints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -43,6 +44,7 @@ import numpy as np
 from .. import distributed
 from ..backend import to_numpy
 from .console import StopRequest
+from .lock import hold_run_lock
 from .model import TextError, fingerprint
 from .trainer import (
     DivergedError,
@@ -88,11 +90,12 @@ def _communicator() -> Any:
 
 
 def prepare_distributed(args: argparse.Namespace,
-                        prepare: Callable[[argparse.Namespace], Prepared]
-                        ) -> tuple[Prepared, Runner]:
+                        prepare: Callable[[argparse.Namespace], Prepared],
+                        held: contextlib.ExitStack) -> tuple[Prepared, Runner]:
     """``prepare(args)`` on every rank, checked to agree, then the trainer made data-parallel;
     returns what ``prepare`` did (its note telling the ranks and the global batch) and the
-    loop to run. Rank 0 raises the ``TextError`` when any rank fails or differs; the other
+    loop to run. Rank 0, which writes, first locks the checkpoint until ``held`` closes
+    (``lock.py``). Rank 0 raises the ``TextError`` when any rank fails or differs; the other
     ranks then exit with status 1 quietly, and from here on print nothing on stdout."""
     comm = _communicator()
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -103,6 +106,8 @@ def prepare_distributed(args: argparse.Namespace,
     if args.backend in ("auto", "cupy") and _has_gpu():
         distributed.select_gpu(comm)
     try:
+        if rank == 0:
+            hold_run_lock(args.save, args.resume, held)
         prepared = prepare(args)
         error = None
     except TextError as exc:

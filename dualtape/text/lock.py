@@ -2,10 +2,12 @@
 beside the checkpoint ``PATH``, held for the life of the run and released by the system when
 the process ends, however it ends. The lock file holds the holder's PID, for the message that
 refuses a second run; it is never removed (removing it would let two runs lock two files).
-Where ``fcntl`` is missing (Windows) no lock is taken."""
+Where ``fcntl`` is missing (Windows) no lock is taken. Under ``--distributed`` rank 0 alone
+(the rank that writes) takes it, and a refusal ends every rank."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -44,3 +46,12 @@ def lock_checkpoint(path: str) -> Any:
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
+
+
+def hold_run_lock(save: str | None, resume: str | None, held: contextlib.ExitStack) -> None:
+    """Lock the checkpoint a run writes (``save``, else ``resume``; none: nothing to lock)
+    until ``held`` closes; ``TextError`` as ``lock_checkpoint``'s."""
+    path = save or resume
+    handle = None if path is None else lock_checkpoint(path)
+    if handle is not None:
+        held.callback(handle.close)  # the system releases it at exit too

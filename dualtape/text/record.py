@@ -65,6 +65,15 @@ def bits_per_char(nats: float) -> float:
     return nats / math.log(2)
 
 
+def worse_than_uniform(nats: float, symbols: int) -> str:
+    """``""`` for a loss of ``nats`` per character at most a uniform guess's over ``symbols``
+    symbols (log2 ``symbols`` bits/char); else the remark that says it is worse."""
+    if bits_per_char(nats) <= math.log2(symbols):
+        return ""
+    return (f": worse than a uniform guess over its {symbols} symbols "
+            f"({math.log2(symbols):.3f} bits/char)")
+
+
 class LogError(ValueError):
     """A log that cannot be used: its name, its kind, or what it holds; the message is one line."""
 

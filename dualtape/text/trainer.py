@@ -83,7 +83,7 @@ from .model import (
     sample,
     windows_at,
 )
-from .record import Row, TrainingLog
+from .record import Row, TrainingLog, bits_per_char, worse_than_uniform
 from .streams import StreamPosition, advance, check_streams, layout, stream_starts
 
 TEXT_FORMAT = 1
@@ -885,10 +885,12 @@ def run_training(
     ``DivergedError`` (also raised for a NaN loss) ends the run with the last checkpoint kept.
     Any other exception in the loop (a failed sample, step or report) saves first and is then
     raised. Ends with a sample unless one was just printed, after the final save, so an abort
-    while sampling loses nothing."""
+    while sampling loses nothing. The first held-out loss worse than a uniform guess over the
+    vocabulary is followed by a line that says so."""
     start = last = time.perf_counter()
     done = since_log = 0
     paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
+    explained = False  # whether a held-out loss worse than a uniform guess was explained
 
     def log(valid: float | None = None) -> None:
         nonlocal last, since_log, paused
@@ -900,7 +902,14 @@ def run_training(
         last, since_log, paused = now, 0, 0.0
 
     def record(loss: float, speed: float, seconds: float, valid: float | None = None) -> None:
+        nonlocal explained
         reporter.progress(trainer.step_count, loss, speed, valid)
+        worse = "" if valid is None or explained else worse_than_uniform(valid,
+                                                                          len(trainer.vocab))
+        if worse:
+            explained = True
+            reporter.text(f"(held-out {bits_per_char(valid):.3f} bits/char{worse}: the model "
+                          "has not learnt the text's symbol frequencies yet)")
         if limits.log is not None and limits.writes:
             problem = limits.log.write(Row(trainer.step_count, seconds, loss, valid, speed,
                                            trainer.config.rate))
