@@ -34,24 +34,8 @@ import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .kernels import blas
-from .layers.base import Array, ParamDict
+from .layers.base import Array, ParamDict, check_real
 from .switches import switched_on
-
-
-def _check_number(
-    owner: str, name: str, value: Any, low: float, high: float = math.inf, *, open_low: bool = False
-) -> float:
-    """``value`` as a float if it is a real number (Python or numpy) in ``[low, high)``
-    (``(low, high)`` with ``open_low``); anything else raises ``ValueError``."""
-    real = isinstance(value, int | float | np.integer | np.floating)
-    if not real or isinstance(value, bool | np.bool_) or not (
-        low < value < high if open_low else low <= value < high
-    ):
-        bracket = "(" if open_low else "["
-        raise ValueError(
-            f"{owner}: {name} must be a real number in {bracket}{low}, {high}), got {value!r}"
-        )
-    return float(value)
 
 
 class StateGroup(dict):
@@ -386,9 +370,9 @@ class SGD(Optimizer):
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()
-        self.rate = _check_number("SGD", "rate", rate, 0.0, open_low=True)
-        self.momentum = _check_number("SGD", "momentum", momentum, 0.0, 1.0)
-        self.regulariser = _check_number("SGD", "regulariser", regulariser, 0.0)
+        self.rate = check_real("SGD", "rate", rate, "(0, inf)")
+        self.momentum = check_real("SGD", "momentum", momentum, "[0, 1)")
+        self.regulariser = check_real("SGD", "regulariser", regulariser, "[0, inf)")
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         m = -self.rate * g
@@ -438,10 +422,10 @@ class Adam(Optimizer):
         self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
     ) -> None:
         super().__init__()
-        self.rate = _check_number("Adam", "rate", rate, 0.0, open_low=True)
-        self.beta1 = _check_number("Adam", "beta1", beta1, 0.0, 1.0)
-        self.beta2 = _check_number("Adam", "beta2", beta2, 0.0, 1.0)
-        self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)
+        self.rate = check_real("Adam", "rate", rate, "(0, inf)")
+        self.beta1 = check_real("Adam", "beta1", beta1, "[0, 1)")
+        self.beta2 = check_real("Adam", "beta2", beta2, "[0, 1)")
+        self.eps = check_real("Adam", "eps", eps, "(0, inf)")
 
     def _corrections(self) -> tuple[float, float]:
         """``(step size, eps')`` of step ``steps``: ``rate·√(1−β2ᵗ)/(1−β1ᵗ)`` and

@@ -7,7 +7,6 @@ to the networks, their layers and the kernels, and nothing below imports it.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from .backend import check_same_place, namespace_of, to_numpy, zeros_like_place
 from .checkpointing import checkpointed_backward, checkpointed_forward, segment_length
-from .layers.base import Array, restore
+from .layers.base import Array, check_real, restore
 from .losses import check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
@@ -225,9 +224,7 @@ def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
     ``norm`` before an update. No arrays at all: ``(grads, 0.0)``. Gradients of two backends
     or devices raise ``TypeError``/``ValueError`` naming both.
     """
-    if isinstance(max_norm, bool | np.bool_) or not isinstance(max_norm, numbers.Real) or not (
-            max_norm > 0):
-        raise ValueError(f"clip_gradients: max_norm must be a positive number, got {max_norm!r}")
+    check_real("clip_gradients", "max_norm", max_norm, "(0, inf]")
     single = isinstance(grads, Mapping)
     groups = [grads] if single else grads
     if not isinstance(groups, list | tuple) or not all(isinstance(g, Mapping) for g in groups):

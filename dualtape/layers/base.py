@@ -51,6 +51,7 @@ another layer's dict also holds (each dict counts its own changes).
 from __future__ import annotations
 
 import itertools
+import numbers
 import operator
 from typing import Any, ClassVar, NamedTuple
 
@@ -290,6 +291,19 @@ def check_size(owner: str, name: str, n: Any) -> int:
     if size is None or size < 1:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {n!r}")
     return size
+
+
+def check_real(owner: str, name: str, value: Any, interval: str) -> float:
+    """``value`` as a float if it is a real number (numpy's too; bools and NaN are not) in
+    ``interval``, written as in mathematics (``"[0, 1)"``, ``"(0, inf]"``); else a
+    ``ValueError`` naming the owner, the argument and the interval."""
+    low, high = (float(end) for end in interval[1:-1].split(","))
+    inside = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and (
+        (low <= value if interval[0] == "[" else low < value)
+        and (value <= high if interval[-1] == "]" else value < high))
+    if not inside:
+        raise ValueError(f"{owner}: {name} must be a real number in {interval}, got {value!r}")
+    return float(value)
 
 
 def checked_sizes(owner: str, config: dict[str, Any]) -> tuple[int, int]:

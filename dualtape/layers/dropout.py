@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..backend import backend_of, dtype_name, from_host, host_rng, zeros_like_place
-from .base import Array, Layer
+from .base import Array, Layer, check_real
 
 
 class DropoutTape(NamedTuple):
@@ -55,10 +52,7 @@ class Dropout(Layer):
 
     @rate.setter
     def rate(self, rate: float) -> None:
-        if isinstance(rate, bool | np.bool_) or not isinstance(rate, numbers.Real) \
-                or not 0.0 <= rate < 1.0:
-            raise ValueError(f"Dropout: rate must be a number in [0, 1), got {rate!r}")
-        self._rate = float(rate)
+        self._rate = check_real("Dropout", "rate", rate, "[0, 1)")
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"rate": self.rate}

@@ -3,6 +3,8 @@
 from run_mutants import Mutant
 
 P = "dualtape/optim.py"
+BASE = "dualtape/layers/base.py"
+CHECKS = ("tests/test_argument_checks.py",)
 T = ("tests/test_optim.py", "tests/test_optim_state.py", "tests/test_optim_chunks.py",
      "tests/test_optim_torch.py")
 STALE = T + ("tests/test_stale_tapes.py",)
@@ -65,12 +67,21 @@ MUTANTS = [
     Mutant(P, "        state: dict[tuple[int, str], dict[str, Array]] = {}\n",
            "        state = self.state\n", "a refused load overwrites the live state", T),
     # hyperparameters
-    Mutant(P, "    if not real or isinstance(value, bool | np.bool_) or not (",
-           "    if not real or not (", "True accepted as a rate", T),
-    Mutant(P, 'self.rate = _check_number("SGD", "rate", rate, 0.0, open_low=True)',
-           'self.rate = _check_number("SGD", "rate", rate, 0.0)', "SGD rate 0 accepted", T),
-    Mutant(P, 'self.eps = _check_number("Adam", "eps", eps, 0.0, open_low=True)',
-           'self.eps = _check_number("Adam", "eps", eps, 0.0)', "Adam eps 0 accepted", T),
+    Mutant(BASE, "isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)",
+           "isinstance(value, numbers.Real)", "True accepted as a rate", CHECKS),
+    Mutant(BASE, '(low <= value if interval[0] == "[" else low < value)',
+           "(low <= value)", "an open lower end taken as closed: SGD rate 0 accepted", CHECKS),
+    Mutant(BASE, '(low <= value if interval[0] == "[" else low < value)',
+           "(low < value)", "a closed lower end taken as open: momentum 0 refused", CHECKS),
+    Mutant(BASE, '(value <= high if interval[-1] == "]" else value < high)',
+           "(value <= high)", "an open upper end taken as closed: Dropout rate 1 accepted",
+           CHECKS),
+    Mutant(BASE, '(value <= high if interval[-1] == "]" else value < high)',
+           "(value < high)", "a closed upper end taken as open: max_norm inf refused", CHECKS),
+    Mutant(P, 'self.rate = check_real("SGD", "rate", rate, "(0, inf)")',
+           'self.rate = check_real("SGD", "rate", rate, "[0, inf)")', "SGD rate 0 accepted", T),
+    Mutant(P, 'self.eps = check_real("Adam", "eps", eps, "(0, inf)")',
+           'self.eps = check_real("Adam", "eps", eps, "[0, inf)")', "Adam eps 0 accepted", T),
     # Adam's rule
     Mutant(P, "        return self.rate * root / (1.0 - self.beta1**self.steps), self.eps * root",
            "        return self.rate * root / (1.0 - self.beta1**self.steps), self.eps",
