@@ -36,6 +36,17 @@ NAME_MAX = 255
 """The longest file name, in bytes, on common file systems."""
 
 
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same after links and relative spellings
+    are resolved, or (both existing) one file under two hard links."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def check_destination(path: str | os.PathLike, *, replace: bool = True,
                       probe: bool = False) -> Path:
     """The file ``write_atomically`` would write for ``path``: with ``replace``, a symlink at

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import secrets
 import shlex
 from collections.abc import Callable
@@ -297,7 +296,7 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
     file would be lost: one that is not a regular dualtape file (such as the training text),
     or another run's checkpoint unless it is the one resumed or ``overwrite`` is given.
     Returns what is there now (``"PATH (step N)"``), None when nothing is."""
-    from ..files import check_destination
+    from ..files import check_destination, same_file
     from ..io import read_header
     from .model import TextError
 
@@ -307,7 +306,7 @@ def _check_save_path(path: str, resume: str | None, overwrite: bool) -> str | No
         if not target.exists():
             return None
         step = read_header(target).get("extra", {}).get("step")
-        same = resume is not None and os.path.samefile(target, resume)
+        same = resume is not None and same_file(target, resume)
     except OSError as exc:
         hint = "" if path != resume else "; give --save PATH to save elsewhere"
         raise TextError(f"cannot write checkpoint {path}: {exc.strerror or exc}{hint}") from None
@@ -592,6 +591,7 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
 def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
     """The run's ``TrainingLog`` (``--log``, else beside the checkpoint), checked; None with
     ``--no-log`` or nowhere to put it."""
+    from ..files import same_file
     from .model import TextError
     from .record import DEFAULT_SUFFIX, LogError, TrainingLog
 
@@ -601,7 +601,7 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
     if args.no_log or (args.log is None and beside is None):
         return None
     path = args.log or beside + DEFAULT_SUFFIX
-    if beside is not None and _same_file(path, beside):
+    if beside is not None and same_file(path, beside):
         raise TextError(f"--log {path} is the checkpoint --{'save' if args.save else 'resume'} "
                         f"{beside} writes; the save would overwrite the log: give another --log")
     try:
@@ -609,17 +609,6 @@ def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
                                 replace=args.overwrite, follow=args.log is not None)
     except LogError as exc:
         raise TextError(str(exc)) from None
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one file: the same after links and relative spellings
-    are resolved, or (both existing) one file under two hard links."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def _closing(log: Any, best: list | None, symbols: int) -> list[str]:

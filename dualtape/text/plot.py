@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..files import open_regular, write_atomically
+from ..files import open_regular, same_file, write_atomically
 from .record import Log, LogError, read_log
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -75,8 +75,7 @@ def check_output(output: str, logs: list[str]) -> None:
     when it exists."""
     if Path(output).suffix.lower() != ".png":
         raise LogError(f"--output {output}: the image's name must end in .png")
-    if any(os.path.exists(log) and os.path.exists(output) and os.path.samefile(log, output)
-           for log in logs):
+    if any(same_file(log, output) for log in logs):
         raise LogError(f"--output {output} is one of the logs; choose another name")
     if not os.path.lexists(output):
         return
