@@ -28,8 +28,7 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
     feature_count,
     forward_chain,
 )
-from .layers.composite import as_layer
-from .layers.sequential import Sequential
+from .layers.sequential import Sequential, as_layers
 
 
 class Chain:
@@ -41,7 +40,7 @@ class Chain:
 
     def __init__(self, layers: Iterable[Layer]) -> None:
         name = type(self).__name__
-        self.layers = [as_layer(layer, name, k) for k, layer in enumerate(layers)]
+        self.layers = as_layers(layers, name, "layer")
         if not self.layers:
             raise ValueError(f"{name} needs at least one layer, got an empty list")
         self.in_shape, self.out_shape = check_chain(self.layers, name)

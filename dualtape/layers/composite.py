@@ -1,5 +1,5 @@
 """What the composite layers share (``Sequential``, ``Merge``, ``Concat``): layers that run
-other layers, Grenade's network-as-layer and branches.
+other layers, Grenade's network-as-layer and branches (``branches.py``).
 
 A composite holds no parameters of its own (``params`` stays an empty ``ParamDict``): its
 parameters are its layers', ``param_groups`` lists their dicts (one per leaf, depth first),
@@ -11,34 +11,19 @@ them as any others. Its tape is a named tuple whose first field holds its layers
 
 Layers live here and networks in ``dualtape.network`` (which imports the layers, never the
 reverse), so a ``Network`` becomes a layer through its ``as_layer()``, a ``Sequential`` of
-the same layer objects: a branch may be given as a layer, a list of layers or a ``Network``.
+the same layer objects: a branch may be given as a layer, a list of layers or a ``Network``
+(``sequential.as_layer``; a ``Composite`` is handed its children as layers).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .base import Array, Layer, fits
-from .chain import _words, check_distinct, check_same_params
+from .base import Array, Layer
+from .chain import check_distinct, check_same_params
 
 COMPOSITE_DEPTH = 32
 """How deeply composites may nest (``dualtape.load`` refuses deeper files unread)."""
-
-
-def as_layer(item: Any, owner: str, k: int, what: str = "layer") -> Layer:
-    """``item`` as a layer: a layer itself, a list or tuple of layers as a ``Sequential``, a
-    ``Network`` through its ``as_layer()``; else a one-line ``TypeError``."""
-    if isinstance(item, Layer):
-        return item
-    if isinstance(item, list | tuple):
-        from .sequential import Sequential
-
-        return Sequential(item)
-    convert = getattr(item, "as_layer", None)
-    if callable(convert) and not isinstance(item, type):
-        return convert()
-    raise TypeError(f"{owner}: {what} {k} is a {type(item).__name__}, not a Layer, a list of "
-                    "layers or a Network")
 
 
 class Composite(Layer):
@@ -50,10 +35,9 @@ class Composite(Layer):
     child_words: ClassVar[str] = "branches"
     """What a child and the children are called in messages."""
 
-    def __init__(self, children: list[Any]) -> None:
+    def __init__(self, children: list[Layer]) -> None:
         super().__init__()
-        self.children = [as_layer(c, self.kind, k, self.child_word)
-                         for k, c in enumerate(children)]
+        self.children = children
         for k, child in enumerate(self.children):
             if child.recurrent:
                 raise TypeError(f"{self.kind}: {self.child_word} {k} {child!r} is recurrent; "
@@ -97,78 +81,6 @@ class Composite(Layer):
             child._check_tape(t, f"{owner} (inside {self.kind})")
 
 
-class Branches(Composite):
-    """What ``Merge`` and ``Concat`` share: two or more branches on one input, whose input
-    shapes must agree (``common_input``) and whose outputs ``output_shape`` combines (checked
-    at construction)."""
-
-    def __init__(self, *branches: Any) -> None:
-        if len(branches) < 2:
-            raise ValueError(f"{self.kind} needs at least two branches, got {len(branches)}")
-        super().__init__(list(branches))
-        self._in = common_input(self.children, self.kind)
-        self.output_shape(self._in)
-
-    @property
-    def input_shape(self) -> tuple | None:
-        return self._in
-
-
 def depth(layer: Layer) -> int:
     """How many composites ``layer`` nests (0 for a plain layer)."""
     return 1 + max(map(depth, layer.children)) if layer.composite else 0
-
-
-def common_input(branches: list[Layer], owner: str) -> tuple | None:
-    """The example shape all ``branches`` take (sizes where any states one), or None for any;
-    a one-line ``ValueError`` when two cannot take the same input."""
-    shape, source = None, 0
-    for k, branch in enumerate(branches):
-        wanted = branch.input_shape
-        if wanted is None:
-            continue
-        if shape is None:
-            shape, source = wanted, k
-        elif not fits(shape, wanted):
-            raise ValueError(f"{owner}: branch {k} {branch!r} takes {_words(wanted)} but branch "
-                             f"{source} {branches[source]!r} takes {_words(shape)}; the "
-                             "branches run on one input")
-        else:
-            shape = tuple(b if isinstance(a, str) else a for a, b in zip(shape, wanted,
-                                                                         strict=True))
-    return shape
-
-
-def branch_outputs(branches: list[Layer], shape: tuple | None, owner: str) -> list:
-    """What each branch gives for examples of ``shape`` (None: any)."""
-    outputs = []
-    for k, branch in enumerate(branches):
-        try:
-            outputs.append(branch.output_shape(shape))
-        except ValueError as exc:
-            raise ValueError(f"{owner}: branch {k} {branch!r}: {exc}") from None
-    return outputs
-
-
-def run_branches(branches: list[Layer], xp: Any, x: Array) -> tuple[tuple, list[Array]]:
-    """Every branch on the same batch ``x``: ``(tapes, outputs)``."""
-    tapes, outputs = [], []
-    for branch in branches:
-        tape, y = branch._forward(xp, x)
-        tapes.append(tape)
-        outputs.append(y)
-    return tuple(tapes), outputs
-
-
-def back_through_branches(branches: list[Layer], xp: Any, tapes: tuple, dys: list[Array]
-                          ) -> tuple[list[dict[str, Array]], Array]:
-    """Each branch back from its output's gradient: ``(grads, dx)``, the gradients in the
-    order of ``param_groups`` and ``dx`` the sum of the branches' input gradients (they all
-    read the same input)."""
-    grads: list[dict[str, Array]] = []
-    dx = None
-    for branch, tape, dy in zip(branches, tapes, dys, strict=True):
-        groups, d = branch._backward_groups(xp, tape, dy)
-        grads.extend(groups)
-        dx = d if dx is None else dx + d
-    return grads, dx

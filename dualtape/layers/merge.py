@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .base import Array, fits, shape_text
-from .composite import (
+from .branches import (
     Branches,
     back_through_branches,
     branch_outputs,

@@ -1,4 +1,5 @@
-"""Sequential: layers run one after another as one layer, Grenade's network-as-layer."""
+"""Sequential: layers run one after another as one layer, Grenade's network-as-layer; and
+``as_layer``, how a composite takes a list of layers or a ``Network`` as one layer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,25 @@ from typing import Any, NamedTuple
 from .base import Array, Layer
 from .chain import backward_chain, check_chain, forward_chain
 from .composite import Composite
+
+
+def as_layer(item: Any, owner: str, k: int, what: str = "layer") -> Layer:
+    """``item`` as a layer: a layer itself, a list or tuple of layers as a ``Sequential``, a
+    ``Network`` through its ``as_layer()``; else a one-line ``TypeError``."""
+    if isinstance(item, Layer):
+        return item
+    if isinstance(item, list | tuple):
+        return Sequential(item)
+    convert = getattr(item, "as_layer", None)
+    if callable(convert) and not isinstance(item, type):
+        return convert()
+    raise TypeError(f"{owner}: {what} {k} is a {type(item).__name__}, not a Layer, a list of "
+                    "layers or a Network")
+
+
+def as_layers(items: Any, owner: str, what: str) -> list[Layer]:
+    """Each of ``items`` ``as_layer``, named ``what`` and its index in messages."""
+    return [as_layer(item, owner, k, what) for k, item in enumerate(items)]
 
 
 class SequentialTape(NamedTuple):
@@ -28,7 +48,7 @@ class Sequential(Composite):
     def __init__(self, layers: Any) -> None:
         if not isinstance(layers, list | tuple) or not layers:
             raise ValueError(f"Sequential needs a non-empty list of layers, got {layers!r}")
-        super().__init__(list(layers))
+        super().__init__(as_layers(layers, self.kind, self.child_word))
         self._in, self._out = check_chain(self.children, self.kind)
 
     @classmethod

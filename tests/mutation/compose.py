@@ -1,5 +1,6 @@
 """Mutants of the composite layers (``dualtape/layers/composite.py``, ``sequential.py``,
-``merge.py``, ``concat.py``, ``chain.py``), of how networks hold them and of their save/load.
+``branches.py``, ``merge.py``, ``concat.py``, ``chain.py``), of how networks hold them and
+of their save/load.
 
 Killed 0 of 31 by the suite before the composite tests (``DUALTAPE_MUTANTS_BEFORE=1``), 31 of
 31 with them (2026-12-01)."""
@@ -9,6 +10,7 @@ import os
 from run_mutants import Mutant
 
 COMPOSITE = "dualtape/layers/composite.py"
+BRANCHES = "dualtape/layers/branches.py"
 SEQUENTIAL = "dualtape/layers/sequential.py"
 MERGE = "dualtape/layers/merge.py"
 CONCAT = "dualtape/layers/concat.py"
@@ -22,9 +24,9 @@ EXISTING = ("tests/test_network.py", "tests/test_io.py", "tests/test_spatial.py"
 TESTS = EXISTING if os.environ.get("DUALTAPE_MUTANTS_BEFORE") else \
     (*EXISTING, "tests/test_compose.py", "tests/test_compose_io.py")
 MUTANTS = [
-    Mutant(COMPOSITE, "        dx = d if dx is None else dx + d", "        dx = d",
+    Mutant(BRANCHES, "        dx = d if dx is None else dx + d", "        dx = d",
            "branch gradients not summed for the shared input", TESTS),
-    Mutant(COMPOSITE, "        grads.extend(groups)", "        grads[:0] = groups",
+    Mutant(BRANCHES, "        grads.extend(groups)", "        grads[:0] = groups",
            "branch gradients in the wrong order for param_groups", TESTS),
     Mutant(CONCAT, "            start += size", "            start = size",
            "concat's gradient split at the wrong index", TESTS),
@@ -60,7 +62,7 @@ MUTANTS = [
            "Merge broadcasts outputs of different sizes", TESTS),
     Mutant(CONCAT, "or tuple(y.shape[2:]) != first[2:] or", "or",
            "Concat's runtime check of the other axes dropped", TESTS),
-    Mutant(COMPOSITE, "        elif not fits(shape, wanted):", "        elif False:",
+    Mutant(BRANCHES, "        elif not fits(shape, wanted):", "        elif False:",
            "branches that take different inputs accepted", TESTS),
     Mutant(COMPOSITE, "        check_same_params(self.leaves(), self.kind)\n", "",
            "a composite mixes backends", TESTS),
@@ -95,4 +97,10 @@ MUTANTS = [
     Mutant(IO, "        spec[\"layers\"] = [_layer_spec(child, f\"{where}.{i}\", dtype, arrays)",
            "        spec[\"layers\"] = [_layer_spec(child, f\"{where}\", dtype, arrays)",
            "save writes nested parameters under one name", TESTS),
+    Mutant(SEQUENTIAL, "        super().__init__(as_layers(layers, self.kind, self.child_word))",
+           "        super().__init__(list(layers))",
+           "a Sequential takes a list or a Network inside it as is", TESTS),
+    Mutant(BRANCHES, "        super().__init__(as_layers(branches, self.kind, self.child_word))",
+           "        super().__init__(list(branches))",
+           "a branch given as a list of layers or a Network taken as is", TESTS),
 ]
