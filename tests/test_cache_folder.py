@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import stat
+from types import SimpleNamespace
 
 import pytest
 
-from dualtape.kernels.cache_folder import entry_problem, path_problem
+from dualtape.kernels.cache_folder import entry_problem, path_problem, private_group
 
 ME, SOMEONE, ROOT, MINE, SHARED = 1000, 2000, 0, 1000, 50
 DIR, LINK = stat.S_IFDIR, stat.S_IFLNK
@@ -111,3 +112,21 @@ def test_a_folder_someone_else_made_is_refused(folders):
     """The attack on ``NUMBA_CACHE_DIR=/tmp/x``: another user made ``x`` first."""
     os.chown(folders / "mine", 12345, 12345)
     assert "owned by uid 12345" in path_problem(str(folders / "mine" / "cache"))
+
+
+@posix_only
+@pytest.mark.parametrize("group, members, private", [
+    ("me", [], 1000), ("me", ["me"], 1000), ("staff", [], None), ("me", ["eve"], None),
+    (None, [], None)])
+def test_only_a_group_of_your_own_is_private(monkeypatch, group, members, private):
+    import grp
+    import pwd
+
+    def group_of(gid):
+        if group is None:
+            raise KeyError(gid)
+        return SimpleNamespace(gr_name=group, gr_gid=gid, gr_mem=members)
+
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: SimpleNamespace(pw_name="me", pw_gid=1000))
+    monkeypatch.setattr(grp, "getgrgid", group_of)
+    assert private_group() == private
