@@ -6,7 +6,8 @@ loops (``numba_cell``) where numba is installed and numpy bundles OpenBLAS, else
 ufunc loop (``numpy_cell``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The compiled loops (per dtype) and the CUDA
 kernels (per device and dtype) first pass a self-check against the generic code (on a
-mismatch: one warning, then the generic code).
+mismatch: one warning, then the generic code); a compiled loop's failure that a fresh compile
+cures is a damaged disk cache, rebuilt with its own warning (``numba_cache``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
         if cpu_path()[0] == "compiled":
             path = _compiled_path()
             if selfcheck.verified(("numba", like.dtype), "compiled CPU LSTM loops",
-                                  _on_the_cpu(like.dtype), lambda: self_check(path, like)):
+                                  _on_the_cpu(like.dtype),
+                                  lambda: _cache_checked("_numba_loops",
+                                                         lambda: self_check(path, like))):
                 return path
         return _numpy_path()
     if array_api_compat.is_cupy_namespace(xp):
@@ -76,18 +79,23 @@ def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) ->
             return None
         from . import numba_cells
 
-        loops = numba_cells.LOOPS[cell]
+        loops, compiled = numba_cells.LOOPS[cell], "_numba_cells"
         key, where = ("numba", cell, like.dtype), _on_the_cpu(like.dtype)
     elif array_api_compat.is_cupy_array(like):
         from . import cupy_cells
 
-        loops = cupy_cells.LOOPS[cell]
+        loops, compiled = cupy_cells.LOOPS[cell], None
         device, dtype = like.device.id, like.dtype.name
         key, where = ("cupy", cell, device, dtype), f"CUDA device {device} ({dtype})"
     else:
         return None
+
+    def check() -> str | None:
+        return self_check(loops) if compiled is None else \
+            _cache_checked(compiled, lambda: self_check(loops))
+
     return loops if selfcheck.verified(key, f"fast {CELL_NAMES[cell]} loops", where,
-                                       lambda: self_check(loops)) else None
+                                       check) else None
 
 
 def cpu_path() -> tuple[str, str | None]:
@@ -99,6 +107,14 @@ def cpu_path() -> tuple[str, str | None]:
         return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
     why = _compiled_unavailable()
     return ("ufuncs", why) if why else ("compiled", None)
+
+
+def _cache_checked(compiled: str, check: Callable[[], str | None]) -> str | None:
+    """``check()`` of the numba module ``compiled``, after a fresh compile if its disk cache
+    looks damaged (``numba_cache.checked``)."""
+    from .numba_cache import checked
+
+    return checked(compiled, check)
 
 
 @functools.cache

@@ -11,7 +11,8 @@ result is within 2 ulp of numpy's (``tests/test_numba_cell.py``). The passes aro
 (``output_gate``, ``gate_factors``, ``candidate_gradient``) are one compiled pass each.
 Functions are compiled on first use for each dtype and cached on disk (numba's ``cache=True``:
 beside this file, or in the user's cache folder when the install is read-only), so later
-processes load them.
+processes load them; ``numba_cache`` refuses a folder others could write to and rebuilds a
+damaged cache.
 
 Only numpy arrays, only where numba imports and numpy bundles OpenBLAS (``unavailable()``
 says why not); ``kernels.sequence_path`` checks the loops against the generic code once per
@@ -138,10 +139,11 @@ def version() -> str:
 
 @functools.cache
 def _compiled() -> Any:
-    """The compiled functions, by name (numba is imported here, on first use)."""
-    from . import _numba_loops
+    """The compiled functions, by name (numba is imported here, on first use; ``numba_cache``
+    refuses an unsafe disk cache folder before any is loaded)."""
+    from . import numba_cache
 
-    return _numba_loops
+    return numba_cache.load("_numba_loops")
 
 
 def _functions() -> tuple[Any, ...]:

@@ -124,9 +124,9 @@ def warm_up(dtype: Any) -> float:
 
 @functools.cache
 def _compiled() -> Any:
-    from . import _numba_cells
+    from . import numba_cache
 
-    return _numba_cells
+    return numba_cache.load("_numba_cells")
 
 
 STANDARD_LSTM = SimpleNamespace(forward=standard_lstm_forward, backward=standard_lstm_backward)

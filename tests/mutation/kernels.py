@@ -6,6 +6,8 @@ SEQ, CUPY = "dualtape/kernels/sequence.py", "dualtape/kernels/cupy_cell.py"
 BLAS, CHECK = "dualtape/kernels/blas.py", "dualtape/kernels/selfcheck.py"
 LOOPS, NUMBA = "dualtape/kernels/_numba_loops.py", "dualtape/kernels/numba_cell.py"
 INIT = "dualtape/kernels/__init__.py"
+FOLDER, CACHE = "dualtape/kernels/cache_folder.py", "dualtape/kernels/numba_cache.py"
+RULE, CACHED = ("tests/test_cache_folder.py",), ("tests/test_numba_cache.py",)
 JIT = ("tests/test_numba_cell.py", "tests/test_kernels.py", "tests/test_lstm.py")
 T = ("tests/test_kernels.py", "tests/test_lstm.py", "tests/test_aliasing.py")
 LAYOUTS = ("tests/test_layouts.py",)
@@ -120,4 +122,47 @@ MUTANTS = [
            "    if type(U_fi) is not np.ndarray:",
            "the compiled cell reads a U of another dtype as its buffers' raw memory",
            ("tests/test_numba_cell.py",)),
+    Mutant(FOLDER, "    if owner not in (uid, 0):", "    if owner not in (uid, 0, owner):",
+           "a folder of another user's is trusted", RULE),
+    Mutant(FOLDER, "    if mode & stat.S_ISVTX and not holds_files:", "    if mode & stat.S_ISVTX:",
+           "a sticky cache folder is trusted though others can plant names in it", RULE),
+    Mutant(FOLDER, "    others = mode & stat.S_IWOTH", "    others = 0",
+           "a world-writable folder is judged by its group alone", RULE),
+    Mutant(FOLDER, " and group != private_group)", ")",
+           "your own private group's write bit refuses the cache (umask 002)", RULE),
+    Mutant(FOLDER, "    if stat.S_ISLNK(mode):\n        return None\n", "",
+           "a link refused for its meaningless mode 0777", RULE),
+    Mutant(FOLDER, "uid, private, path == real)", "uid, private, False)",
+           "the cache folder itself gets the sticky exception", RULE),
+    Mutant(FOLDER, "[*_up_to_root(os.path.abspath(folder)), *_up_to_root(real)]",
+           "[*_up_to_root(os.path.abspath(folder))]",
+           "the folders a link leads to go unchecked", RULE),
+    Mutant(FOLDER, "        paths.append(os.path.dirname(paths[-1]))", "        break",
+           "only the cache folder checked, not the folders above it", RULE),
+    Mutant(FOLDER, "alone = group.gr_name == user.pw_name and", "alone = True or",
+           "any primary group taken for the user's own", RULE),
+    Mutant(CACHE, "            function._cache = NullCache()", "            pass",
+           "a refused folder's planted cache still loaded", CACHED),
+    Mutant(NUMBA, '    from . import numba_cache\n\n    return numba_cache.load("_numba_loops")',
+           "    from . import _numba_loops\n\n    return _numba_loops",
+           "the Grenade loops' warm-up skips the cache folder check", CACHED),
+    Mutant("dualtape/kernels/numba_cells.py",
+           '    from . import numba_cache\n\n    return numba_cache.load("_numba_cells")',
+           "    from . import _numba_cells\n\n    return _numba_cells",
+           "the standard cells' warm-up skips the cache folder check", CACHED),
+    Mutant(CACHE, "        if problem is None or not any(", "        if True or not any(",
+           "a failed check after cache loads is never taken for a damaged cache", CACHED),
+    Mutant(CACHE, "    for function in functions:\n        function.recompile()\n", "",
+           "the check rerun on the damaged loops, not a fresh compile", CACHED),
+    Mutant(CACHE, "    if fresh is None:", "    if False:", "a rebuilt cache goes unsaid", CACHED),
+    Mutant(CACHE, "        if all(f.stats.cache_path is None for f in functions):\n"
+                  "            raise\n", "",
+           "a raise with no disk cache taken for a damaged cache", CACHED),
+    Mutant(INIT, "        return self_check(loops) if compiled is None else",
+           "        return self_check(loops) if True else",
+           "the standard cells' damaged cache never rebuilt", CACHED),
+    Mutant(INIT, """                                  lambda: _cache_checked("_numba_loops",
+                                                         lambda: self_check(path, like))):""",
+           "                                  lambda: self_check(path, like)):",
+           "the Grenade loops' damaged cache never rebuilt", CACHED),
 ]

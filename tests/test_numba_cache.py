@@ -1,0 +1,233 @@
+"""The compiled loops and numba's disk cache: an unsafe folder is never read, a damaged cache is
+rebuilt (each in fresh processes with ``NUMBA_CACHE_DIR`` in a temporary folder)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("numba")
+ROOT = Path(__file__).resolve().parents[1]
+
+FIRST_USE = """
+import json, sys, warnings
+import numpy as np
+from dualtape import kernels
+from dualtape.kernels import numba_cache, numba_cell, numba_cells
+from dualtape.layers import gru, lstm, standard_lstm
+DTYPES = ("float32", "float64")
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    if sys.argv[2:] == ["warm-up"]:  # as train-text does, before any self-check
+        (numba_cell if sys.argv[1] == "_numba_loops" else numba_cells).warm_up("float32")
+    if sys.argv[1] == "_numba_loops":
+        cells = [type(kernels.sequence_path(np, np.zeros((2, 5), d), lstm.fused_disagreement)
+                      .cell).__name__ for d in DTYPES]
+    else:
+        cells = [type(kernels.cell_loops(name, np.zeros(1, d), lambda loops, m=m, d=d:
+                      m.fast_disagreement(loops, np.zeros(1, d)))).__name__
+                 for name, m in (("standard_lstm", standard_lstm), ("gru", gru)) for d in DTYPES]
+functions = numba_cache.dispatchers(numba_cache.load(sys.argv[1]))
+print(json.dumps({"cells": cells, "warnings": [str(w.message) for w in seen],
+                  "from_cache": not any(sum(f.stats.cache_misses.values()) for f in functions)}))
+"""
+LOOPS = {"_numba_loops": ["NumbaCell"] * 2, "_numba_cells": ["SimpleNamespace"] * 4}
+"""What ``first_use`` of each compiled module chooses when its self-checks pass."""
+
+
+def first_use(cache: Path, module: str = "_numba_loops", *warm_up: str) -> dict:
+    """What a fresh process's first use of the compiled ``module``'s loops (both dtypes; after
+    its ``warm_up`` with ``"warm-up"``) says: the loops chosen, its warnings, whether all came
+    from the disk cache."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": str(ROOT)}
+    env.pop("DUALTAPE_JIT", None)
+    env.pop("DUALTAPE_FUSED", None)
+    done = subprocess.run([sys.executable, "-c", FIRST_USE, module, *warm_up], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> Path:
+    """A cache folder holding both dtypes' compiled loops, as a first process leaves it."""
+    cache = tmp_path_factory.mktemp("filled") / "cache"
+    for module, cells in LOOPS.items():
+        assert first_use(cache, module) == {"cells": cells, "from_cache": False, "warnings": []}
+    return cache
+
+
+class Plant:
+    """Unpickling it creates the file ``path``: the code a planted cache file runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def planted_copy(filled: Path, into: Path, marker: Path) -> Path:
+    """A copy of ``filled`` whose every index file runs code that creates ``marker``."""
+    shutil.copytree(filled, into)
+    for index in into.rglob("*.nbi"):
+        index.write_bytes(pickle.dumps(Plant(marker)))
+    return into
+
+
+def test_planted_files_are_read_from_a_folder_only_you_can_write(filled, tmp_path):
+    """The control: numba does run what is planted in its cache (here a safe folder)."""
+    cache = planted_copy(filled, tmp_path / "cache", tmp_path / "ran")
+    ran = first_use(cache)
+    assert (tmp_path / "ran").exists()
+    assert ran["cells"] == ["NumbaCell"] * 2
+
+
+@pytest.mark.parametrize("module", LOOPS)
+def test_a_world_writable_cache_folder_is_never_read(filled, tmp_path, module):
+    cache = planted_copy(filled, tmp_path / "cache", tmp_path / "ran")
+    cache.chmod(0o777)
+    refused = first_use(cache, module, "warm-up")
+    assert not (tmp_path / "ran").exists(), "a planted cache file ran"
+    assert refused["cells"] == LOOPS[module] and not refused["from_cache"]
+    [warning] = refused["warnings"]
+    assert warning.startswith(f"dualtape: not using numba's disk cache in {cache}/kernels_")
+    assert f": {cache} can be written by anyone (mode 0777); compiling" in warning
+    assert "\n" not in warning
+    assert [p.name for p in cache.rglob("*.tmp.*")] == [], "nothing is written there either"
+
+
+def swap_dtypes(cache: Path) -> None:
+    """Each function's float32 and float64 entries trade places."""
+    for first in cache.rglob("*.1.nbc"):
+        second = first.with_name(first.name.replace(".1.nbc", ".2.nbc"))
+        a, b = first.read_bytes(), second.read_bytes()
+        first.write_bytes(b)
+        second.write_bytes(a)
+
+
+DAMAGE = {
+    "truncated-index": ("_numba_loops", "*forward_loop*.nbi", lambda b: b[:20]),
+    "garbled-data": ("_numba_loops", "*gate_factors*.nbc", lambda b: bytes(reversed(b))),
+    "swapped-dtypes": ("_numba_loops", "*.nbc", None),
+    "cells-truncated-index": ("_numba_cells", "*gru_backward_loop*.nbi", lambda b: b[:20]),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_cache_is_named_rebuilt_and_the_fast_loops_kept(filled, tmp_path, damage):
+    module, pattern, change = DAMAGE[damage]
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache)
+    if change is None:
+        swap_dtypes(cache)
+    for damaged in cache.rglob(pattern) if change else ():
+        damaged.write_bytes(change(damaged.read_bytes()))
+    repaired = first_use(cache, module)
+    assert repaired["cells"] == LOOPS[module], "the fresh compile passed its self-check"
+    [warning] = repaired["warnings"]
+    assert warning.startswith(f"dualtape: numba's disk cache in {cache}/kernels_")
+    assert "is damaged (" in warning and "disagree with the generic code" not in warning
+    assert "delete those files" in warning and f"{module}.*.nbi and .nbc" in warning
+    again = first_use(cache, module)
+    assert again == {"cells": LOOPS[module], "from_cache": True, "warnings": []}
+
+
+class Function:
+    """A stand-in for a numba dispatcher: its cache statistics and the recompiles asked of it."""
+
+    def __init__(self, cache_path: str | None, hits: int) -> None:
+        self.stats = SimpleNamespace(cache_path=cache_path, cache_hits=Counter(sig=hits))
+        self.recompiled = 0
+
+    def recompile(self) -> None:
+        self.recompiled += 1
+
+
+def check_of(*answers):
+    """A self-check giving ``answers`` in turn (an exception is raised)."""
+    answers = list(answers)
+
+    def check():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return check
+
+
+@pytest.fixture
+def functions(monkeypatch):
+    """Two stand-in functions of a compiled module that ``numba_cache.checked`` sees."""
+    from dualtape.kernels import numba_cache
+
+    made = []
+
+    def use(cache_path: str | None, hits: int) -> list[Function]:
+        made[:] = [Function(cache_path, hits), Function(cache_path, 0)]
+        return made
+
+    monkeypatch.setattr(numba_cache, "load", lambda name: name)
+    monkeypatch.setattr(numba_cache, "dispatchers", lambda module: made)
+    return use
+
+
+def checked(check):
+    from dualtape.kernels import numba_cache
+
+    return numba_cache.checked("_numba_loops", check)
+
+
+@pytest.mark.parametrize("first", ["h differ by 0.5", ValueError("bad pickle")])
+def test_a_failure_a_fresh_compile_cures_is_a_damaged_cache(functions, first):
+    made = functions("/c", hits=1)
+    with pytest.warns(RuntimeWarning, match=r"disk cache in /c is damaged \((h differ|the check "
+                      r"raised ValueError: bad pickle)"):
+        assert checked(check_of(first, None)) is None
+    assert [f.recompiled for f in made] == [1, 1]
+
+
+def test_a_failure_with_nothing_from_the_cache_is_the_loops_own(functions):
+    made = functions("/c", hits=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert checked(check_of("h differ by 0.5")) == "h differ by 0.5"
+    assert [f.recompiled for f in made] == [0, 0]
+
+
+def test_a_raise_without_a_cache_propagates_uncompiled(functions):
+    made = functions(None, hits=0)
+    with pytest.raises(ValueError, match="no cache here"):
+        checked(check_of(ValueError("no cache here")))
+    assert [f.recompiled for f in made] == [0, 0]
+
+
+@pytest.mark.parametrize("fresh", ["h still differ", ValueError("still raises")])
+def test_a_failure_that_a_fresh_compile_keeps_is_no_cache_problem(functions, fresh):
+    made = functions("/c", hits=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if isinstance(fresh, Exception):
+            with pytest.raises(ValueError, match="still raises"):
+                checked(check_of("h differ", fresh))
+        else:
+            assert checked(check_of("h differ", fresh)) == "h still differ"
+    assert [f.recompiled for f in made] == [1, 1]
+
+
+def test_a_passing_check_recompiles_nothing(functions):
+    made = functions("/c", hits=3)
+    assert checked(check_of(None)) is None
+    assert [f.recompiled for f in made] == [0, 0]
