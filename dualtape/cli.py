@@ -51,7 +51,12 @@ def _cpu_loops() -> str:
     path, why = kernels.cpu_path()
     if path != "compiled":
         return f"{'ufunc loop' if path == 'ufuncs' else 'generic code'} ({why})"
-    seconds = sum(numba_cell.warm_up(dtype) for dtype in FLOAT_DTYPES)
+    try:
+        seconds = sum(numba_cell.warm_up(dtype) for dtype in FLOAT_DTYPES)
+    except Exception as exc:  # noqa: BLE001 - a damaged disk cache raises what unpickling does
+        return (f"compiled (numba {numba_cell.version()}), but loading it failed "
+                f"({type(exc).__name__}: {exc}); its first use checks it and, if numba's disk "
+                "cache is damaged, compiles it afresh")
     how = ("loaded from the disk cache" if numba_cell.loaded_from_cache() else
            "compiled now and cached on disk: later runs load it")
     return f"compiled (numba {numba_cell.version()}; ready in {seconds:.1f} s, {how})"

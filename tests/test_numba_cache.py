@@ -231,3 +231,17 @@ def test_a_passing_check_recompiles_nothing(functions):
     made = functions("/c", hits=3)
     assert checked(check_of(None)) is None
     assert [f.recompiled for f in made] == [0, 0]
+
+
+def test_dualtape_info_names_a_cache_it_cannot_load_in_one_line(filled, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache)
+    for index in cache.rglob("*forward_loop*.nbi"):
+        index.write_bytes(index.read_bytes()[:20])
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    env.pop("DUALTAPE_JIT", None)
+    done = subprocess.run([sys.executable, "-m", "dualtape.cli", "info"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("LSTM loops on numpy:")]
+    assert "but loading it failed (" in line and "compiles it afresh" in line
