@@ -18,7 +18,7 @@ import pytest
 
 import dualtape
 from dualtape import distributed
-from dualtape.text.cli import DEFAULT_VALID
+from dualtape.text.prepare import DEFAULT_VALID, prepare
 from dualtape.text.record import read_log
 
 from . import mpi_worker
@@ -400,11 +400,10 @@ def shared(corpus: Path, *options: str):
     """``prepare`` for ``train-text TEXT_RUN... CORPUS options``, and a function giving what
     its rank must share with the others (``shared_settings``) as it is now."""
     from dualtape import cli
-    from dualtape.text import cli as text_cli
     from dualtape.text.distributed import shared_settings
 
     args = cli.build_parser().parse_args([*TEXT_RUN, str(corpus), *options])
-    prepared = text_cli._prepare(args)
+    prepared = prepare(args)
     return prepared.trainer, lambda: shared_settings(args, prepared.trainer, prepared.text)
 
 

@@ -37,7 +37,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from ..backend import to_numpy
 from .console import StopRequest
 from .lock import hold_run_lock
 from .model import TextError, fingerprint
+from .prepare import Prepared, prepare
 from .trainer import (
     DivergedError,
     Reporter,
@@ -54,9 +55,6 @@ from .trainer import (
     TextTrainer,
     run_training,
 )
-
-if TYPE_CHECKING:
-    from .cli import Prepared
 
 Runner = Callable[[TextTrainer, RunLimits, Reporter, StopRequest], RunResult]
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # set by MPICH's and Open MPI's mpiexec
@@ -89,14 +87,14 @@ def _communicator() -> Any:
     return comm
 
 
-def prepare_distributed(args: argparse.Namespace,
-                        prepare: Callable[[argparse.Namespace], Prepared],
-                        held: contextlib.ExitStack) -> tuple[Prepared, Runner]:
-    """``prepare(args)`` on every rank, checked to agree, then the trainer made data-parallel;
-    returns what ``prepare`` did (its note telling the ranks and the global batch) and the
-    loop to run. Rank 0, which writes, first locks the checkpoint until ``held`` closes
-    (``lock.py``). Rank 0 raises the ``TextError`` when any rank fails or differs; the other
-    ranks then exit with status 1 quietly, and from here on print nothing on stdout."""
+def prepare_distributed(args: argparse.Namespace, held: contextlib.ExitStack
+                        ) -> tuple[Prepared, Runner]:
+    """``prepare(args)`` (``prepare.py``) on every rank, checked to agree, then the trainer
+    made data-parallel; returns what ``prepare`` did (its note telling the ranks and the global
+    batch) and the loop to run. Rank 0, which writes, first locks the checkpoint until
+    ``held`` closes (``lock.py``). Rank 0 raises the ``TextError`` when any rank fails or
+    differs; the other ranks then exit with status 1 quietly, and from here on print nothing
+    on stdout."""
     comm = _communicator()
     rank, size = comm.Get_rank(), comm.Get_size()
     if rank != 0:

@@ -50,7 +50,7 @@ MUTANTS = [
            ("tests/test_cuda_cells.py",)),
     Mutant(KERNELS, "    return loops if selfcheck.verified(key, "
                     "f\"fast {CELL_NAMES[cell]} loops\", where,\n"
-                    "                                       lambda: self_check(loops)) else None",
+                    "                                       check) else None",
            "    return loops", "fast loops used without their self-check", LOOPS),
     Mutant(NUMBA, "c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]",
            "c_next[j] = g[n + j] * c[j] + g[2 * n + j]",

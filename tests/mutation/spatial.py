@@ -114,7 +114,7 @@ MUTANTS = [
     Mutant(L + "spatial.py", "    return sizes[0], sizes[1]", "    return pair[0], pair[1]",
            "numpy integers stored in a kernel or stride instead of plain ints",
            ("tests/test_layers.py",)),
-    Mutant(L + "dropout.py", "        self._rate = float(rate)", "        self._rate = rate",
+    Mutant(L + "base.py", "    return float(value)\n", "    return value\n",
            "a numpy rate stored as it came", ("tests/test_dropout.py",)),
     Mutant("dualtape/torch_weights.py", "    if dtype is None and len(kept) > 1:",
            "    if dtype is None and len(kept) > 2:",

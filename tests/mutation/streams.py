@@ -56,6 +56,6 @@ MUTANTS = [
            "    return nats / math.log(10)",
            "bits in the wrong base", TESTS),
 ]
-MUTANTS.append(Mutant("dualtape/text/cli.py", '_closing(log, trainer.held_out.get("best"))',
-                      '_closing(log, trainer.held_out.get("last"))',
+MUTANTS.append(Mutant("dualtape/text/cli.py", '_closing(log, trainer.held_out.get("best"), len(',
+                      '_closing(log, trainer.held_out.get("last"), len(',
                       "the closing line reports the last held-out loss as the best", TESTS))

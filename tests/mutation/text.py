@@ -6,6 +6,7 @@ from run_mutants import Mutant
 
 TRAINER = "dualtape/text/trainer.py"
 CLI = "dualtape/text/cli.py"
+PREPARE = "dualtape/text/prepare.py"
 CONSOLE = "dualtape/text/console.py"
 MODEL = "dualtape/text/model.py"
 TEXT_DIST = "dualtape/text/distributed.py"
@@ -29,6 +30,10 @@ def trainer(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Muta
 
 def cli(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
     return Mutant(CLI, old, new, why, tests)
+
+
+def prep(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
+    return Mutant(PREPARE, old, new, why, tests)
 
 
 MUTANTS = [
@@ -109,32 +114,32 @@ MUTANTS = [
     trainer("rngs=None if reseed else self.rngs, streams", "rngs=self.rngs, streams",
             "--seed when resuming keeps the stored generators", TEXT),
     # --- the command line: destinations --------------------------------------------------------
-    cli("    if not (same or overwrite):", "    if not overwrite:",
+    prep("    if not (same or overwrite):", "    if not overwrite:",
         "--save onto the checkpoint being resumed needs --overwrite"),
-    cli("    if not (same or overwrite):", "    if not same:",
+    prep("    if not (same or overwrite):", "    if not same:",
         "--overwrite is ignored", SAFETY),
-    cli("same = resume is not None and same_file(target, resume)",
+    prep("same = resume is not None and same_file(target, resume)",
         "same = resume is not None and str(target) == resume",
         "the resumed checkpoint is recognised by its spelling, not as the same file", SAFETY),
-    cli("before = _check_save_path(args.save or args.resume, args.resume, args.overwrite)",
+    prep("before = _check_save_path(args.save or args.resume, args.resume, args.overwrite)",
         "before = None if args.save is None else _check_save_path(args.save, args.resume, "
         "args.overwrite)",
         "saving back to --resume is not checked before training", SAFETY),
     cli("args.sample_chars, args.temperature, args.save or args.resume,",
         "args.sample_chars, args.temperature, args.save,",
         "--resume without --save does not save back", TEXT),
-    cli("    there = path if step is None else f\"{path} (step {step})\"\n",
+    prep("    there = path if step is None else f\"{path} (step {step})\"\n",
         "    there = path\n", "the refusal does not say which step the other checkpoint holds",
         SAFETY),
-    cli('"save": ("a path", bool), "resume": ("a path", bool),', "",
+    prep('"save": ("a path", bool), "resume": ("a path", bool),', "",
         "an empty --save or --resume silently means none", SAFETY),
     # --- the command line: limits and messages -------------------------------------------------
-    cli('"time_limit": ("positive and finite (leave it out for no limit)", _positive_finite),',
+    prep('"time_limit": ("positive and finite (leave it out for no limit)", positive_finite),',
         '"time_limit": ("positive", _positive),',
         "--time-limit inf reaches the progress bar", SAFETY),
-    cli('"sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", '
+    prep('"sample_chars": (f"from 0 to {MAX_SAMPLE_CHARS:,}", '
         'lambda n: 0 <= n <= MAX_SAMPLE_CHARS),',
-        '"sample_chars": ("0 or more", _non_negative),',
+        '"sample_chars": ("0 or more", non_negative),',
         "--sample-chars has no upper bound", SAFETY),
     cli('"seed": CONFIG_RULES["seed"]})', "})", "sample --seed -1 reaches numpy", SAFETY),
     cli("    if trainer.saved is not None:\n        return \"saved {} at step {}\".format(",
@@ -296,7 +301,7 @@ MUTANTS = [
            "the machine's communicator never freed", THREAD_TESTS),
     Mutant(THREADS, 'count = "the libraries\' own" if self.count is None else str(self.count)',
            "count = str(self.count)", "the header says 'threads: None'", THREAD_TESTS),
-    cli("    if isinstance(explicit, int) and not threads.threadpoolctl_installed():",
+    prep("    if isinstance(explicit, int) and not threads.threadpoolctl_installed():",
         "    if False:", "--threads N without threadpoolctl fails as a bug while training",
         THREAD_TESTS),
     cli("            ranks = threads.ranks_on_this_host()\n", "            ranks = 1\n",
@@ -380,9 +385,6 @@ MUTANTS = [
         "the closing line gives nats as bits", RECORD_TESTS),
     Mutant(PLOT, "        if handle.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:",
            "        if False:", "plot overwrites a file that is not a PNG", RECORD_TESTS),
-    Mutant(PLOT, "    if any(os.path.exists(log) and",
-           "    if False and any(os.path.exists(log) and",
-           "plot accepts one of its logs as the output", RECORD_TESTS),
     Mutant(PLOT, "            if held:", "            if False:",
            "the held-out loss is not drawn", RECORD_TESTS),
     trainer("core, states, total = self._logits, None, 0.0\n"
