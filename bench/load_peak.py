@@ -4,8 +4,8 @@
 
 Saves a float32 ``Network`` of ``--layers`` square ``FullyConnected`` layers holding about
 ``--mb`` MB of parameters, then loads it in two fresh processes (``--child``), each having
-imported dualtape and numpy first, and prints two peaks of the ``load``, each divided by the
-model's bytes:
+loaded a tiny model first (the modules a first ``load`` imports, some 8 MB that stay, are not
+counted), and prints two peaks of the ``load``, each divided by the model's bytes:
 
 - ``traced``: the peak of the bytes allocated during ``load`` and alive at once
   (``memory.traced_peak``: tracemalloc, which numpy reports its arrays to), what the model and
@@ -28,9 +28,10 @@ import dualtape
 from dualtape.benchmarks.memory import resident_increase, traced_peak
 
 
-def child(path: str, how: str) -> dict[str, int | None]:
-    """The peak (bytes) of one ``load(path)`` in this process, measured ``how``, beside the
-    model's bytes."""
+def child(path: str, warm: str, how: str) -> dict[str, int | None]:
+    """The peak (bytes) of one ``load(path)`` in this process after one of ``warm``, measured
+    ``how``, beside the model's bytes."""
+    dualtape.load(warm, backend="numpy")
     loaded = []
     call = lambda: loaded.append(dualtape.load(path, backend="numpy"))  # noqa: E731
     peak = traced_peak(call) if how == "traced" else resident_increase(call)[0]
@@ -42,7 +43,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=100.0, help="model size in MB (1e6 bytes)")
     parser.add_argument("--layers", type=int, default=1)
-    parser.add_argument("--child", nargs=2, metavar=("PATH", "HOW"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, metavar=("PATH", "WARM", "HOW"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
@@ -50,12 +52,13 @@ def main() -> None:
     n = math.isqrt(int(args.mb * 1e6 / 4 / args.layers))
     net = dualtape.Network([dualtape.FullyConnected(n, n, seed=k) for k in range(args.layers)])
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "model.npz")
+        path, warm = os.path.join(folder, "model.npz"), os.path.join(folder, "warm.npz")
         dualtape.save(net, path)
+        dualtape.save(dualtape.Network([dualtape.FullyConnected(2, 2)]), warm)
         del net
         for how in ("traced", "rss"):
-            out = subprocess.run([sys.executable, __file__, "--child", path, how], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run([sys.executable, __file__, "--child", path, warm, how],
+                                 check=True, capture_output=True, text=True).stdout
             found = json.loads(out)
             if found["peak"] is None:
                 print(f"{how}: not measured here")

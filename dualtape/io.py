@@ -23,7 +23,10 @@ none encrypted or named twice, none claiming more than its compressed bytes can 
 shapes the layers' own, every member declared, the declared total within what the members can
 hold) and the member's ``.npy`` header against its declaration; data is read through a reader
 that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
-missing or unopenable path raises the ``OSError`` of opening it.
+missing or unopenable path raises the ``OSError`` of opening it. Its peak memory is the model
+once plus 1 MB read pieces: each member is read into the array it becomes, and layers are built
+around the stored arrays without drawing weights (``layers.initial.placeholder_params``);
+``bench/load_peak.py`` measures it.
 
 Saving is crash-safe and deletes only what it provably created (``files.write_atomically``:
 a temporary file in the same folder, fsync, rename; a dead writer's temporary files removed,
@@ -50,6 +53,7 @@ from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_b
 from .files import open_regular, write_atomically
 from .layers import LAYER_KINDS
 from .layers.composite import COMPOSITE_DEPTH
+from .layers.initial import placeholder_params
 from .network import Network
 from .recurrent import RecurrentNetwork
 
@@ -563,12 +567,14 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | R
 
 def _build_layer(spec: dict[str, Any], where: str, dtype: str, arrays: dict[str, np.ndarray]
                  ) -> Any:
-    """Layer ``where`` from its (checked) header entry: a composite from its layers."""
+    """Layer ``where`` from its (checked) header entry: a composite from its layers; a layer
+    holds the stored arrays, no weights drawn for it."""
     kind = LAYER_KINDS[spec["kind"]]
     if kind.composite:
         return kind.from_children([_build_layer(child, f"{where}.{i}", dtype, arrays)
                                    for i, child in enumerate(spec["layers"])])
-    layer = kind.from_config(spec.get("config", {}), dtype)
+    with placeholder_params():
+        layer = kind.from_config(spec.get("config", {}), dtype)
     layer.params.update({name: arrays[f"layer{where}/{name}"] for name in layer.params})
     return layer
 
