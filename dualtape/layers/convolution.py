@@ -10,7 +10,7 @@ from ..backend import host_rng
 from .base import Array, Layer, batch_outer, batch_sum, check_size
 from .initial import initial_params
 from .spatial import (
-    PairSetting,
+    Setting,
     check_example,
     check_pair,
     fold_matrix,
@@ -38,8 +38,8 @@ class FilterLayer(Layer):
     same function), and a tape that keeps the input first."""
 
     spatial = True
-    kernel = PairSetting()
-    stride = PairSetting()
+    kernel = Setting(check_pair)
+    stride = Setting(check_pair)
 
     def __init__(self, channels_in: int, channels_out: int, kernel: Any, stride: Any = 1, *,
                  seed: int | None = None, dtype: str = "float32") -> None:
