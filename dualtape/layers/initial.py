@@ -18,8 +18,9 @@ _PLACEHOLDERS: ContextVar[bool] = ContextVar("dualtape_placeholder_params", defa
 @contextlib.contextmanager
 def placeholder_params() -> Iterator[None]:
     """Inside, layer constructors draw nothing: each parameter is a read-only zero broadcast
-    to its shape, of its dtype, holding no memory, for the caller to replace (``load`` puts
-    the stored arrays in; drawing weights only to throw them away would triple its peak)."""
+    to its shape, of its dtype, holding no memory on numpy, for the caller to replace
+    (``load`` puts the stored arrays in; drawing weights only to throw them away would
+    triple its peak)."""
     token = _PLACEHOLDERS.set(True)
     try:
         yield
