@@ -9,11 +9,13 @@ checkpoints; ``save(..., optimizer=opt)`` stores ``opt.state_dict()`` as the ext
 restores them into ``opt`` for the loaded network.
 
 ``save`` refuses, before the destination is touched, what ``load`` would refuse: a class other
-than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``,
-parameters missing, extra, or of another shape or dtype than its sizes give, layers whose sizes
-no longer chain (``TypeError``/``ValueError`` naming layer and parameter); ``extra`` values
-that are not JSON-able (``TypeError`` naming the key path); optimizer state that fits no
-parameter; a destination that is a folder, read-only, or not a regular file.
+than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``, a
+layer whose settings (edited since it was built) ``load`` would refuse (``_checked_settings``,
+the check ``load`` makes, with the message it would give), parameters missing, extra, or of
+another shape or dtype than its sizes give, layers whose sizes no longer chain
+(``TypeError``/``ValueError`` naming layer and parameter); ``extra`` values that are not
+JSON-able (``TypeError`` naming the key path); optimizer state that fits no parameter; a
+destination that is a folder, read-only, or not a regular file.
 
 ``load`` reads only a regular file, opened without blocking and checked on the opened
 descriptor. Before inflating a member it checks the zip directory (stored or deflated members,
@@ -23,7 +25,10 @@ none encrypted or named twice, none claiming more than its compressed bytes can 
 shapes the layers' own, every member declared, the declared total within what the members can
 hold) and the member's ``.npy`` header against its declaration; data is read through a reader
 that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
-missing or unopenable path raises the ``OSError`` of opening it.
+missing or unopenable path raises the ``OSError`` of opening it. Its peak memory is the model
+once plus 1 MB read pieces: each member is read into the array it becomes, and layers are built
+around the stored arrays without drawing weights (``layers.initial.placeholder_params``);
+``bench/load_peak.py`` measures it.
 
 Saving is crash-safe and deletes only what it provably created (``files.write_atomically``:
 a temporary file in the same folder, fsync, rename; a dead writer's temporary files removed,
@@ -50,6 +55,7 @@ from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_b
 from .files import open_regular, write_atomically
 from .layers import LAYER_KINDS
 from .layers.composite import COMPOSITE_DEPTH
+from .layers.initial import placeholder_params
 from .network import Network
 from .recurrent import RecurrentNetwork
 
@@ -170,8 +176,12 @@ def _layer_spec(layer: Any, where: str, dtype: str, arrays: dict[str, np.ndarray
         raise TypeError(f"save: layer {where} is a {type(layer).__name__}, which load cannot "
                         f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
                         "subclasses)")
-    config = layer.config()
-    expected = kind.param_shapes(config)
+    try:
+        config = json.loads(json.dumps(layer.config()))  # what load will read
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"save: layer {where} ({kind.kind}) has settings that JSON cannot "
+                        f"hold ({exc})") from None
+    expected = _checked_settings(kind, config, dtype, where, "save")
     if set(layer.params) != set(expected):
         raise ValueError(f"save: layer {where} ({layer!r}) has parameters "
                          f"{sorted(layer.params)}; load expects {sorted(expected)}")
@@ -493,6 +503,27 @@ def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
     return declared
 
 
+def _checked_settings(kind: type, config: Any, dtype: str, where: str, who: Any
+                     ) -> dict[str, tuple[int, ...]]:
+    """The parameter shapes of layer ``where``, a ``kind`` with the settings ``config`` (as
+    JSON gives them back), once a layer has been built from them as ``load`` builds it (on
+    numpy, with placeholder parameters): the one check of a layer's settings, which ``load``
+    makes for every layer before reading any array and ``save`` before writing anything. Else
+    one ``ValueError``, ``{who}: layer {where}'s settings ... are invalid (reason)``, ``who``
+    the file's path (load) or ``save``."""
+    try:
+        if not isinstance(config, dict):
+            raise TypeError("not a mapping of names")
+        shapes = kind.param_shapes(config)
+        if not kind.composite:
+            with use_backend("numpy"), placeholder_params():
+                kind.from_config(config, dtype)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{who}: layer {where}'s settings {_short(config)} are invalid "
+                         f"({' '.join(str(exc).split())})") from None
+    return shapes
+
+
 def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, _Declared],
                    path: Any, depth: int) -> None:
     """Add the parameters of layer ``where``'s header entry ``spec`` (and of the layers of a
@@ -503,12 +534,8 @@ def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, _
     if kind is None:
         raise ValueError(f"{path}: layer {where} has an unknown kind {_short(spec)}")
     config, params = spec.get("config", {}), spec.get("params", {})
-    try:
-        shapes = kind.param_shapes(config)
-        label = f"{kind.kind}({', '.join(map(str, config.values()))})"
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: layer {where}'s sizes in the header are invalid ({exc})") \
-            from None
+    shapes = _checked_settings(kind, config, dtype.name, where, path)
+    label = f"{kind.kind}({', '.join(map(str, config.values()))})"
     if not isinstance(params, dict) or set(params) != set(shapes):
         raise ValueError(f"{path}: layer {where} ({label}) declares the parameters "
                          f"{_short(params)}; its kind has {sorted(shapes)}")
@@ -563,12 +590,14 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | R
 
 def _build_layer(spec: dict[str, Any], where: str, dtype: str, arrays: dict[str, np.ndarray]
                  ) -> Any:
-    """Layer ``where`` from its (checked) header entry: a composite from its layers."""
+    """Layer ``where`` from its (checked) header entry: a composite from its layers; a layer
+    holds the stored arrays, no weights drawn for it."""
     kind = LAYER_KINDS[spec["kind"]]
     if kind.composite:
         return kind.from_children([_build_layer(child, f"{where}.{i}", dtype, arrays)
                                    for i, child in enumerate(spec["layers"])])
-    layer = kind.from_config(spec.get("config", {}), dtype)
+    with placeholder_params():
+        layer = kind.from_config(spec.get("config", {}), dtype)
     layer.params.update({name: arrays[f"layer{where}/{name}"] for name in layer.params})
     return layer
 

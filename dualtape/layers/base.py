@@ -63,8 +63,6 @@ from ..backend import (
     check_same_place,
     dtype_name,
     from_host,
-    get_backend,
-    host_rng,
     namespace_of,
     out_module,
     zeros_like_place,
@@ -309,22 +307,6 @@ def check_real(owner: str, name: str, value: Any, interval: str) -> float:
 def checked_sizes(owner: str, config: dict[str, Any]) -> tuple[int, int]:
     """``(n_in, n_out)`` from a layer's ``config``, each a positive integer."""
     return check_size(owner, "n_in", config["n_in"]), check_size(owner, "n_out", config["n_out"])
-
-
-def uniform_params(
-    shapes: dict[str, tuple[int, ...]], scale: float, seed: int | None, dtype: str
-) -> dict[str, Array]:
-    """Parameters drawn uniformly from [-scale, scale] on the host, then moved to the backend.
-
-    Drawing on the host from one seeded generator makes a seed give bit-identical parameters
-    on every backend.
-    """
-    rng = host_rng(seed)
-    backend = get_backend()
-    return {
-        name: from_host(rng.uniform(-scale, scale, size=shape).astype(dtype_name(dtype)), backend)
-        for name, shape in shapes.items()
-    }
 
 
 _STAMPS = itertools.count(1)  # ParamDict.version: next() is atomic under the GIL

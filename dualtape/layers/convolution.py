@@ -6,10 +6,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backend import from_host, get_backend
-from .base import Array, Layer, batch_outer, batch_sum, check_size, uniform_params
+from ..backend import host_rng
+from .base import Array, Layer, batch_outer, batch_sum, check_size
+from .initial import initial_params
 from .spatial import (
-    PairSetting,
+    Setting,
     check_example,
     check_pair,
     fold_matrix,
@@ -37,8 +38,8 @@ class FilterLayer(Layer):
     same function), and a tape that keeps the input first."""
 
     spatial = True
-    kernel = PairSetting()
-    stride = PairSetting()
+    kernel = Setting(check_pair)
+    stride = Setting(check_pair)
 
     def __init__(self, channels_in: int, channels_out: int, kernel: Any, stride: Any = 1, *,
                  seed: int | None = None, dtype: str = "float32") -> None:
@@ -51,9 +52,9 @@ class FilterLayer(Layer):
         self.channels_in, self.channels_out = channels_in, channels_out
         self.kernel, self.stride = kernel, stride
         dtype = self._checked_dtype(dtype)
-        params = uniform_params({"W": shapes["W"]}, 1.0, seed, dtype)
-        params["b"] = from_host(np.zeros(shapes["b"], dtype=dtype), get_backend())
-        self.params = params
+        rng = host_rng(seed)
+        self.params = initial_params(shapes, dtype, lambda: {
+            "W": rng.uniform(-1.0, 1.0, size=shapes["W"]), "b": np.zeros(shapes["b"])})
 
     def config(self) -> dict[str, Any]:
         return {"channels_in": self.channels_in, "channels_out": self.channels_out,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, batch_outer, batch_sum, checked_sizes, uniform_params
+from .base import Array, Layer, batch_outer, batch_sum, checked_sizes
+from .initial import uniform_params
 
 
 class FullyConnectedTape(NamedTuple):

@@ -17,8 +17,8 @@ from .base import (
     sequence_outer,
     sequence_product,
     sequence_weight_grads,
-    uniform_params,
 )
+from .initial import uniform_params
 
 
 class GatedRecurrent(RecurrentLayer):

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backend import backend_of, device_context, dtype_name, from_host, get_backend, host_rng
+from ..backend import backend_of, device_context, dtype_name, from_host, host_rng
 from ..kernels import SequencePath, sequence_path
 from ..kernels import sequence as kernels
 from .base import (
@@ -28,6 +28,7 @@ from .base import (
     checked_sizes,
     project_sequence,
 )
+from .initial import initial_params
 from .logit import sigmoid
 
 
@@ -201,18 +202,24 @@ class LSTM(RecurrentLayer):
         shapes = self.param_shapes({"n_in": n_in, "n_out": n_out})
         self.n_in, self.n_out, self.state_size, self.init = n_in, n_out, n_out, init
         rng = host_rng(seed)
+        self.params = initial_params(shapes, dtype, lambda: self._draw(shapes, rng, dtype))
+
+    def _draw(self, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator, dtype: str
+              ) -> dict[str, np.ndarray]:
+        """The initial parameters on the host: uniform in [-1, 1], forget bias 1, scaled
+        as ``init`` says (in ``dtype``)."""
+        n_in, n_out = self.n_in, self.n_out
         host = {
             "W": rng.uniform(-1.0, 1.0, size=shapes["W"]),
             "U": rng.uniform(-1.0, 1.0, size=shapes["U"]),
             "b": np.concatenate([np.ones(n_out), rng.uniform(-1.0, 1.0, size=3 * n_out)]),
         }
         host = {k: v.astype(dtype) for k, v in host.items()}
-        if init != "grenade":
+        if self.init != "grenade":
             host["U"] *= host["U"].dtype.type(1.0 / math.sqrt(n_out))
-        if init == "scaled":
+        if self.init == "scaled":
             host["W"] *= host["W"].dtype.type(1.0 / math.sqrt(n_in))
-        backend = get_backend()
-        self.params = {k: from_host(v, backend) for k, v in host.items()}
+        return host
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"n_in": self.n_in, "n_out": self.n_out}

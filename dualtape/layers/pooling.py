@@ -6,7 +6,15 @@ from typing import Any, NamedTuple
 
 from ..backend import backend_of, device_context, zeros_like_place
 from .base import Array, Layer
-from .spatial import IMAGE, PairSetting, check_example, fold, windowed_shape, windows
+from .spatial import (
+    IMAGE,
+    Setting,
+    check_example,
+    check_pair,
+    fold,
+    windowed_shape,
+    windows,
+)
 
 
 class PoolingTape(NamedTuple):
@@ -33,8 +41,8 @@ class Pooling(Layer):
     """
 
     kind = "Pooling"
-    kernel = PairSetting()
-    stride = PairSetting()
+    kernel = Setting(check_pair)
+    stride = Setting(check_pair)
     spatial = True
     keeps_input = False
 

@@ -11,6 +11,7 @@ rows and columns are not seen, as in torch).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 from ..backend import zeros_like_place
@@ -33,9 +34,22 @@ def check_pair(owner: str, name: str, value: Any, smallest: int = 1) -> Pair:
     return sizes[0], sizes[1]
 
 
-class PairSetting:
-    """A layer's ``(rows, cols)`` setting (a kernel, a stride), checked by ``check_pair``
-    whenever it is assigned, after construction too: ``pool.kernel = (0, 0)`` raises."""
+def check_shape(owner: str, name: str, value: Any) -> tuple[int, ...]:
+    """An example shape: a non-empty tuple (or list) of positive integers."""
+    sizes = [as_int(n) for n in value] if isinstance(value, tuple | list) else []
+    if not sizes or not all(n is not None and n >= 1 for n in sizes):
+        raise ValueError(f"{owner}: {name} must be a tuple of positive sizes such as "
+                         f"(4, 13, 13), got {value!r}")
+    return tuple(sizes)
+
+
+class Setting:
+    """A layer's setting, checked by ``check(kind, name, value)`` (``check_pair`` for a
+    kernel or stride, ``check_shape`` for a shape) whenever it is assigned, after construction
+    too: ``pool.kernel = (0, 0)`` raises; it holds what ``check`` returns."""
+
+    def __init__(self, check: Callable[[str, str, Any], Any]) -> None:
+        self.check = check
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -44,16 +58,7 @@ class PairSetting:
         return self if layer is None else layer.__dict__[self.name]
 
     def __set__(self, layer: Any, value: Any) -> None:
-        layer.__dict__[self.name] = check_pair(layer.kind, self.name, value)
-
-
-def check_shape(owner: str, name: str, value: Any) -> tuple[int, ...]:
-    """An example shape: a non-empty tuple (or list) of positive integers."""
-    sizes = [as_int(n) for n in value] if isinstance(value, tuple | list) else []
-    if not sizes or not all(n is not None and n >= 1 for n in sizes):
-        raise ValueError(f"{owner}: {name} must be a tuple of positive sizes such as "
-                         f"(4, 13, 13), got {value!r}")
-    return tuple(sizes)
+        layer.__dict__[self.name] = self.check(layer.kind, self.name, value)
 
 
 def window_count(size: int | str, kernel: int, stride: int, what: str) -> int | str:

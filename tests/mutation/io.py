@@ -6,6 +6,11 @@ IO = "dualtape/io.py"
 TRAINER = "dualtape/text/trainer.py"
 TESTS = ("tests/test_io.py", "tests/test_io_safety.py", "tests/test_io_destination.py")
 FALLBACK_TESTS = ("tests/test_io_destination.py", "tests/test_text_safety.py")
+INITIAL = "dualtape/layers/initial.py"
+RESHAPE = "dualtape/layers/reshape.py"
+SPATIAL = "dualtape/layers/spatial.py"
+MEMORY_TESTS = ("tests/test_io_memory.py",)
+SETTINGS_TESTS = ("tests/test_io_settings.py", "tests/test_io.py")
 
 
 def io(old: str, new: str, why: str) -> Mutant:
@@ -148,6 +153,36 @@ MUTANTS = [
        "        raise", "an optimizer refusal does not name the path"),
     io("        raise ValueError(f\"{path}: {exc}\") from exc\n    except (TypeError",
        "        raise\n    except (TypeError", "a rebuild error does not name the path"),
+    # --- a layer's settings: one check for load and save -----------------------------------------
+    Mutant(IO, '    expected = _checked_settings(kind, config, dtype, where, "save")',
+           "    expected = kind.param_shapes(config)", "save skips the settings check load makes",
+           SETTINGS_TESTS),
+    Mutant(IO, "                kind.from_config(config, dtype)\n", "                pass\n",
+           "the settings check builds no layer (a constructor's refusal not seen)",
+           SETTINGS_TESTS),
+    Mutant(IO, "        if not kind.composite:\n            with use_backend",
+           "        if True:\n            with use_backend",
+           "composites built from settings they do not take", SETTINGS_TESTS),
+    Mutant(IO, "        config = json.loads(json.dumps(layer.config()))  # what load will read",
+           "        config = layer.config()",
+           "settings JSON cannot hold fail later, naming no layer", SETTINGS_TESTS),
+    Mutant(RESHAPE, "    shape_out = Setting(check_shape)\n", "",
+           "Reshape's shape_out not checked when assigned", SETTINGS_TESTS),
+    Mutant(SPATIAL, "        layer.__dict__[self.name] = self.check(layer.kind, self.name, value)",
+           "        layer.__dict__[self.name] = value",
+           "a setting assigned after construction not checked",
+           ("tests/test_io_settings.py", "tests/test_pooling.py")),
+    # --- load's peak memory ------------------------------------------------------------------
+    Mutant(IO, "    with placeholder_params():\n        layer = kind.from_config",
+           "    with contextlib.nullcontext():\n        layer = kind.from_config",
+           "load draws weights only to replace them", MEMORY_TESTS),
+    Mutant(IO, "    flat = np.frombuffer(buffer, dtype=dtype)\n",
+           "    flat = np.frombuffer(buffer, dtype=dtype).copy()\n",
+           "load copies every member once more", MEMORY_TESTS),
+    Mutant(INITIAL, "    if _PLACEHOLDERS.get():", "    if False:",
+           "placeholder_params draws weights all the same", MEMORY_TESTS),
+    Mutant(INITIAL, "        _PLACEHOLDERS.reset(token)", "        pass",
+           "layers built after placeholder_params still get placeholders", MEMORY_TESTS),
     # --- train-text's fallback ------------------------------------------------------------------
     fallback("for where, replace in ((path, True), (nearby, False)):",
              "for where, replace in ((path, True), (nearby, True)):",
