@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from dualtape.backend import resolve_backend
-from dualtape.benchmarks.measure import WORKLOADS, BackendRunner
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import WORKLOADS
 from dualtape.text.threads import limited_threads
 
 ROOT = Path(__file__).resolve().parent.parent

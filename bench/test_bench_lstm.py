@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from dualtape.backend import resolve_backend, to_numpy
-from dualtape.benchmarks.measure import DTYPES, ON_REQUEST, WORKLOADS, BackendRunner, Workload
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import DTYPES, ON_REQUEST, WORKLOADS, Workload
 
 SUITE = [w for w in WORKLOADS if w.group not in ON_REQUEST]
 TOLERANCE = {"float32": 5e-3, "float64": 1e-8}

@@ -12,13 +12,9 @@ import pytest
 
 from dualtape.backend import resolve_backend
 from dualtape.benchmarks import measure
-from dualtape.benchmarks.measure import (
-    WORKLOADS,
-    Result,
-    Timing,
-    backend_label,
-    measure_workload,
-)
+from dualtape.benchmarks.measure import Result, Timing, measure_workload
+from dualtape.benchmarks.runners import backend_label
+from dualtape.benchmarks.workloads import WORKLOADS
 from dualtape.text.threads import limited_threads
 
 TICK = 1 / 1024

@@ -10,14 +10,9 @@ import pytest
 from dualtape.backend import available_backends, resolve_backend
 from dualtape.benchmarks import report
 from dualtape.benchmarks.bound import LABEL as BOUND_LABEL
-from dualtape.benchmarks.measure import (
-    QUICK,
-    WORKLOADS,
-    BackendRunner,
-    Result,
-    measure_workload,
-    select_workloads,
-)
+from dualtape.benchmarks.measure import QUICK, Result, measure_workload
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import WORKLOADS, select_workloads
 from dualtape.cli import main
 
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from dualtape.backend import resolve_backend, to_numpy
-from dualtape.benchmarks.measure import WORKLOADS, BackendRunner
 from dualtape.benchmarks.references import NNCellRunner, torch_installed
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import WORKLOADS
 
 CELLS = [w for w in WORKLOADS if w.op == "cell"]
 

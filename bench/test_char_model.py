@@ -20,7 +20,9 @@ import pytest
 from bench.fixtures import make_char_model_golden as golden
 from dualtape.backend import resolve_backend, to_numpy
 from dualtape.benchmarks import char_model
-from dualtape.benchmarks.measure import SEED, WORKLOADS, BackendRunner, Result
+from dualtape.benchmarks.measure import Result
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import SEED, WORKLOADS
 from dualtape.text.model import random_windows
 from dualtape.text.trainer import TextTrainer, TrainConfig
 

@@ -13,15 +13,10 @@ import pytest
 
 from dualtape.backend import BackendUnavailable, resolve_backend
 from dualtape.benchmarks import memory, report
-from dualtape.benchmarks.measure import (
-    QUICK,
-    WORKLOADS,
-    BackendRunner,
-    Result,
-    measure_workload,
-    select_workloads,
-)
+from dualtape.benchmarks.measure import QUICK, Result, measure_workload
 from dualtape.benchmarks.references import TorchAutogradRunner, torch_installed
+from dualtape.benchmarks.runners import BackendRunner
+from dualtape.benchmarks.workloads import WORKLOADS, select_workloads
 from dualtape.cli import main
 
 MEMORY = [w for w in WORKLOADS if w.group == "memory"]
@@ -49,8 +44,8 @@ def test_a_failed_memory_measurement_is_an_error_row():
     assert result.error.startswith("ValueError: tape must be")  # timing it failed first
     [result] = measure_workload(replace(unknown, tape="full"), [Unrebuildable()], ["float64"],
                                 QUICK)
-    assert result.error.startswith("RuntimeError: the memory measurement failed: dualtape "
-                                   "bench: unknown backend 'not-a-backend'"), result.error
+    assert result.error.startswith("RuntimeError: the memory measurement failed: ValueError: "
+                                   "unknown backend 'not-a-backend'"), result.error
     assert result.memory is None and len(result.samples) == QUICK.min_rounds
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dualtape.benchmarks import report
 from dualtape.benchmarks.cli import NO_JAX, NO_TORCH
-from dualtape.benchmarks.measure import WORKLOADS, Result
+from dualtape.benchmarks.measure import Result
 from dualtape.benchmarks.references import (
     JAX_SINGLE_THREAD,
     JaxRunner,
@@ -21,6 +21,7 @@ from dualtape.benchmarks.references import (
     reference_runners,
     torch_installed,
 )
+from dualtape.benchmarks.workloads import WORKLOADS
 
 from .test_benchmark_cli import bench, refusal
 

@@ -11,8 +11,8 @@ import pytest
 
 import dualtape
 from dualtape.benchmarks import naive_lstm
-from dualtape.benchmarks.measure import WORKLOADS, lstm_host_params
 from dualtape.benchmarks.references import reference_runners
+from dualtape.benchmarks.workloads import WORKLOADS, lstm_host_params
 
 SIZES = [(5, 7), (7, 5)]
 STEPS = 6

@@ -25,26 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..allocator import keep_freed_memory
-from ..backend import Backend, BackendUnavailable, available_backends, resolve_backend
+from ..backend import Backend, BackendUnavailable, available_backends
 from ..text.threads import limited_threads
-from . import memory
 from .bound import BoundRunner
-from .measure import (
-    DTYPES,
-    FULL,
-    QUICK,
-    SPEED_BACKENDS_EXCLUDED,
-    BackendRunner,
-    Result,
-    Runner,
-    Timing,
-    Workload,
-    measure_workload,
-    require_threadpoolctl,
-    select_workloads,
-)
+from .measure import FULL, QUICK, Result, Timing, measure_workload, require_threadpoolctl
 from .memory import compare_to_full_tape
 from .output import destination
+from .runners import BackendRunner, Runner, backend_from_label
+from .workloads import DTYPES, QUICK_STEPS, SPEED_BACKENDS_EXCLUDED, Workload, select_workloads
 
 NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM, torch.nn): torch is not "
             "installed; `pip install torch` adds them")
@@ -84,10 +72,8 @@ def parse_backends(text: str | None) -> tuple[list[Backend], list[str]]:
     given: list[str] = []
     unavailable = []
     for item in names:
-        name, _, device = item.partition(":")
         try:
-            where = int(device) if device.isdigit() else device or None
-            chosen = resolve_backend(name, where)
+            chosen = backend_from_label(item)
         except BackendUnavailable as exc:
             unavailable.append(f"{item}: {exc}")
             continue
@@ -148,7 +134,7 @@ def _workloads(text: str | None, quick: bool) -> list[Workload]:
         raise _refused(str(exc)) from None
     if not chosen:
         raise _refused("--quick leaves none of these workloads (it drops batches above 32 "
-                       f"and the memory rows above {memory.QUICK_STEPS:,} steps)")
+                       f"and the memory rows above {QUICK_STEPS:,} steps)")
     return chosen
 
 

@@ -37,66 +37,9 @@ from typing import Any
 
 import numpy as np
 
-TAPES = ("full", "sqrt")
-STEPS = (1_000, 10_000, 100_000)
-QUICK_STEPS = 1_000
-"""``--quick`` keeps the memory rows of this many steps or fewer."""
 ROUNDS = 3
 """Timed calls of a memory row at most, after one warm-up call (seconds each at 100,000 steps)."""
 NOT_SEEN = "not measured: {}'s allocations are not seen by tracemalloc or a memory pool hook"
-
-
-class SeededCall:
-    """A training call that starts from the seeded weights each time: ``restore`` then
-    ``train``. Subclasses say which ``allocator`` measures them (``numpy``, ``cupy`` or "")."""
-
-    allocator = ""
-
-    def __call__(self) -> Any:
-        self.restore()
-        return self.train()
-
-    def restore(self) -> None:
-        """Put the seeded weights back."""
-        raise NotImplementedError
-
-    def train(self) -> Any:
-        """One training call."""
-        raise NotImplementedError
-
-    def weights(self) -> dict[str, np.ndarray]:
-        """Host copies of the weights, ``{"<layer>.<name>": array}`` in dualtape's names."""
-        raise NotImplementedError
-
-
-class TrainingCall(SeededCall):
-    """dualtape's ``train_recurrent(net, xs, xs, SGD(rate), tape=tape)`` on ``net``'s backend."""
-
-    def __init__(self, net: Any, xs: Any, tape: str, rate: float, backend: Any) -> None:
-        self.net, self.xs, self.tape, self.rate, self.xp = net, xs, tape, rate, backend.xp
-        self.allocator = backend.name if backend.name in ("numpy", "cupy") else ""
-        self.seeded = [{k: self.xp.asarray(p, copy=True) for k, p in layer.params.items()}
-                       for layer in net.layers]
-
-    def restore(self) -> None:
-        """Fresh copies of the seeded weights (so the parameters' versions move on)."""
-        for layer, seeded in zip(self.net.layers, self.seeded, strict=True):
-            for k, p in seeded.items():
-                layer.params[k] = self.xp.asarray(p, copy=True)
-
-    def train(self) -> Any:
-        """One ``train_recurrent`` call with a fresh SGD."""
-        from ..optim import SGD
-        from ..training import train_recurrent
-
-        return train_recurrent(self.net, self.xs, self.xs, SGD(rate=self.rate), tape=self.tape)
-
-    def weights(self) -> dict[str, np.ndarray]:
-        """The network's parameters on the host."""
-        from ..backend import to_numpy
-
-        return {f"{k}.{name}": to_numpy(p) for k, layer in enumerate(self.net.layers)
-                for name, p in layer.params.items()}
 
 
 # --- peaks ----------------------------------------------------------------------------------
@@ -240,13 +183,17 @@ def measure(runner: Any, workload: Any, dtype: str, threads: int | None = None) 
                   weights)
 
 
-def _rebuilt(label: str, reference: bool) -> Any:
-    from .cli import parse_backends, reference_runners
-    from .measure import BackendRunner
+def _rebuilt(label: str, reference: bool, threads: int | None) -> Any:
+    """The runner ``label`` names: a reference (``bound.py``, ``references.py``) or dualtape
+    on a backend."""
+    from . import references
+    from .bound import BoundRunner
+    from .runners import BackendRunner, backend_from_label
 
     if reference:
-        return reference_runners(label)[0][0]
-    return BackendRunner(parse_backends(label)[0][0])
+        return next(r for r in [BoundRunner(), *references.reference_runners(threads)]
+                    if r.label == label)
+    return BackendRunner(backend_from_label(label))
 
 
 def measure_here(spec: dict[str, Any]) -> dict[str, Any]:
@@ -254,12 +201,12 @@ def measure_here(spec: dict[str, Any]) -> dict[str, Any]:
     after it saved to ``spec["weights"]``), then the allocation peak of another."""
     from ..allocator import keep_freed_memory
     from ..text.threads import limited_threads
-    from .measure import Workload
+    from .workloads import Workload
 
     keep_freed_memory()  # as dualtape bench times the rows
     workload = Workload(**spec["workload"])
     with limited_threads(spec["threads"]):
-        runner = _rebuilt(spec["runner"], spec["reference"])
+        runner = _rebuilt(spec["runner"], spec["reference"], spec["threads"])
         runner.prepare(replace(workload, steps=2), spec["dtype"])()  # code loaded, compiled
         call = runner.prepare(workload, spec["dtype"])
         call.restore()

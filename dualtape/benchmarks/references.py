@@ -2,7 +2,7 @@
 
 Each runner has ``label``, ``reference = True``, ``prepare(workload, dtype)`` (a callable, or
 ``None`` for a workload it does not cover) and ``synchronize()``, like
-``measure.BackendRunner``. They start from the same parameters and inputs as dualtape
+``runners.BackendRunner``. They start from the same parameters and inputs as dualtape
 (``workload.host_data``), so every row does the same work.
 
 - ``naive``: ``naive_lstm.py``, Grenade's per-step structure in plain numpy; batch 1 only (as
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import naive_lstm
-from .measure import TRAIN_RATE, Workload
+from .workloads import TRAIN_RATE, Workload
 
 
 class NaiveRunner:

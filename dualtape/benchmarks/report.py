@@ -24,7 +24,8 @@ from typing import Any
 
 from ..files import write_atomically
 from .bound import LABEL as BOUND_LABEL
-from .measure import WORKLOADS, Result
+from .measure import Result
+from .workloads import WORKLOADS
 
 PACKAGES = ("dualtape", "numpy", "array-api-compat", "array-api-strict", "torch", "cupy",
             "cupy-cuda12x", "cupy-cuda13x", "numba", "jax", "threadpoolctl", "matplotlib")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .memory import SeededCall
+from .calls import SeededCall
 
 
 def tensor(a: np.ndarray, device: str = "cpu", grad: bool = False) -> torch.Tensor:

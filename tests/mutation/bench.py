@@ -10,6 +10,9 @@ REPORT_TESTS = ("bench/test_benchmark_cli.py", "bench/test_bench_outputs.py")
 OUTPUT_TESTS = ("bench/test_bench_outputs.py", "bench/test_bench_options.py")
 CLI = "dualtape/benchmarks/cli.py"
 MEASURE = "dualtape/benchmarks/measure.py"
+WORKLOADS = "dualtape/benchmarks/workloads.py"
+RUNNERS = "dualtape/benchmarks/runners.py"
+CALLS = "dualtape/benchmarks/calls.py"
 REPORT = "dualtape/benchmarks/report.py"
 OUTPUT = "dualtape/benchmarks/output.py"
 COMPARE = "bench/compare_devices.py"
@@ -31,6 +34,10 @@ def _cli(old: str, new: str, why: str) -> Mutant:
 
 def _measure(old: str, new: str, why: str) -> Mutant:
     return Mutant(MEASURE, old, new, why, TIMING_TESTS)
+
+
+def _workloads(old: str, new: str, why: str) -> Mutant:
+    return Mutant(WORKLOADS, old, new, why, TIMING_TESTS)
 
 
 def _report(old: str, new: str, why: str) -> Mutant:
@@ -60,8 +67,8 @@ MUTANTS = [
          "an unknown backend becomes a note instead of a refusal"),
     _cli("names = [b for b in available_backends() if b not in SPEED_BACKENDS_EXCLUDED]",
          "names = available_backends()", "array_api_strict timed by default"),
-    _cli("where = int(device) if device.isdigit() else device or None",
-         "where = device or None", "a device index given as a string (cupy:1)"),
+    Mutant(RUNNERS, "int(device) if device.isdigit() else device or None", "device or None",
+           "a device index given as a string (cupy:1)", CLI_TESTS),
     _cli("    if not backends:\n        raise _refused(\"none of the requested",
          "    if not backends and not unavailable:\n        raise _refused(\"none of the requested",
          "only unavailable backends: nothing to time, yet no refusal"),
@@ -105,12 +112,12 @@ MUTANTS = [
     _cli("        print(\"dualtape bench: interrupted\", file=sys.stderr)\n        return 130",
          "        print(\"dualtape bench: interrupted\", file=sys.stderr)\n        return 1",
          "Ctrl-C exits 1, like a failed row"),
-    # --- workloads and timing (measure.py) ------------------------------------------------
-    _measure("{w.group, w.name, w.key} & set(names or ())", "{w.group, w.key} & set(names or ())",
+    # --- workloads and timing (workloads.py, measure.py) ---------------------------------
+    _workloads("{w.group, w.name, w.key} & set(names or ())", "{w.group, w.key} & set(names or ())",
              "a workload's bare name not accepted"),
-    _measure("not (quick and (w.batch > 32 or", "not (quick and (w.batch >= 32 or",
+    _workloads("not (quick and (w.batch > 32 or", "not (quick and (w.batch >= 32 or",
              "--quick drops batch 32"),
-    _measure("    if unknown:\n        raise ValueError(f\"unknown workloads",
+    _workloads("    if unknown:\n        raise ValueError(f\"unknown workloads",
              "    if unknown and not chosen:\n        raise ValueError(f\"unknown workloads",
              "an unknown workload beside a known one ignored"),
     _measure("for _ in range(timing.warmup - 1):", "for _ in range(timing.warmup):",
@@ -148,9 +155,9 @@ MUTANTS = [
            TIMING_TESTS),
     _measure("1e3 * float(np.median(self.samples))", "1e3 * float(np.mean(self.samples))",
              "the mean reported as the median"),
-    _measure("return backend.name if backend.device == default else",
+    Mutant(RUNNERS, "return backend.name if backend.device == default else",
              "return backend.name if backend.device != default else",
-             "row labels with the device the wrong way round"),
+           "row labels with the device the wrong way round", TIMING_TESTS),
     # --- report.py ------------------------------------------------------------------------
     _report('cells += [f"{base.median_ms / r.median_ms:.2f}×" if base else "–"] * ratio',
             'cells += [f"{r.median_ms / base.median_ms:.2f}×" if base else "–"] * ratio',
@@ -200,18 +207,18 @@ MUTANTS = [
     Mutant(CHAR_MODEL, "            layer.params = {k: from_host(np.array(v), backend) "
            "for k, v in params.items()}\n", "            pass\n",
            "dualtape's row ignores the data's parameters", CHAR_TESTS),
-    Mutant(MEASURE, "return self.steps * self.batch if self.op == \"text\" else None",
+    Mutant(WORKLOADS, "return self.steps * self.batch if self.op == \"text\" else None",
            "return (self.steps + 1) * self.batch if self.op == \"text\" else None",
            "chars per step counts the window's extra symbol", CHAR_TESTS),
-    _measure("return self.steps * self.batch if self.op == \"text\" else None",
-             "return self.steps * self.batch",
+    _workloads("return self.steps * self.batch if self.op == \"text\" else None",
+               "return self.steps * self.batch",
              "chars/s for workloads that train on no characters"),
     Mutant(MEASURE, "return None if chars is None else 1e3 * chars / self.median_ms",
            "return None if chars is None else chars / self.median_ms",
            "chars per millisecond reported as chars per second", CHAR_TESTS),
     Mutant(MEASURE, "\"chars_per_s\": self.chars_per_second, ", "",
            "chars/s left out of the JSON record", CHAR_TESTS),
-    Mutant(MEASURE, "n_in=57, layers=2)", "n_in=57)", "the main job's workload has one LSTM",
+    Mutant(WORKLOADS, "n_in=57, layers=2)", "n_in=57)", "the main job's workload has one LSTM",
            CHAR_TESTS),
     # --- the reference rows (references.py, cli.py) -----------------------------------------
     Mutant(REFERENCES, "        if workload.op not in (\"train\", \"text\"):\n",
@@ -331,16 +338,17 @@ MUTANTS = [
             "relative to the weights' size, not to the update's"),
     _memory("        if mine.keys() != theirs.keys():\n            raise",
             "        if False:\n            raise", "weights of other names compared anyway"),
-    _memory("            for k, p in seeded.items():\n                layer.params[k] = "
-            "self.xp.asarray(p, copy=True)", "            pass",
-            "each call continues from the last one's weights (overflows at T = 1,000)"),
-    _memory("SGD(rate=self.rate), tape=self.tape)", "SGD(rate=self.rate))",
-            "the checkpointed rows run the full tape"),
-    Mutant(MEASURE, "              or not names and w.group not in ON_REQUEST]",
+    Mutant(CALLS, "            for k, p in seeded.items():\n                layer.params[k] = "
+           "self.xp.asarray(p, copy=True)", "            pass",
+           "each call continues from the last one's weights (overflows at T = 1,000)",
+           MEMORY_TESTS),
+    Mutant(CALLS, "SGD(rate=self.rate), tape=self.tape)", "SGD(rate=self.rate))",
+           "the checkpointed rows run the full tape", MEMORY_TESTS),
+    Mutant(WORKLOADS, "              or not names and w.group not in ON_REQUEST]",
            "              or not names]", "the memory group (minutes, GBs) in the default run",
            MEMORY_TESTS),
-    Mutant(MEASURE, "and w.steps > memory.QUICK_STEPS))]",
-           "and w.steps >= memory.QUICK_STEPS))]",
+    Mutant(WORKLOADS, "and w.steps > QUICK_STEPS))]",
+           "and w.steps >= QUICK_STEPS))]",
            "--quick drops the 1,000-step memory rows too", MEMORY_TESTS),
     Mutant(MEASURE, "                    result.memory = memory.measure(runner_of[id(result)], "
            "workload,\n                                                   result.dtype, threads)",
