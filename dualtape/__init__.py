@@ -1,5 +1,6 @@
 """dualtape: Grenade-style layers with Wengert tapes, written once against the array API."""
 
+from . import losses
 from .allocator import keep_freed_memory
 from .backend import (
     Backend,
@@ -40,7 +41,14 @@ from .network import Network
 from .optim import SGD, Adam
 from .recurrent import RecurrentNetwork
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
-from .training import clip_gradients, train, train_recurrent
+from .training import (
+    Backprop,
+    backpropagate,
+    backpropagate_sequence,
+    clip_gradients,
+    train,
+    train_recurrent,
+)
 
 __version__ = "0.1.0"
 
@@ -51,6 +59,7 @@ __all__ = [
     "Adam",
     "Backend",
     "BackendUnavailable",
+    "Backprop",
     "BasicRecurrent",
     "Concat",
     "Convolution",
@@ -75,6 +84,8 @@ __all__ = [
     "Trivial",
     "asarray",
     "available_backends",
+    "backpropagate",
+    "backpropagate_sequence",
     "clip_gradients",
     "from_torch",
     "get_backend",
@@ -82,6 +93,7 @@ __all__ = [
     "load",
     "load_extra",
     "load_with_extra",
+    "losses",
     "save",
     "set_backend",
     "state_from_torch",

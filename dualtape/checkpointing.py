@@ -1,5 +1,6 @@
-"""Checkpointed tapes for ``RecurrentNetwork`` and recurrent layers: the states every k
-steps, not every step.
+"""The tape policy of a sequence through a stack of layers (``sequence_forward``,
+``sequence_backward``: the one place that chooses between a full tape and a checkpointed one),
+and the checkpointed tapes: the states every k steps, not every step.
 
 The forward pass runs the sequence in segments of ``every`` steps and keeps, for each
 segment, only the states it starts from (and what the Dropout layers' generators were then);
@@ -9,9 +10,8 @@ one segment's tape exists at a time. That is Chen et al. (2016)'s trade, as
 ``torch.utils.checkpoint`` makes it: one more forward pass, less the last segment's (kept
 from the first), for memory that grows with ``T / every + every`` instead of ``T``;
 ``every = ⌈√T⌉`` (``"sqrt"``) balances the two.
-The functions take a network's private sequence methods (``layers``, ``_forward_sequence``,
-``_backward_sequence`` over lists of states); ``OneLayer`` gives a single recurrent layer
-those, so this module knows no network and layers may use it.
+The functions take the layers (``stack.py`` runs them), never the network that holds them,
+so a single recurrent layer is a stack of one and layers may use this module.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import math
 from typing import Any, NamedTuple
 
 from .backend import out_module
+from .stack import RecurrentNetworkTape, stack_backward, stack_forward
 
 Array = Any
 
@@ -58,47 +59,69 @@ def segment_length(policy: Any, steps: int) -> int | None:
     return policy
 
 
+def sequence_forward(
+    layers: list[Any], xp: Any, states: list[Array], xs: Array, every: int | None = None
+) -> tuple[RecurrentNetworkTape | CheckpointedTape, list[Array], Array]:
+    """``(tape, states_T, ys)`` of ``layers`` over ``xs`` from ``states``: the full tape when
+    ``every`` is None, else a checkpointed one of segments of ``every`` steps
+    (``segment_length`` gives ``every`` from a tape policy)."""
+    if every is None:
+        return stack_forward(layers, xp, states, xs)
+    return checkpointed_forward(layers, xp, states, xs, every)
+
+
+def sequence_backward(
+    layers: list[Any], xp: Any, tape: RecurrentNetworkTape | CheckpointedTape,
+    dstates: list[Array] | None, dys: Array, need_dxs: bool = True,
+    grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
+) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
+    """``(grads, dstates_0, dxs)`` from either kind of tape ``sequence_forward`` makes;
+    the arguments as ``stack.stack_backward``'s."""
+    backward = checkpointed_backward if isinstance(tape, CheckpointedTape) else stack_backward
+    return backward(layers, xp, tape, dstates, dys, need_dxs, grads_out, need_dstates)
+
+
 def checkpointed_forward(
-    rnet: Any, xp: Any, states: list[Array], xs: Array, every: int
+    layers: list[Any], xp: Any, states: list[Array], xs: Array, every: int
 ) -> tuple[CheckpointedTape, list[Array], Array]:
-    """``(tape, states_T, ys)`` of ``rnet`` over ``xs``, keeping a copy of the states at the
+    """``(tape, states_T, ys)`` of ``layers`` over ``xs``, keeping a copy of the states at the
     start of every segment of ``every`` steps instead of the full tape."""
     steps, batch = xs.shape[:2]
-    dropouts = _dropouts(rnet)
+    dropouts = _dropouts(layers)
     starts, rng_states, pieces = [], [], []
     for start in range(0, steps, every):
         starts.append([xp.asarray(s, copy=True) for s in states])  # not views of a tape
         rng_states.append([layer.rng.bit_generator.state for layer in dropouts])
-        last, states, ys = rnet._forward_sequence(
-            xp, states, xs[start : min(start + every, steps), ...])
+        last, states, ys = stack_forward(
+            layers, xp, states, xs[start : min(start + every, steps), ...])
         pieces.append(ys)
     ys = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=0)
-    versions = [layer.params.version for layer in rnet.layers]
+    versions = [layer.params.version for layer in layers]
     tape = CheckpointedTape(xs, starts, every, rng_states, versions, steps, batch, last)
     return tape, states, ys
 
 
 def checkpointed_backward(
-    rnet: Any, xp: Any, tape: CheckpointedTape, dys: Array, dstates: list[Array] | None,
-    need_dxs: bool = True, need_dstates: bool = True,
-    scratch: list[dict[str, Array] | None] | None = None,
+    layers: list[Any], xp: Any, tape: CheckpointedTape, dstates: list[Array] | None,
+    dys: Array, need_dxs: bool = True,
+    grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
-    """``(grads, dstate_0, dxs)`` from a checkpointed tape: each segment, last first, is
+    """``(grads, dstates_0, dxs)`` from a checkpointed tape: each segment, last first, is
     recomputed from its states (its Dropout masks redrawn from the generator states it started
     with, the generators left as the forward pass left them) and backpropagated through; the
-    segments' weight gradients are summed, in place on numpy and CuPy. ``scratch``
+    segments' weight gradients are summed, in place on numpy and CuPy. ``grads_out``
     (``gradient_buffers``) receives the fast paths' gradients of every segment but the first
     before they are added. ``RuntimeError`` when a layer's parameters changed since the
     forward pass; ``ValueError`` for a tape of another number of layers or inputs."""
-    layer = rnet.layers[0]
-    if len(tape.versions) != len(rnet.layers) or tape.xs.shape[-1] != layer.n_in:
-        owner = repr(layer) if len(rnet.layers) == 1 else type(rnet).__name__
+    first = layers[0]
+    if len(tape.versions) != len(layers) or tape.xs.shape[-1] != first.n_in:
+        owner = repr(first) if len(layers) == 1 else "RecurrentNetwork"
         raise ValueError(f"{owner}: the checkpointed tape is of {len(tape.versions)} layers "
                          f"and inputs of {tape.xs.shape[-1]}, not this one's; pass the tape "
                          "its forward_sequence returned")
-    for layer, version in zip(rnet.layers, tape.versions, strict=True):
+    for layer, version in zip(layers, tape.versions, strict=True):
         layer._check_version(_Version(version))
-    dropouts = _dropouts(rnet)
+    dropouts = _dropouts(layers)
     after = [layer.rng.bit_generator.state for layer in dropouts]
     grads: list[dict[str, Array]] | None = None
     dxs: list[Array | None] = []
@@ -109,11 +132,11 @@ def checkpointed_backward(
             if k < len(tape.states) - 1:
                 for layer, state in zip(dropouts, tape.rng_states[k], strict=True):
                     layer.rng.bit_generator.state = state
-                segment, _, _ = rnet._forward_sequence(xp, tape.states[k],
-                                                       tape.xs[start:stop, ...])
-            found, dstates, dx = rnet._backward_sequence(
-                xp, segment, dys[start:stop, ...], dstates, need_dxs,
-                None if grads is None else scratch, need_dstates or k > 0)
+                segment, _, _ = stack_forward(layers, xp, tape.states[k],
+                                              tape.xs[start:stop, ...])
+            found, dstates, dx = stack_backward(
+                layers, xp, segment, dstates, dys[start:stop, ...], need_dxs,
+                None if grads is None else grads_out, need_dstates or k > 0)
             grads = found if grads is None else _added(grads, found)
             dxs.insert(0, dx)
     finally:
@@ -123,27 +146,6 @@ def checkpointed_backward(
     if need_dxs:
         whole = dxs[0] if len(dxs) == 1 else xp.concat(dxs, axis=0)
     return grads, dstates, whole
-
-
-class OneLayer:
-    """A recurrent layer as the one-layer network the checkpointing functions take."""
-
-    def __init__(self, layer: Any) -> None:
-        self.layers = [layer]
-
-    def _forward_sequence(self, xp: Any, states: list[Array], xs: Array
-                          ) -> tuple[Any, list[Array], Array]:
-        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)
-        return tape, [state], ys
-
-    def _backward_sequence(
-        self, xp: Any, tape: Any, dys: Array, dstates: list[Array], need_dxs: bool = True,
-        scratch: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
-    ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
-        grads, dstate, dxs = self.layers[0]._backward_sequence(
-            xp, tape, dstates[0], dys, need_dxs, None if scratch is None else scratch[0],
-            need_dstates)
-        return [grads], [dstate], dxs
 
 
 def _added(total: list[dict[str, Array]], more: list[dict[str, Array]]
@@ -164,5 +166,5 @@ class _Version(NamedTuple):
     version: int
 
 
-def _dropouts(rnet: Any) -> list[Any]:
-    return [layer for layer in rnet.layers if hasattr(layer, "rng")]
+def _dropouts(layers: list[Any]) -> list[Any]:
+    return [layer for layer in layers if hasattr(layer, "rng")]

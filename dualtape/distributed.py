@@ -38,7 +38,7 @@ from .backend import backend_of, dtype_name, from_host, to_numpy
 from .layers.base import Array
 
 
-def _mpi() -> Any:
+def mpi_module() -> Any:
     """``mpi4py.MPI``, or None when mpi4py is not installed."""
     try:
         from mpi4py import MPI
@@ -51,7 +51,7 @@ def _world(comm: Any) -> Any:
     """``comm``, or COMM_WORLD, or None when there is no MPI (a single process)."""
     if comm is not None:
         return comm
-    mpi = _mpi()
+    mpi = mpi_module()
     return None if mpi is None else mpi.COMM_WORLD
 
 
@@ -72,7 +72,7 @@ def local_rank(comm: Any = None) -> int:
     comm = _world(comm)
     if comm is None or comm.Get_size() == 1:
         return 0
-    node = comm.Split_type(_mpi().COMM_TYPE_SHARED)
+    node = comm.Split_type(mpi_module().COMM_TYPE_SHARED)
     try:
         return node.Get_rank()
     finally:
@@ -227,7 +227,7 @@ class DataParallel:
         if self.size == 1:
             return values
         buffer = np.asarray(values, dtype=np.float64)
-        self.comm.Allreduce(_mpi().IN_PLACE, buffer, op=_mpi().SUM)
+        self.comm.Allreduce(mpi_module().IN_PLACE, buffer, op=mpi_module().SUM)
         return [float(v) / self.size for v in buffer]
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -251,7 +251,7 @@ class DataParallel:
         if backend_of(first).name == "cupy":
             return self._average_cupy(grads, layout, first)
         flat = _pack_host(grads, layout, dtype)
-        self.comm.Allreduce(_mpi().IN_PLACE, flat, op=_mpi().SUM)
+        self.comm.Allreduce(mpi_module().IN_PLACE, flat, op=mpi_module().SUM)
         flat /= self.size
         return _unpack(flat, layout, grads)
 
@@ -266,7 +266,7 @@ class DataParallel:
             communicator = self._nccl_communicator(first.dtype)
             if communicator is None:
                 host = flat.get()
-                self.comm.Allreduce(_mpi().IN_PLACE, host, op=_mpi().SUM)
+                self.comm.Allreduce(mpi_module().IN_PLACE, host, op=mpi_module().SUM)
                 flat = cupy.asarray(host)
             else:
                 nccl, nccl_comm, nccl_type = communicator

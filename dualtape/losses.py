@@ -1,6 +1,11 @@
-"""Losses: each returns ``(loss, dy)`` with ``loss`` a 0-d array, summed over examples and time
-steps (weighted by an optional 0/1 ``weights`` array of shape ``y.shape[:-1]``) and divided by
-the batch size ``y.shape[-2]``.
+"""Losses: each is ``loss(xp, y, target, weights=None) -> (value, dy)``, ``value`` a 0-d array
+(left on the device) summed over examples and time steps (weighted by an optional 0/1
+``weights`` array of shape ``y.shape[:-1]``) and divided by the batch size ``y.shape[-2]``,
+``dy`` its gradient with respect to ``y`` (``y``'s shape). ``xp`` is ``y``'s namespace. They are
+the names ``train``/``train_recurrent`` take as ``loss=``; any callable of this signature may
+be given there or to ``backpropagate``/``backpropagate_sequence`` instead (``weights`` is passed
+only with a mask), and a custom loop may call them itself: ``value, dys = squared_error(xp, ys,
+targets)``.
 
 - ``squared_error``: ½·Σ(y − t)² per example, so at batch 1 ``dy`` is Grenade's ``y − t``.
 - ``softmax_cross_entropy``: −Σ t·log softmax(y) on logits ``y``, stable; ``dy = softmax(y) − t``.

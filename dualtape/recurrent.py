@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .backend import backend_of, device_context, out_module
 from .checkpointing import (
     CheckpointedTape,
-    checkpointed_backward,
-    checkpointed_forward,
     segment_length,
+    sequence_backward,
+    sequence_forward,
 )
 from .layers.base import (
     Array,
@@ -29,18 +29,10 @@ from .layers.base import (
     restore,
 )
 from .network import Chain
+from .stack import RecurrentNetworkTape
 
 PREDICT_CHUNK = 512
 """The time steps ``predict_sequence`` runs at a time by default."""
-
-
-class RecurrentNetworkTape(NamedTuple):
-    """One tape per layer: a sequence tape for recurrent layers, a ``(T·batch)``-row tape for
-    feed-forward ones; ``steps`` and ``batch`` give the sequence's shape."""
-
-    tapes: list[Any]
-    steps: int
-    batch: int
 
 
 class RecurrentNetwork(Chain):
@@ -102,10 +94,7 @@ class RecurrentNetwork(Chain):
             xs, copy=self.layers[0].keeps_input or tape != "full")
         every = segment_length(tape, xs.shape[0])
         states, _ = self._check_states(state, xs.shape[1], copy=True)
-        if every is None:
-            kept, states, ys = self._forward_sequence(xp, states, xs)
-        else:
-            kept, states, ys = checkpointed_forward(self, xp, states, xs, every)
+        kept, states, ys = self._forward_sequence(xp, states, xs, every)
         return kept, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
     def backward_sequence(
@@ -141,10 +130,7 @@ class RecurrentNetwork(Chain):
         dstates = None
         if dstate_T is not None:
             dstates, _ = self._check_states(dstate_T, tape.batch)
-        if isinstance(tape, RecurrentNetworkTape):
-            grads, dstates, dxs = self._backward_sequence(xp, tape, dys, dstates)
-        else:
-            grads, dstates, dxs = checkpointed_backward(self, xp, tape, dys, dstates)
+        grads, dstates, dxs = self._backward_sequence(xp, tape, dstates, dys)
         return grads, [restore(d, single) for d in dstates], restore(dxs, single)
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
@@ -194,51 +180,20 @@ class RecurrentNetwork(Chain):
         return xp, xs, single
 
     def _forward_sequence(
-        self, xp: Any, states: list[Array], xs: Array
-    ) -> tuple[RecurrentNetworkTape, list[Array], Array]:
-        steps, batch, _ = xs.shape
-        tapes, new_states, pending = [], [], iter(states)
-        h = xs
-        for layer in self.layers:
-            if layer.recurrent:
-                tape, state, h = layer._forward_sequence(xp, next(pending), h)
-                new_states.append(state)
-            else:
-                tape, y = layer._forward(xp, xp.reshape(h, (steps * batch, h.shape[-1])))
-                h = xp.reshape(y, (steps, batch, y.shape[-1]))
-            tapes.append(tape)
-        return RecurrentNetworkTape(tapes, steps, batch), new_states, h
+        self, xp: Any, states: list[Array], xs: Array, every: int | None = None
+    ) -> tuple[RecurrentNetworkTape | CheckpointedTape, list[Array], Array]:
+        """``checkpointing.sequence_forward`` of the layers: the full tape, or with ``every``
+        a checkpointed one."""
+        return sequence_forward(self.layers, xp, states, xs, every)
 
     def _backward_sequence(
-        self, xp: Any, tape: RecurrentNetworkTape, dys: Array, dstates: list[Array] | None,
-        need_dxs: bool = True, grads_out: list[dict[str, Array] | None] | None = None,
-        need_dstates: bool = True,
+        self, xp: Any, tape: RecurrentNetworkTape | CheckpointedTape,
+        dstates: list[Array] | None, dys: Array, need_dxs: bool = True,
+        grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
     ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
-        """Backprop through time; the input gradient is None when not ``need_dxs`` and the
-        first layer is recurrent, the initial states' gradients None unless ``need_dstates``
-        (training skips those products). ``grads_out`` (from ``gradient_buffers``) receives
-        the recurrent layers' gradients where it has arrays."""
-        steps, batch = tape.steps, tape.batch
-        grads: list[dict[str, Array]] = [{} for _ in self.layers]
-        pending = list(dstates) if dstates is not None else [None] * len(self.recurrent_layers)
-        dstate_0: list[Array | None] = []
-        dh = dys
-        for k in reversed(range(len(self.layers))):
-            layer = self.layers[k]
-            if layer.recurrent:
-                dstate = pending.pop()
-                if dstate is None:
-                    dstate = layer._state_gradient(xp, None, batch, "dstate_T")
-                grads[k], d0, dh = layer._backward_sequence(
-                    xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
-                    None if grads_out is None else grads_out[k], need_dstates)
-                dstate_0.insert(0, d0)
-            else:
-                grads[k], dx = layer._backward(
-                    xp, tape.tapes[k], xp.reshape(dh, (steps * batch, dh.shape[-1]))
-                )
-                dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
-        return grads, dstate_0, dh
+        """``checkpointing.sequence_backward`` of the layers, from either kind of tape."""
+        return sequence_backward(self.layers, xp, tape, dstates, dys, need_dxs, grads_out,
+                                 need_dstates)
 
 
 _GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -1,21 +1,23 @@
-"""Training: one step of a ``Network`` (``train``) or a ``RecurrentNetwork`` over a sequence
-(``train_recurrent``), the loss read back from the device, and gradient clipping by global
-norm. This module sits above ``network.py`` and ``recurrent.py``: data flows down from here
-to the networks, their layers and the kernels, and nothing below imports it.
+"""Training, as two verbs: ``backpropagate`` (the loss and the gradients of a ``Network`` on a
+batch) and ``backpropagate_sequence`` (of a ``RecurrentNetwork`` over a sequence), nothing read
+back from the device, then the optimizer's update; ``train``/``train_recurrent`` are the two
+with the loss read (non-finite refused) in between. And gradient clipping by global norm.
+This module sits above ``network.py`` and ``recurrent.py``: data flows down from here to the
+networks, their layers and the kernels, and nothing below imports it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .backend import check_same_place, namespace_of, to_numpy, zeros_like_place
-from .checkpointing import checkpointed_backward, checkpointed_forward, segment_length
+from .checkpointing import segment_length
 from .layers.base import Array, check_real, restore
-from .losses import check_loss_for, loss_function, mask_weights
+from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
 from .recurrent import RecurrentNetwork, gradient_buffers
@@ -44,39 +46,42 @@ def blame_non_finite(where: str, suspects: dict[str, list[Array]]) -> None:
                 )
 
 
-def checked_objective(net: Any, kind: type, other: str, optimizer: Any, loss: str,
-                      where: str) -> Any:
-    """The loss function named ``loss``, once ``net`` is a ``kind`` (``TypeError`` pointing
-    to ``other``, the function for the other kind), ``optimizer`` an optimizer and ``loss``
-    one that fits ``net``'s output."""
+def check_kind(net: Any, kind: type, other: str, where: str) -> None:
+    """``TypeError`` unless ``net`` is a ``kind``, pointing to ``other``, the function for the
+    other kind of network."""
     if not isinstance(net, kind):
         raise TypeError(f"{where}: expected a {kind.__name__}, got a {type(net).__name__}; "
                         f"{other}")
-    check_optimizer(optimizer, where)
+
+
+def objective_for(loss: str | Loss, net: Chain, where: str) -> Loss:
+    """``loss`` itself when it is a callable of the losses' signature, else the loss function
+    it names, once that fits ``net``'s output (``losses.check_loss_for``)."""
+    if callable(loss):
+        return loss
     objective = loss_function(loss)
     check_loss_for(loss, net.layers[-1], net.n_out, where)
     return objective
 
 
-def read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any = None,
+def read_loss(xp: Any, value: Array, finite: Array, where: str, optimizer: Any = None,
               suspects: Callable[[], dict[str, list[Array]]] = dict) -> float:
-    """The loss ``value`` as a float, read from the device together with whether the input
-    ``x`` is finite (one transfer, one sync); NaN or inf in either raises
+    """The loss ``value`` as a float, read from the device together with ``finite``, whether
+    the input is finite (0-d, one transfer, one sync); NaN or inf in either raises
     ``FloatingPointError`` (the caller has applied no update yet), naming the first of the
     arrays ``suspects()`` gives (asked only then) that holds NaN or inf
     (``blame_non_finite``). With an ``optimizer`` that spans processes
     (``distributed.DataParallel``) both are averaged over them first, so every process
     raises, or none."""
     try:
-        return _read_loss(xp, value, x, where, optimizer)
+        return _read_loss(xp, value, finite, where, optimizer)
     except FloatingPointError:
         blame_non_finite(where, suspects())
         raise
 
 
-def _read_loss(xp: Any, value: Array, x: Array, where: str, optimizer: Any) -> float:
-    finite = xp.astype(xp.all(xp.isfinite(x)), value.dtype)
-    local = [float(v) for v in to_numpy(xp.stack([value, finite]))]
+def _read_loss(xp: Any, value: Array, finite: Array, where: str, optimizer: Any) -> float:
+    local = [float(v) for v in to_numpy(xp.stack([value, xp.astype(finite, value.dtype)]))]
     loss, input_ok = mean_over_processes(optimizer, local)
     if not local[1]:
         raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")
@@ -103,10 +108,141 @@ def all_params(net: Chain) -> Iterable[Array]:
     return (p for group in net.params for p in group.values())
 
 
+class Backprop(NamedTuple):
+    """What ``backpropagate_sequence`` returns: the ``loss`` (a 0-d array on the device),
+    the ``grads`` (one dict per parameter group, aligned with ``rnet.params``), the final
+    ``state`` (one array per recurrent layer) and, when asked for, ``dstate``: the initial
+    state's gradient (None otherwise); states in the form of ``xs``."""
+
+    loss: Array
+    grads: list[dict[str, Array]]
+    state: list[Array]
+    dstate: list[Array] | None
+
+
+class _Forward(NamedTuple):
+    """A forward pass and its loss, in the networks' own forms: the namespace, the loss and
+    whether the input is finite (0-d arrays), the tape and the output's gradient, the final
+    and initial states (``(batch, o)`` each; none for a ``Network``) and whether the input
+    was one sequence. Training reads the loss from it before any backward pass, so a refused
+    input costs no backward pass (nor its warnings of NaN products)."""
+
+    xp: Any
+    loss: Array
+    finite: Array
+    tape: Any
+    dy: Array
+    state: list[Array]
+    initial: list[Array]
+    single: bool
+
+
+def backpropagate(
+    net: Network, x: Any, target: Any, *, loss: str | Loss = "squared_error"
+) -> tuple[Array, list[dict[str, Array]]]:
+    """``(loss, grads)`` of ``net`` on a batch, as ``train`` computes them, with no update.
+
+    ``loss`` is a 0-d array left on the device (nothing is read back: ``float(loss)`` reads
+    it), NaN when the input holds NaN or inf (which can give a finite loss through a
+    saturating layer yet NaN gradients), so one check of the loss refuses both, as ``train``
+    does; ``grads`` has one dict per parameter group, aligned with ``net.params``, ready for
+    ``clip_gradients`` and ``optimizer.step(net.params, grads)``. ``loss`` is a name, as in
+    ``train``, or a callable of the losses' signature, ``loss(xp, y, target) -> (value, dy)``
+    (``dualtape.losses``). An empty batch raises ``ValueError``.
+    """
+    check_kind(net, Network, "backpropagate_sequence takes a RecurrentNetwork", "backpropagate")
+    found = _forward(net, x, target, loss, "backpropagate")
+    return _flagged(found), net._backward(found.xp, found.tape, found.dy)[0]
+
+
+def backpropagate_sequence(
+    rnet: RecurrentNetwork,
+    xs: Any,
+    targets: Any,
+    *,
+    state: Sequence[Array] | None = None,
+    mask: Any = None,
+    loss: str | Loss = "squared_error",
+    tape: str | int = "full",
+    need_dstate: bool = False,
+) -> Backprop:
+    """The loss and gradients of ``rnet`` over a sequence, as ``train_recurrent`` computes them,
+    with no update: a ``Backprop(loss, grads, state, dstate)``.
+
+    ``xs``, ``targets``, ``state``, ``mask``, ``tape`` as in ``train_recurrent``; ``loss`` a
+    name or a callable ``loss(xp, ys, targets, weights=None) -> (value, dys)`` of the losses'
+    signature (``dualtape.losses``; ``weights`` given only with a ``mask``). ``loss`` is a 0-d
+    array left on the device, NaN when the input holds NaN or inf (see ``backpropagate``);
+    ``state`` the states the sequence ended in; ``dstate`` the gradient of ``state``'s initial
+    states, computed only with ``need_dstate=True`` (else None; it costs a product per layer
+    and step). An empty batch raises ``ValueError``.
+
+    On numpy and CuPy the recurrent layers' gradients are written into arrays kept with the
+    network and reused (``recurrent.gradient_buffers``): the next ``backpropagate_sequence`` or
+    ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
+    that accumulates gradients over calls does); ``clip_gradients`` returns new arrays.
+    """
+    check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
+               "backpropagate_sequence")
+    found = _forward_sequence(rnet, xs, targets, state, mask, loss, tape,
+                              "backpropagate_sequence")
+    grads, dstates = _sequence_gradients(rnet, found, need_dstate)
+    dstate = [restore(d, found.single) for d in dstates] if need_dstate else None
+    return Backprop(_flagged(found), grads, [restore(s, found.single) for s in found.state],
+                    dstate)
+
+
+def _flagged(found: _Forward) -> Array:
+    """The loss, NaN where the input is not finite."""
+    xp = found.xp
+    return xp.where(found.finite, found.loss, xp.full_like(found.loss, math.nan))
+
+
+def _forward(net: Network, x: Any, target: Any, loss: str | Loss, where: str) -> _Forward:
+    objective = objective_for(loss, net, where)
+    xp, x, _ = net._prepare(x)
+    if x.shape[0] == 0:
+        raise ValueError(f"{where}: the batch is empty (0 examples); give at least one")
+    tapes, y = net._forward(xp, x)
+    value, dy = objective(xp, y, target)
+    return _Forward(xp, value, xp.all(xp.isfinite(x)), tapes, dy, [], [], False)
+
+
+def _forward_sequence(
+    rnet: RecurrentNetwork, xs: Any, targets: Any, state: Sequence[Array] | None, mask: Any,
+    loss: str | Loss, tape: str | int, where: str,
+) -> _Forward:
+    objective = objective_for(loss, rnet, where)
+    xp, xs, single = rnet._prepare_sequence(xs)
+    steps, batch = xs.shape[:2]
+    if batch == 0:
+        raise ValueError(f"{where}: the batch is empty (0 sequences); give at least one")
+    states, _ = rnet._check_states(state, batch)
+    kept, states_last, ys = rnet._forward_sequence(xp, states, xs, segment_length(tape, steps))
+    if mask is None:
+        value, dys = objective(xp, ys, targets)
+    else:
+        value, dys = objective(xp, ys, targets, mask_weights(mask, steps, batch, ys))
+    return _Forward(xp, value, xp.all(xp.isfinite(xs)), kept, dys, states_last, states, single)
+
+
+def _sequence_gradients(rnet: RecurrentNetwork, found: _Forward, need_dstate: bool
+                        ) -> tuple[list[dict[str, Array]], list[Array | None]]:
+    """The weight gradients (into ``gradient_buffers`` where the layers fill them) and the
+    initial states' (None entries unless ``need_dstate``) of a ``_forward_sequence``."""
+    grads, dstates, _ = rnet._backward_sequence(found.xp, found.tape, None, found.dy,
+                                                need_dxs=False,
+                                                grads_out=gradient_buffers(rnet),
+                                                need_dstates=need_dstate)
+    return grads, dstates
+
+
 def train(
-    net: Network, x: Any, target: Any, optimizer: Optimizer, loss: str = "squared_error"
+    net: Network, x: Any, target: Any, optimizer: Optimizer, loss: str | Loss = "squared_error"
 ) -> float:
-    """One training step: forward, loss, backward, update. Returns the loss as a float.
+    """One training step: ``backpropagate`` with the loss read (and refused when not finite)
+    between its forward and backward passes, then ``optimizer.step``. Returns the loss as a
+    float.
 
     The loss is averaged over the batch. A NaN or infinite input, or a non-finite loss, raises
     ``FloatingPointError`` before any parameter changes (an infinite input can give a finite
@@ -114,18 +250,15 @@ def train(
     raises ``ValueError``, as does a loss that does not fit the network's output
     (``losses.check_loss_for``: ``"softmax_cross_entropy"`` after a final ``Softmax``,
     ``"cross_entropy"`` without one); integer class labels with ``"squared_error"`` raise
-    ``TypeError`` naming the losses that take them.
+    ``TypeError`` naming the losses that take them. ``loss`` may also be a callable, as in
+    ``backpropagate``.
     """
-    objective = checked_objective(net, Network, "train_recurrent trains a RecurrentNetwork on "
-                                  "sequences", optimizer, loss, "train")
-    xp, x, _ = net._prepare(x)
-    if x.shape[0] == 0:
-        raise ValueError("train: the batch is empty (0 examples); give at least one")
-    tapes, y = net._forward(xp, x)
-    value, dy = objective(xp, y, target)
-    result = read_loss(xp, value, x, "train", optimizer,
+    check_kind(net, Network, "train_recurrent trains a RecurrentNetwork on sequences", "train")
+    check_optimizer(optimizer, "train")
+    found = _forward(net, x, target, loss, "train")
+    result = read_loss(found.xp, found.loss, found.finite, "train", optimizer,
                        lambda: {"the network's parameters": list(all_params(net))})
-    grads, _ = net._backward(xp, tapes, dy)
+    grads, _ = net._backward(found.xp, found.tape, found.dy)
     optimizer.step(net.params, grads)
     return result
 
@@ -137,11 +270,13 @@ def train_recurrent(
     optimizer: Optimizer,
     state: Sequence[Array] | None = None,
     mask: Any = None,
-    loss: str = "squared_error",
+    loss: str | Loss = "squared_error",
     learn_initial_state: bool = False,
     tape: str | int = "full",
 ) -> tuple[float, list[Array]]:
-    """One training call over a sequence: forward, loss, backprop through time, one update.
+    """One training call over a sequence: ``backpropagate_sequence`` (forward, loss,
+    backprop through time) with the loss read (and refused when not finite) before the
+    backward pass, then one ``optimizer.step``.
 
     Shapes (``T`` steps, ``B`` sequences, ``n_in``/``n_out`` the network's sizes):
 
@@ -154,7 +289,8 @@ def train_recurrent(
       ``(o,)``, as ``rnet.initial_state(B)`` gives (an entry None: zeros).
     - ``loss``: ``"squared_error"`` (½·Σ(y − t)²), ``"softmax_cross_entropy"`` (on logits: a
       network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``); the
-      other pairings, and either cross entropy over one output, raise ``ValueError``.
+      other pairings, and either cross entropy over one output, raise ``ValueError``. Or a
+      callable, as in ``backpropagate_sequence``.
 
     The loss is summed over the time steps that have a target and averaged over the batch, so
     at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
@@ -171,43 +307,26 @@ def train_recurrent(
     CuPy the LSTM gradients handed to ``optimizer.step`` are written into arrays reused by the
     next call (``gradient_buffers``): an optimizer must not keep them.
     """
-    objective = checked_objective(rnet, RecurrentNetwork, "train trains a Network", optimizer,
-                                  loss, "train_recurrent")
-    xp, xs, single = rnet._prepare_sequence(xs)
-    steps, batch = xs.shape[:2]
-    if batch == 0:
-        raise ValueError("train_recurrent: the batch is empty (0 sequences); give at least one")
+    check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
+    check_optimizer(optimizer, "train_recurrent")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
-    states, _ = rnet._check_states(state, batch)
-    every = segment_length(tape, steps)
-    if every is None:
-        kept, states_last, ys = rnet._forward_sequence(xp, states, xs)
-    else:
-        kept, states_last, ys = checkpointed_forward(rnet, xp, states, xs, every)
-    weights = None if mask is None else mask_weights(mask, steps, batch, ys)
-    value, dys = objective(xp, ys, targets, weights)
-    result = read_loss(xp, value, xs, "train_recurrent", optimizer, lambda: {
-        "the initial state": states, "the network's parameters": list(all_params(rnet))})
-    if every is None:
-        grads, dstates, _ = rnet._backward_sequence(xp, kept, dys, None, need_dxs=False,
-                                                    grads_out=gradient_buffers(rnet),
-                                                    need_dstates=learn_initial_state)
-    else:
-        grads, dstates, _ = checkpointed_backward(rnet, xp, kept, dys, None, need_dxs=False,
-                                                  need_dstates=learn_initial_state,
-                                                  scratch=gradient_buffers(rnet))
+    found = _forward_sequence(rnet, xs, targets, state, mask, loss, tape, "train_recurrent")
+    result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
+                       lambda: {"the initial state": found.initial,
+                                "the network's parameters": list(all_params(rnet))})
+    grads, dstates = _sequence_gradients(rnet, found, learn_initial_state)
     if learn_initial_state:
-        learned = StateGroup(state, {str(k): s for k, s in enumerate(states)})
+        learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})
         gradients = {str(k): d for k, d in enumerate(dstates)}
         optimizer.step([*rnet.params, learned], [*grads, gradients])
-        for k in range(len(states)):
+        for k in range(len(found.initial)):
             # each state keeps the form it came in, (o,) or (batch, o), whatever xs's form
             own_form_single = np.ndim(state[k]) == 1  # type: ignore[index]
             state[k] = restore(learned[str(k)], own_form_single)  # type: ignore[index]
     else:
         optimizer.step(rnet.params, grads)
-    return result, [restore(s, single) for s in states_last]
+    return result, [restore(s, found.single) for s in found.state]
 
 
 def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:

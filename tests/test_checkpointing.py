@@ -161,12 +161,13 @@ def test_backward_recomputes_every_segment_but_the_last_which_the_tape_keeps(mon
     xs = np.random.default_rng(4).normal(size=(10, 2, 3))
     tape, _, ys = rnet.forward_sequence(None, xs, tape=3)  # segments of 3, 3, 3 and 1 steps
     recomputed = []
-    forward = rnet._forward_sequence
+    first = rnet.layers[0]
+    forward = first._forward_sequence
 
-    def counting(xp, states, segment):
+    def counting(xp, state, segment):
         recomputed.append(segment.shape[0])
-        return forward(xp, states, segment)
+        return forward(xp, state, segment)
 
-    monkeypatch.setattr(rnet, "_forward_sequence", counting)
+    monkeypatch.setattr(first, "_forward_sequence", counting)
     rnet.backward_sequence(tape, None, np64(ys))
     assert recomputed == [3, 3, 3]

@@ -61,7 +61,7 @@ class FakeComm:
 @pytest.fixture
 def fake_mpi(monkeypatch):
     """mpi4py's constants, without mpi4py."""
-    monkeypatch.setattr(distributed, "_mpi", lambda: SimpleNamespace(
+    monkeypatch.setattr(distributed, "mpi_module", lambda: SimpleNamespace(
         IN_PLACE="in place", SUM="sum", MAX="max", COMM_WORLD=None))
 
 
@@ -80,7 +80,7 @@ def test_importing_dualtape_never_imports_mpi4py():
 
 
 def test_without_mpi4py_everything_is_one_process(backend, monkeypatch):
-    monkeypatch.setattr(distributed, "_mpi", lambda: None)
+    monkeypatch.setattr(distributed, "mpi_module", lambda: None)
     assert (distributed.rank(), distributed.world_size(), distributed.local_rank()) == (0, 1, 0)
     net, x, t = xor_problem()
     alone, _, _ = xor_problem()
@@ -320,7 +320,7 @@ def test_train_text_on_one_rank_is_the_plain_run(capsys, tmp_path):
 def test_train_text_distributed_needs_mpi4py(capsys, monkeypatch):
     from dualtape import cli
 
-    monkeypatch.setattr(distributed, "_mpi", lambda: None)
+    monkeypatch.setattr(distributed, "mpi_module", lambda: None)
     assert cli.main([*TEXT_RUN, "--steps", "1", "--distributed"]) == 1
     assert "--distributed needs mpi4py: pip install 'dualtape[mpi]'" in capsys.readouterr().err
 

@@ -701,8 +701,8 @@ def test_backprop_without_state_gradients_gives_none_and_the_same_weight_gradien
     state = [dualtape.asarray(rng.normal(size=(2, 5))), dualtape.asarray(rng.normal(size=(2, 4)))]
     tape, _, ys = rnet.forward_sequence(state, xs)
     xp = namespace_of(ys)
-    full, dstates, _ = rnet._backward_sequence(xp, tape, ys, None)
-    grads, none, _ = rnet._backward_sequence(xp, tape, ys, None, need_dstates=False)
+    full, dstates, _ = rnet._backward_sequence(xp, tape, None, ys)
+    grads, none, _ = rnet._backward_sequence(xp, tape, None, ys, need_dstates=False)
     assert none == [None, None] and all(d is not None for d in dstates)
     assert_params_equal([{k: np64(v) for k, v in g.items()} for g in grads],
                         [{k: np64(v) for k, v in g.items()} for g in full])

@@ -100,7 +100,7 @@ def recurrent_backwards(rnet, tape, dys) -> dict:
     return {
         "backward_sequence": lambda: rnet.backward_sequence(tape, None, dys),
         "_backward_sequence": lambda: rnet._backward_sequence(
-            xp, tape, dys, None, need_dxs=False,
+            xp, tape, None, dys, need_dxs=False,
             grads_out=dualtape.recurrent.gradient_buffers(rnet), need_dstates=False),
         "LSTM.backward_sequence": lambda: rnet.layers[0].backward_sequence(layer_tape, None,
                                                                            dhs),

@@ -69,11 +69,11 @@ from ..backend import (
 )
 from ..checkpointing import (
     CheckpointedTape,
-    OneLayer,
-    checkpointed_backward,
-    checkpointed_forward,
     segment_length,
+    sequence_backward,
+    sequence_forward,
 )
+from ..stack import RecurrentNetworkTape
 
 Array = Any
 
@@ -678,12 +678,10 @@ class RecurrentLayer(Layer):
         check_not_empty(xs, repr(self))
         every = segment_length(tape, xs.shape[0])
         state, _ = self._check_state(state, xs.shape[1], copy=True)
-        if every is None:
-            kept, state_last, ys = self._forward_sequence(xp, state, xs)
-        else:
-            kept, states, ys = checkpointed_forward(OneLayer(self), xp, [state], xs, every)
-            state_last = states[0]
-        return kept, read_only(restore(state_last, single)), read_only(restore(ys, single))
+        kept, states, ys = sequence_forward([self], xp, [state], xs, every)
+        if isinstance(kept, RecurrentNetworkTape):  # a stack of one: the layer's own tape
+            kept = kept.tapes[0]
+        return kept, read_only(restore(states[0], single)), read_only(restore(ys, single))
 
     def backward_sequence(
         self, tape: Any, dstate_T: Any, dys: Any
@@ -704,12 +702,9 @@ class RecurrentLayer(Layer):
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
         )
         dstate_T = self._state_gradient(xp, dstate_T, batch, "dstate_T")
-        if checkpointed:
-            grads, dstates, dxs = checkpointed_backward(OneLayer(self), xp, tape, dys, [dstate_T])
-            grads, dstate = grads[0], dstates[0]
-        else:
-            grads, dstate, dxs = self._backward_sequence(xp, tape, dstate_T, dys)
-        return grads, restore(dstate, single), restore(dxs, single)
+        stacked = tape if checkpointed else RecurrentNetworkTape([tape], steps, batch)
+        grads, dstates, dxs = sequence_backward([self], xp, stacked, [dstate_T], dys)
+        return grads[0], restore(dstates[0], single), restore(dxs, single)
 
     def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:
         reference = self._reference()

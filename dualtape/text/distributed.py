@@ -74,7 +74,7 @@ must agree (``shared_settings`` compares them all, a new one included)."""
 
 def _communicator() -> Any:
     """COMM_WORLD, checked to match the mpiexec that started this process."""
-    mpi = distributed._mpi()
+    mpi = distributed.mpi_module()
     if mpi is None:
         raise TextError("--distributed needs mpi4py: pip install 'dualtape[mpi]'")
     comm = mpi.COMM_WORLD
@@ -213,7 +213,7 @@ class GlobalSpeed:
 
 def _runner(comm: Any) -> Runner:
     """``run_training`` with the stops agreed over ``comm`` and only rank 0 sampling/saving."""
-    mpi = distributed._mpi()
+    mpi = distributed.mpi_module()
     rank, size = comm.Get_rank(), comm.Get_size()
 
     def run(trainer: TextTrainer, limits: RunLimits, reporter: Reporter,

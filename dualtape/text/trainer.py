@@ -12,9 +12,10 @@ became infinite and the weights NaN.
 Each step draws ``batch`` random windows on the host (with ``stateful``, the next window of
 each of ``batch`` streams read in order, begun from the state the stream's previous window
 ended in: ``streams.py``), sends their symbol ids to the device,
-builds one-hot inputs and next-character targets there, and runs the network's
-``_forward_sequence``/``_backward_sequence`` directly: the loss stays on the device, summed,
-and is read back only by ``read_loss`` (every ``--log-every`` steps), where NaN is caught.
+builds one-hot inputs and next-character targets there, and takes the loss and gradients from
+``dualtape.backpropagate_sequence`` (its loss a callable, the cross entropy per character): the
+loss stays on the device, summed, and is read back only by ``read_loss`` (every
+``--log-every`` steps), where NaN is caught.
 Targets are one-hot rather than integer labels because the label check in ``losses._one_hot``
 reads a value back from the device every step. The global gradient norm is clipped to
 ``clip`` on the device (``dualtape.clip_gradients``; the first steps' norm is ~11; without
@@ -67,8 +68,8 @@ from ..io import load_with_extra, save
 from ..layers.base import Array
 from ..losses import softmax_cross_entropy
 from ..optim import SGD, Adam, Optimizer
-from ..recurrent import RecurrentNetwork, gradient_buffers
-from ..training import clip_gradients, mean_over_processes
+from ..recurrent import RecurrentNetwork
+from ..training import backpropagate_sequence, clip_gradients, mean_over_processes
 from .model import (
     CELL_NAMES,
     TextError,
@@ -471,25 +472,24 @@ class TextTrainer:
 
     def _step(self) -> list[Array]:
         """One update; returns the states the windows ended in."""
-        cfg, xp = self.config, self.xp
         window, states = self._windows()
         with device_context(self.backend):
             hot = self._one_hot(window)
-            core = self._logits
-            if states is None:
-                states = core.initial_state(cfg.batch)
-            tape, ends, ys = core._forward_sequence(xp, states, hot[:-1, ...])
-            value, dys = softmax_cross_entropy(xp, ys, hot[1:, ...])
-            scale = 1.0 / cfg.seq_len
-            grads, _, _ = core._backward_sequence(xp, tape, dys * scale, None, need_dxs=False,
-                                                  grads_out=gradient_buffers(core),
-                                                  need_dstates=False)
-            if cfg.clip > 0:
-                grads, _ = clip_gradients(grads, cfg.clip)
-            self.optimizer.step(core.params, grads)
-            value = value * scale
-            self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
-        return ends
+            found = backpropagate_sequence(self._logits, hot[:-1, ...], hot[1:, ...],
+                                           state=states, loss=self._window_loss)
+            grads = found.grads
+            if self.config.clip > 0:
+                grads, _ = clip_gradients(grads, self.config.clip)
+            self.optimizer.step(self._logits.params, grads)
+            total = self._loss_sum
+            self._loss_sum = found.loss if total is None else total + found.loss
+        return found.state
+
+    def _window_loss(self, xp: Any, ys: Array, targets: Array) -> tuple[Array, Array]:
+        """``softmax_cross_entropy`` per character: divided by ``seq_len``."""
+        value, dys = softmax_cross_entropy(xp, ys, targets)
+        scale = 1.0 / self.config.seq_len
+        return value * scale, dys * scale
 
     def _one_hot(self, window: np.ndarray | Array) -> Array:
         """Symbol ids ``(steps, batch)``, on the host (sent to the device) or already on the
@@ -571,7 +571,7 @@ class TextTrainer:
         window = windows_at(self.ids, starts, cfg.seq_len)
         with device_context(self.backend), evaluating(core):
             hot = self._one_hot(window)
-            _, _, ys = core._forward_sequence(xp, core.initial_state(cfg.batch), hot[:-1, ...])
+            _, ys = core.predict_sequence(None, hot[:-1, ...], chunk=cfg.seq_len)
             value, _ = softmax_cross_entropy(xp, ys, hot[1:, ...])
             return float(to_numpy(value)) / cfg.seq_len
 

@@ -27,20 +27,16 @@ MUTANTS = [
            "the state gradient stops at the last segment's start in training", TESTS),
 ]
 MUTANTS += [
-    Mutant("dualtape/layers/base.py", "            kept, states, ys = checkpointed_forward("
-           "OneLayer(self), xp, [state], xs, every)",
-           "            kept, states, ys = checkpointed_forward(OneLayer(self), xp, [state], "
-           "xs, every + 1)", "a layer's segments one step longer than its policy says",
+    Mutant("dualtape/layers/base.py",
+           "        kept, states, ys = sequence_forward([self], xp, [state], xs, every)",
+           "        kept, states, ys = sequence_forward([self], xp, [state], xs, every and "
+           "every + 1)", "a layer's segments one step longer than its policy says",
            ("tests/test_checkpointing.py",)),
-    Mutant("dualtape/checkpointing.py",
-           "        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)\n"
-           "        return tape, [state], ys",
-           "        tape, state, ys = self.layers[0]._forward_sequence(xp, states[0], xs)\n"
-           "        return tape, states, ys", "a layer's segments all begin from its first state",
-           ("tests/test_checkpointing.py",)),
-    Mutant("dualtape/checkpointing.py",
-           "    if len(tape.versions) != len(rnet.layers) or tape.xs.shape[-1] != layer.n_in:",
-           "    if tape.xs.shape[-1] != layer.n_in:",
+    Mutant(CK, "        return stack_forward(layers, xp, states, xs)\n",
+           "        return checkpointed_forward(layers, xp, states, xs, 1)\n",
+           "the full tape policy checkpoints every step", ("tests/test_checkpointing.py",)),
+    Mutant(CK, "    if len(tape.versions) != len(layers) or tape.xs.shape[-1] != first.n_in:",
+           "    if tape.xs.shape[-1] != first.n_in:",
            "another network's checkpointed tape accepted", ("tests/test_checkpointing.py",)),
 ]
 MUTANTS.append(Mutant(CK, "            if k < len(tape.states) - 1:\n",

@@ -11,8 +11,8 @@ RNN = ("tests/test_recurrent.py", "tests/test_gradient_buffers.py", "tests/test_
 STALE = ("tests/test_stale_tapes.py",)
 PREDICT = ("tests/test_predict_sequence.py",)
 MUTANTS = [
-    Mutant(TRAIN, "    if x.shape[0] == 0:\n        raise ValueError(\"train: the batch is empty",
-           "    if False:\n        raise ValueError(\"train: the batch is empty",
+    Mutant(TRAIN, "    if x.shape[0] == 0:\n        raise ValueError(f\"{where}: the batch is "
+                  "empty", "    if False:\n        raise ValueError(f\"{where}: the batch is empty",
            "train on an empty batch not refused", FF),
     Mutant(NET, "                layer.params.update(moved)",
            "                dict.update(layer.params, moved)",
@@ -37,10 +37,10 @@ MUTANTS = [
            "a non-finite input with a finite loss updates", FF + RNN),
     Mutant(TRAIN, "    check_loss_for(loss, net.layers[-1], net.n_out, where)\n", "",
            "a loss that does not fit the network is taken", FF),
-    Mutant(REC, "xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,",
+    Mutant("dualtape/stack.py", "xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,",
            "xp, tape.tapes[k], dstate, dh, need_dxs,", "upper layers get no input gradient", RNN),
-    Mutant(TRAIN, " " * 48 + "need_dstates=learn_initial_state)",
-           " " * 48 + "need_dstates=False)",
+    Mutant(TRAIN, "    grads, dstates = _sequence_gradients(rnet, found, learn_initial_state)",
+           "    grads, dstates = _sequence_gradients(rnet, found, False)",
            "learned initial states get no gradient", RNN),
     Mutant(TRAIN, "            own_form_single = np.ndim(state[k]) == 1",
            "            own_form_single = single", "a learned state takes the form of xs", RNN),

@@ -38,8 +38,9 @@ def prep(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
 
 MUTANTS = [
     # --- clipping and the step -----------------------------------------------------------------
-    trainer("if cfg.clip > 0:", "if cfg.clip >= 0:", "--clip 0 (off) clips to zero", UNIT),
-    trainer("dys * scale, None, need_dxs", "dys, None, need_dxs",
+    trainer("if self.config.clip > 0:", "if self.config.clip >= 0:",
+            "--clip 0 (off) clips to zero", UNIT),
+    trainer("return value * scale, dys * scale", "return value * scale, dys",
             "the gradient is not divided by seq_len (only the loss is)", UNIT),
     trainer("value = float(to_numpy(self._loss_sum)) / self._loss_count",
             "value = float(to_numpy(self._loss_sum))",

@@ -1,9 +1,11 @@
-"""Mutants of ``dualtape/training.py`` (gradient clipping)."""
+"""Mutants of ``dualtape/training.py``: gradient clipping, and the two verbs ``backpropagate``
+and ``backpropagate_sequence``."""
 
 from run_mutants import Mutant
 
 TRAINING = "dualtape/training.py"
 TESTS = ("tests/test_training.py",)
+VERBS = ("tests/test_backpropagate.py",)
 MUTANTS = [
     Mutant(TRAINING, "    norm = scale * xp.sqrt(total)", "    norm = scale * total",
            "the squared norm taken for the norm", TESTS),
@@ -23,4 +25,27 @@ MUTANTS = [
     Mutant(TRAINING, "    peaks = [xp.max(xp.abs(a)) if", "    peaks = [xp.max(a) if",
            "the largest value taken for the largest magnitude: negative float32 gradients "
            "of -1e30 overflow the norm", TESTS),
+    Mutant(TRAINING, "    return xp.where(found.finite, found.loss, "
+                     "xp.full_like(found.loss, math.nan))",
+           "    return found.loss",
+           "a non-finite input's finite loss passes a custom loop's check", VERBS),
+    Mutant(TRAINING, "    if callable(loss):\n        return loss\n", "",
+           "a callable loss looked up by name", VERBS),
+    Mutant(TRAINING, "    grads, dstates = _sequence_gradients(rnet, found, need_dstate)",
+           "    grads, dstates = _sequence_gradients(rnet, found, False)",
+           "need_dstate=True gives no initial states' gradient", VERBS),
+    Mutant(TRAINING, "    return Backprop(_flagged(found), grads, [restore(s, found.single) "
+                     "for s in found.state],",
+           "    return Backprop(_flagged(found), grads, found.state,",
+           "one sequence's final states come back as a batch of one", VERBS),
+    Mutant(TRAINING, " " * 48 + "grads_out=gradient_buffers(rnet),",
+           " " * 48 + "grads_out=None,",
+           "the gradient buffers no longer reused", VERBS),
+    Mutant(TRAINING, "        value, dys = objective(xp, ys, targets, mask_weights(mask, steps, "
+                     "batch, ys))",
+           "        value, dys = objective(xp, ys, targets)", "the mask ignored",
+           ("tests/test_recurrent.py",)),
+    Mutant("dualtape/checkpointing.py", "    backward = checkpointed_backward if isinstance(tape, "
+           "CheckpointedTape) else stack_backward", "    backward = stack_backward",
+           "a checkpointed tape taken for a full one", VERBS),
 ]

@@ -1,0 +1,76 @@
+"""A stack of layers over a sequence: each recurrent layer through its sequence protocol, each
+feed-forward one over all ``T·batch`` rows at once; forward keeps one tape per layer, backward
+runs them last to first.
+
+This is the private protocol every recurrent thing shares: states as a list (one per recurrent
+layer), and backward in the public order ``(tape, dstates, dys)``. The functions are handed the
+layers, not the network that holds them, so data flows down: ``RecurrentNetwork`` and the
+checkpointed tapes (``checkpointing.py``) call them; they call only the layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+Array = Any
+
+
+class RecurrentNetworkTape(NamedTuple):
+    """One tape per layer: a sequence tape for recurrent layers, a ``(T·batch)``-row tape for
+    feed-forward ones; ``steps`` and ``batch`` give the sequence's shape."""
+
+    tapes: list[Any]
+    steps: int
+    batch: int
+
+
+def stack_forward(
+    layers: list[Any], xp: Any, states: list[Array], xs: Array
+) -> tuple[RecurrentNetworkTape, list[Array], Array]:
+    """``(tape, states_T, ys)`` of ``layers`` over ``xs`` ``(T, batch, n_in)`` from
+    ``states``, one per recurrent layer."""
+    steps, batch, _ = xs.shape
+    tapes, new_states, pending = [], [], iter(states)
+    h = xs
+    for layer in layers:
+        if layer.recurrent:
+            tape, state, h = layer._forward_sequence(xp, next(pending), h)
+            new_states.append(state)
+        else:
+            tape, y = layer._forward(xp, xp.reshape(h, (steps * batch, h.shape[-1])))
+            h = xp.reshape(y, (steps, batch, y.shape[-1]))
+        tapes.append(tape)
+    return RecurrentNetworkTape(tapes, steps, batch), new_states, h
+
+
+def stack_backward(
+    layers: list[Any], xp: Any, tape: RecurrentNetworkTape, dstates: list[Array] | None,
+    dys: Array, need_dxs: bool = True,
+    grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
+) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
+    """``(grads, dstates_0, dxs)`` by backprop through time; ``dstates`` None (or an entry
+    None) is zeros. The input gradient is None when not ``need_dxs`` and the first layer is
+    recurrent, the initial states' gradients None unless ``need_dstates`` (training skips
+    those products). ``grads_out`` (``recurrent.gradient_buffers``: one entry per layer)
+    receives the recurrent layers' gradients where it has arrays."""
+    steps, batch = tape.steps, tape.batch
+    grads: list[dict[str, Array]] = [{} for _ in layers]
+    pending = list(dstates) if dstates is not None else \
+        [None] * sum(layer.recurrent for layer in layers)
+    dstates_0: list[Array | None] = []
+    dh = dys
+    for k in reversed(range(len(layers))):
+        layer = layers[k]
+        if layer.recurrent:
+            dstate = pending.pop()
+            if dstate is None:
+                dstate = layer._state_gradient(xp, None, batch, "dstate_T")
+            grads[k], d0, dh = layer._backward_sequence(
+                xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
+                None if grads_out is None else grads_out[k], need_dstates)
+            dstates_0.insert(0, d0)
+        else:
+            grads[k], dx = layer._backward(
+                xp, tape.tapes[k], xp.reshape(dh, (steps * batch, dh.shape[-1])))
+            dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
+    return grads, dstates_0, dh
