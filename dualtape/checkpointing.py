@@ -32,15 +32,15 @@ class CheckpointedTape(NamedTuple):
     """A checkpointed tape: the inputs ``xs`` (T, B, n_in), ``states``
     (per segment, the list of every recurrent layer's state at its start), ``every`` (the
     segment length), ``rng_states`` (per segment, each Dropout layer's generator state at its
-    start), the parameters' ``versions`` (one per layer) it was made with, ``steps``,
-    ``batch``, and ``last``: the last segment's own full tape, which backward, beginning
-    there, would otherwise recompute at once."""
+    start), ``steps``, ``batch``, and ``last``: the last segment's own full tape, which
+    backward, beginning there, would otherwise recompute at once; its layers' tapes hold the
+    parameters' versions, so a tape made with other parameters is refused before any
+    segment is recomputed."""
 
     xs: Array
     states: list[list[Array]]
     every: int
     rng_states: list[list[dict]]
-    versions: list[int]
     steps: int
     batch: int
     last: Any
@@ -96,8 +96,7 @@ def checkpointed_forward(
             layers, xp, states, xs[start : min(start + every, steps), ...])
         pieces.append(ys)
     ys = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=0)
-    versions = [layer.params.version for layer in layers]
-    tape = CheckpointedTape(xs, starts, every, rng_states, versions, steps, batch, last)
+    tape = CheckpointedTape(xs, starts, every, rng_states, steps, batch, last)
     return tape, states, ys
 
 
@@ -114,13 +113,11 @@ def checkpointed_backward(
     before they are added. ``RuntimeError`` when a layer's parameters changed since the
     forward pass; ``ValueError`` for a tape of another number of layers or inputs."""
     first = layers[0]
-    if len(tape.versions) != len(layers) or tape.xs.shape[-1] != first.n_in:
+    if len(tape.last.tapes) != len(layers) or tape.xs.shape[-1] != first.n_in:
         owner = repr(first) if len(layers) == 1 else "RecurrentNetwork"
-        raise ValueError(f"{owner}: the checkpointed tape is of {len(tape.versions)} layers "
+        raise ValueError(f"{owner}: the checkpointed tape is of {len(tape.last.tapes)} layers "
                          f"and inputs of {tape.xs.shape[-1]}, not this one's; pass the tape "
                          "its forward_sequence returned")
-    for layer, version in zip(layers, tape.versions, strict=True):
-        layer._check_version(_Version(version))
     dropouts = _dropouts(layers)
     after = [layer.rng.bit_generator.state for layer in dropouts]
     grads: list[dict[str, Array]] | None = None
@@ -160,10 +157,6 @@ def _added(total: list[dict[str, Array]], more: list[dict[str, Array]]
             else:
                 mod.add(group[name], g, out=group[name])
     return total
-
-
-class _Version(NamedTuple):
-    version: int
 
 
 def _dropouts(layers: list[Any]) -> list[Any]:
