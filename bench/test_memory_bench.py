@@ -266,3 +266,7 @@ def test_bench_memory_reports_both_tapes_peaks_and_equal_weights(tmp_path, capsy
     assert 0 <= sqrt["weights_relative_difference"] < 1e-10
     page = out["md"].read_text()
     assert "## Memory of one training call" in page and "(itself)" in page
+
+
+def test_the_smoke_versions_of_the_memory_rows_are_two_steps_long():
+    assert {w.smoke().steps for w in MEMORY} == {2} and max(w.steps for w in MEMORY) == 100_000

@@ -1,4 +1,6 @@
-"""The arrows point one way: applications -> core, and nothing in ``dualtape/`` imports ``bench/``.
+"""The arrows point one way: applications -> core, and nothing in ``dualtape/`` imports ``bench/``;
+and import-linter's contracts (``pyproject.toml``: the core's floors in order, no import cycle
+anywhere in the package) hold, and fail when broken.
 
 Imports are read from the source with ``ast``, so an import inside a function (the lazy kind
 the package uses for heavy modules) counts as much as one at the top of a file.
@@ -7,7 +9,13 @@ the package uses for heavy modules) counts as much as one at the top of a file.
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dualtape"
 APPLICATIONS = ("dualtape.text", "dualtape.benchmarks", "dualtape.cli", "dualtape.__main__")
@@ -114,3 +122,35 @@ def test_a_planted_import_of_training_from_below_is_caught(tmp_path):
     root = _planted(tmp_path, "layers/lstm.py", "def f():\n    from .. import training\n")
     (root / "layers" / "relu.py").write_text("from .. import backend\n")
     assert core_importers_of(root, "dualtape.training") == ["dualtape.layers.lstm"]
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's contracts of ``pyproject.toml`` (the core's floors, no import cycle)
+    checked on the package under ``root``."""
+    command = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run([str(command), "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_the_import_contracts_hold():
+    done = lint_imports(PACKAGE.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("where, line, broken", [
+    ("layers/base.py", "from ..text import model", "dualtape.layers is not allowed to import "
+     "dualtape.text"),
+    ("kernels/windows.py", "from . import selfcheck", "No import cycle anywhere in the package "
+     "BROKEN"),
+], ids=["up-a-floor", "cycle"])
+def test_the_contracts_catch_an_import_up_a_floor_and_a_cycle(tmp_path, where, line, broken):
+    shutil.copytree(PACKAGE, tmp_path / "dualtape")
+    shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path)
+    planted = tmp_path / "dualtape" / where
+    planted.write_text(planted.read_text() + f"\n{line}  # planted\n")
+    if where.startswith("kernels"):  # and back: selfcheck imports windows
+        back = tmp_path / "dualtape" / "kernels" / "selfcheck.py"
+        back.write_text(back.read_text() + "\nfrom . import windows  # planted\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode == 1 and broken in done.stdout, done.stdout

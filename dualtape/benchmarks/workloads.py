@@ -76,8 +76,10 @@ class Workload:
         return f"{self.group}/{self.name}"
 
     def smoke(self) -> Workload:
-        """The same code path, cheap enough for a test run: batched variants run 2 steps."""
-        return replace(self, steps=min(self.steps, 2)) if self.batch > 1 else self
+        """The same code path, cheap enough for a test run: batched variants and the memory
+        rows (up to 100,000 steps) run 2 steps."""
+        short = self.batch > 1 or self.op == "memory"
+        return replace(self, steps=min(self.steps, 2)) if short else self
 
     def host_data(self, dtype: str) -> dict[str, Any]:
         """The workload's inputs as numpy arrays, the same for every runner.
