@@ -36,7 +36,7 @@ with warnings.catch_warnings(record=True) as seen:
     else:
         cells = [type(kernels.cell_loops(name, np.zeros(1, d), lambda loops, m=m, d=d:
                       m.fast_disagreement(loops, np.zeros(1, d)))).__name__
-                 for name, m in (("standard_lstm", standard_lstm), ("gru", gru)) for d in DTYPES]
+                 for name, m in (("StandardLSTM", standard_lstm), ("GRU", gru)) for d in DTYPES]
 functions = numba_cache.dispatchers(numba_cache.load(sys.argv[1]))
 print(json.dumps({"cells": cells, "warnings": [str(w.message) for w in seen],
                   "from_cache": not any(sum(f.stats.cache_misses.values()) for f in functions)}))

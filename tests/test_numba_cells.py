@@ -81,12 +81,12 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(2).normal(size=(6, 2, 3))
-    assert cell_loops("standard_lstm", xs, lambda loops: None) is numba_cells.STANDARD_LSTM
-    assert cell_loops("gru", xs, lambda loops: None) is numba_cells.GRU
+    assert cell_loops("StandardLSTM", xs, lambda loops: None) is numba_cells.STANDARD_LSTM
+    assert cell_loops("GRU", xs, lambda loops: None) is numba_cells.GRU
     fast = layer.forward_sequence(None, xs)
     fast_back = layer.backward_sequence(fast[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     monkeypatch.setenv("DUALTAPE_JIT", "0")
-    assert cell_loops("standard_lstm", xs, lambda loops: None) is None
+    assert cell_loops("StandardLSTM", xs, lambda loops: None) is None
     slow = layer.forward_sequence(None, xs)
     slow_back = layer.backward_sequence(slow[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     np.testing.assert_allclose(fast[2], slow[2], rtol=1e-12, atol=1e-14)
@@ -106,7 +106,7 @@ def test_the_self_check_passes_and_runs_once_per_dtype(monkeypatch, dtype):
     assert gru.fast_disagreement(numba_cells.GRU, np.ones(1, dtype)) is None
     calls = []
     for _ in range(3):
-        cell_loops("standard_lstm", np.ones(1, dtype), calls.append)
+        cell_loops("StandardLSTM", np.ones(1, dtype), calls.append)
     assert calls == [numba_cells.STANDARD_LSTM]
 
 

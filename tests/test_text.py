@@ -862,19 +862,20 @@ def test_optimizer_state_that_does_not_fit_the_network_is_refused(tmp_path):
 
 # --- the recurrent cell and dropout (--cell, --dropout) --------------------------------------
 
-CELLS = ["grenade-lstm", "lstm", "gru"]
-KIND = {"grenade-lstm": "LSTM", "lstm": "StandardLSTM", "gru": "GRU"}
+CELLS = ["LSTM", "StandardLSTM", "GRU"]
+FORMER = {"grenade-lstm": "LSTM", "lstm": "StandardLSTM", "gru": "GRU"}
+KIND = {cell: cell for cell in CELLS}
 
 
 def test_each_cell_builds_its_layers_with_dropout_between_them():
     with dualtape.use_backend("numpy"):
-        for cell, kind in KIND.items():
+        for cell in CELLS:
             net = build_text_network(20, [16, 8, 4], seed=1, cell=cell, dropout=0.25)
             kinds = [layer.kind for layer in net.layers]
-            assert kinds == [kind, "Dropout", kind, "Dropout", kind, "FullyConnected", "Softmax"]
+            assert kinds == [cell, "Dropout", cell, "Dropout", cell, "FullyConnected", "Softmax"]
             assert check_text_network(net, 20) == ([16, 8, 4], cell, 0.25)
-        plain = build_text_network(20, [16, 8], seed=1, cell="gru")
-        assert check_text_network(plain, 20) == ([16, 8], "gru", 0.0)
+        plain = build_text_network(20, [16, 8], seed=1, cell="GRU")
+        assert check_text_network(plain, 20) == ([16, 8], "GRU", 0.0)
         # torch's initialisation for torch's cells: uniform in +-1/sqrt(n_out)
         assert np.abs(plain.layers[1].params["W_hh"]).max() <= 1 / np.sqrt(8)
         # the dropout draws no seeds the weights use: the same weights with and without it
@@ -882,7 +883,7 @@ def test_each_cell_builds_its_layers_with_dropout_between_them():
         assert_params_equal(host_params(plain), host_params(_without_dropout(dropped)))
         with pytest.raises(ValueError, match="dropout goes between recurrent layers"):
             build_text_network(20, [16], seed=1, dropout=0.5)
-        with pytest.raises(ValueError, match="cell must be one of grenade-lstm, lstm, gru"):
+        with pytest.raises(ValueError, match="cell must be one of LSTM, StandardLSTM, GRU"):
             build_text_network(20, [16], seed=1, cell="rnn")
 
 
@@ -975,7 +976,7 @@ def test_each_cell_trains_saves_samples_and_resumes_from_the_command_line(capsys
                          "--save", ckpt)
     assert code == 0, err
     assert f"network: {KIND[cell]}(" in out and "-> Dropout(0.3) ->" in out
-    assert "compiling" not in out or cell == "grenade-lstm"
+    assert "compiling" not in out or cell == "LSTM"
     code, out, err = run(capsys, "sample", ckpt, "--chars", "30", "--seed", "1", "--prime", "The")
     assert code == 0 and len(out) == 3 + 30 + 1, err
     assert run(capsys, "sample", ckpt, "--chars", "30", "--seed", "1", "--prime", "The")[1] == out
@@ -994,6 +995,24 @@ def test_each_cell_trains_saves_samples_and_resumes_from_the_command_line(capsys
           match=f"--cell {other} does not match the checkpoint ({cell}); leave it out")
     fails(capsys, "train-text", "--resume", ckpt, "--dropout", "0.1",
           match="--dropout 0.1 does not match the checkpoint (0.3); leave it out")
+
+
+@pytest.mark.parametrize("former, cell", FORMER.items())
+def test_the_former_cell_names_are_taken_and_read_as_class_names(capsys, corpus, tmp_path,
+                                                                 former, cell):
+    assert TrainConfig(cell=former).cell == cell
+    with dualtape.use_backend("numpy"):
+        assert build_text_network(5, [4], cell=former).layers[0].kind == cell
+    ckpt = tmp_path / "model.npz"
+    code, out, err = run(capsys, "train-text", str(corpus), *MODEL, "--cell", former,
+                         "--steps", "2", "--sample-chars", "0", "--save", str(ckpt))
+    assert code == 0 and f"network: {cell}(" in out, err
+    assert load_checkpoint(ckpt).config.cell == cell
+    _rewrite(ckpt, lambda h, a: h["extra"]["config"].update(cell=former))  # an older checkpoint
+    assert load_checkpoint(ckpt).config.cell == cell
+    code, out, err = run(capsys, "train-text", "--resume", str(ckpt), "--cell", cell, "--steps",
+                         "1", "--backend", "numpy", "--sample-chars", "0")
+    assert code == 0, err
 
 
 def test_dropout_needs_two_recurrent_layers(capsys, corpus):

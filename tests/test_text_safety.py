@@ -72,8 +72,8 @@ TAMPERED = [
     ({"hidden": ["12"]}, "hidden must be a list of positive layer sizes"),
     ({"seed": -1}, "seed must be an integer from 0"),
     ({"corpus": 5}, "corpus must be a file path or null"),
-    ({"cell": "rnn"}, "cell must be one of grenade-lstm, lstm, gru, got 'rnn'"),
-    ({"cell": ["lstm"]}, "cell must be one of grenade-lstm, lstm, gru, got ['lstm']"),
+    ({"cell": "rnn"}, "cell must be one of LSTM, StandardLSTM, GRU, got 'rnn'"),
+    ({"cell": ["lstm"]}, "cell must be one of LSTM, StandardLSTM, GRU, got ['lstm']"),
     ({"dropout": 1.0}, "dropout must be a number in [0, 1), got 1.0"),
     ({"dropout": "0.2"}, "dropout must be a number in [0, 1), got '0.2'"),
 ]
@@ -139,7 +139,7 @@ EDITED_STATE = [
     (set_in("config", "vocab", value=3), "more than its configuration's --vocab 3"),
     (set_in("config", "hidden", value=[9]), "hidden sizes [8] differ"),
     (set_in("config", "cell", value="gru"),
-     "the network's cell grenade-lstm differs from its recorded configuration's gru"),
+     "the network's cell LSTM differs from its recorded configuration's GRU"),
     (set_in("config", "dropout", value=0.2),
      "the network's dropout 0 differs from its recorded configuration's 0.2"),
     (set_in("rng", "dropout", value={}), DAMAGED + " (rng's dropout is a dict, not a list"),
@@ -239,7 +239,7 @@ def test_a_checkpoint_from_before_the_cell_and_dropout_is_grenades_lstm(capsys, 
             header["extra"]["config"].pop(name)
 
     _rewrite(trained, old)
-    assert load_checkpoint(trained).config.cell == "grenade-lstm"
+    assert load_checkpoint(trained).config.cell == "LSTM"
     code, out, err = run(capsys, "train-text", str(corpus), "--resume", str(trained),
                          "--steps", "1", "--sample-chars", "0", "--cell", "grenade-lstm")
     assert code == 0 and "resumed" in out, err

@@ -51,7 +51,7 @@ def test_the_work_is_the_widest_layers_recurrent_product():
     assert product_work(*MAIN_JOB) == 32 * 80 * 240
     assert product_work([512, 80], 10) == 10 * 512 * 3 * 512  # the widest, not the sum
     assert product_work(*MAIN_JOB, gates=4) == 32 * 80 * 320  # torch's LSTM: W_hh (4o, o)
-    assert threads.RECURRENT_GATES == {"grenade-lstm": 3, "lstm": 4, "gru": 3}
+    assert threads.RECURRENT_GATES == {"LSTM": 3, "StandardLSTM": 4, "GRU": 3}
 
 
 @pytest.mark.parametrize("cores", [1, 2, 16, 64])

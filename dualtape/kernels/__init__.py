@@ -62,16 +62,12 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     return None
 
 
-CELL_NAMES = {"standard_lstm": "StandardLSTM", "gru": "GRU"}
-"""The layer of each cell name ``cell_loops`` takes."""
-
-
 def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
-    """The fast time loops of ``cell`` (``"standard_lstm"`` or ``"gru"``) for arrays of
-    ``like``'s kind, dtype and device, or None for the generic code: on numpy the compiled
-    loops (``numba_cells``), on CuPy the ``cells.cu`` kernels (``cupy_cells``).
-    ``self_check(loops)`` says how they disagree with the generic loops, or returns None; it
-    runs once per dtype (and CUDA device) before they are first used."""
+    """The fast time loops of ``cell`` (the layer's class name: ``"StandardLSTM"`` or
+    ``"GRU"``) for arrays of ``like``'s kind, dtype and device, or None for the generic code:
+    on numpy the compiled loops (``numba_cells``), on CuPy the ``cells.cu`` kernels
+    (``cupy_cells``). ``self_check(loops)`` says how they disagree with the generic loops, or
+    returns None; it runs once per dtype (and CUDA device) before they are first used."""
     if _generic_only():
         return None
     if type(like) is np.ndarray:
@@ -94,7 +90,7 @@ def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) ->
         return self_check(loops) if compiled is None else \
             _cache_checked(compiled, lambda: self_check(loops))
 
-    return loops if selfcheck.verified(key, f"fast {CELL_NAMES[cell]} loops", where,
+    return loops if selfcheck.verified(key, f"fast {cell} loops", where,
                                        check) else None
 
 

@@ -131,5 +131,5 @@ def _compiled() -> Any:
 
 STANDARD_LSTM = SimpleNamespace(forward=standard_lstm_forward, backward=standard_lstm_backward)
 GRU = SimpleNamespace(forward=gru_forward, backward=gru_backward)
-LOOPS = {"standard_lstm": STANDARD_LSTM, "gru": GRU}
+LOOPS = {"StandardLSTM": STANDARD_LSTM, "GRU": GRU}
 """The loops of each cell, by the name ``kernels.cell_loops`` takes."""

@@ -161,7 +161,7 @@ class GRU(GatedRecurrent):
     ) -> tuple[GRUSequenceTape, Array, Array]:
         p = self.params
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"])
-        loops = cell_loops("gru", h, lambda fast: fast_disagreement(fast, h))
+        loops = cell_loops("GRU", h, lambda fast: fast_disagreement(fast, h))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
         hs, gates, hn = run(p["W_hh"], p["b_hh"], projected, h)
@@ -175,7 +175,7 @@ class GRU(GatedRecurrent):
         """Backprop through time; the input gradient is None unless ``need_dxs``, the first
         state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
         self._check_version(tape)
-        loops = cell_loops("gru", dh, lambda fast: fast_disagreement(fast, dh))
+        loops = cell_loops("GRU", dh, lambda fast: fast_disagreement(fast, dh))
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
             else loops.backward
         da_h, dn, dh = run(self.params["W_hh"], tape.gates, tape.hn, tape.hs, dys, dh,

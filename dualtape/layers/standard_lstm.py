@@ -205,7 +205,7 @@ class StandardLSTM(GatedRecurrent):
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"])
-        loops = cell_loops("standard_lstm", state, lambda fast: fast_disagreement(fast, state))
+        loops = cell_loops("StandardLSTM", state, lambda fast: fast_disagreement(fast, state))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
         hs, cells, gates, tanh_cells = run(p["W_hh"], projected, state[:, :n], state[:, n:])
@@ -221,7 +221,7 @@ class StandardLSTM(GatedRecurrent):
         state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
         self._check_version(tape)
         n, W_hh = self.n_out, self.params["W_hh"]
-        loops = cell_loops("standard_lstm", dstate,
+        loops = cell_loops("StandardLSTM", dstate,
                            lambda fast: fast_disagreement(fast, dstate))
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
             else loops.backward

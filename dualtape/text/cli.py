@@ -56,6 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import threads
+from .cells import CELL_NAMES, cell_name
 from .console import (
     INTERRUPTED,
     OUTPUT_LOST,
@@ -78,8 +79,6 @@ from .prepare import (
 )
 
 BACKEND_CHOICES = ("auto", "numpy", "cupy", "torch", "array_api_strict")
-CELL_CHOICES = ("grenade-lstm", "lstm", "gru")
-"""``--cell`` (``model.CELLS``, repeated here so that ``dualtape info`` imports no model code)."""
 
 
 def register(commands: Any) -> None:
@@ -112,11 +111,12 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                        help="learn an uppercase letter as a capital marker + its lowercase letter")
     model.add_argument("--hidden", metavar="SIZES",
                        help="recurrent layer sizes, comma-separated (default 80,80)")
-    model.add_argument("--cell", choices=CELL_CHOICES,
-                       help="the recurrent layers: grenade-lstm (default; Grenade's peephole "
-                       "LSTM, dualtape.LSTM), lstm (torch.nn.LSTM's, dualtape.StandardLSTM) or "
-                       "gru (torch.nn.GRU's, dualtape.GRU); Grenade's BasicRecurrent is linear, "
-                       "too weak for text, and not offered")
+    model.add_argument("--cell", choices=CELL_NAMES, type=cell_name,
+                       help="the recurrent layers, by class name: LSTM (default; Grenade's "
+                       "peephole LSTM), StandardLSTM (torch.nn.LSTM's) or GRU (torch.nn.GRU's); "
+                       "the former names grenade-lstm, lstm and gru are taken too (mind the "
+                       "case: lstm is StandardLSTM); Grenade's BasicRecurrent is linear, too "
+                       "weak for text, and not offered")
     model.add_argument("--dropout", type=float, metavar="P",
                        help="while training, zero this fraction of each recurrent layer's "
                        "outputs on the way to the next (not after the last, as torch.nn.LSTM's "
@@ -351,13 +351,13 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
 
     if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
         return
-    warm_up = numba_cell.warm_up if trainer.config.cell == "grenade-lstm" else \
+    warm_up = numba_cell.warm_up if trainer.config.cell == "LSTM" else \
         numba_cells.warm_up
     announced = threading.Event()
 
     def announce() -> None:
         announced.set()
-        cell = "GRU" if trainer.config.cell == "gru" else "LSTM"
+        cell = "GRU" if trainer.config.cell == "GRU" else "LSTM"
         output.line(f"compiling the CPU {cell} loops for {trainer.config.dtype} (once: later runs "
                     "load them from numba's disk cache) ...")
 

@@ -32,6 +32,7 @@ from ..files import open_regular
 from ..layers import GRU, LSTM, Dropout, FullyConnected, Softmax, StandardLSTM
 from ..layers.base import Array
 from ..recurrent import RecurrentNetwork
+from .cells import CELL_NAMES, cell_name
 
 UNKNOWN = "\ue000"
 """The unknown symbol in a symbol stream (a private-use character); decoded as U+FFFD."""
@@ -184,12 +185,11 @@ def parse_hidden(spec: str) -> list[int]:
     return sizes
 
 
-CELLS = {"grenade-lstm": LSTM, "lstm": StandardLSTM, "gru": GRU}
-"""The recurrent cells of a text model (``--cell``), by name: Grenade's peephole LSTM (the
-default), ``torch.nn.LSTM``'s and ``torch.nn.GRU``'s. Grenade's ``BasicRecurrent`` is left
-out: it is linear (no nonlinearity on its state), too weak for text."""
-CELL_NAMES = tuple(CELLS)
-CELL_OF_KIND = {cls.kind: name for name, cls in CELLS.items()}
+CELLS = {"LSTM": LSTM, "StandardLSTM": StandardLSTM, "GRU": GRU}
+"""The recurrent cells of a text model (``--cell``), by class name (``cells.py``): Grenade's
+peephole LSTM (the default), ``torch.nn.LSTM``'s and ``torch.nn.GRU``'s. Grenade's
+``BasicRecurrent`` is left out: it is linear (no nonlinearity on its state), too weak for
+text."""
 
 
 class TextLayout(NamedTuple):
@@ -214,15 +214,16 @@ def layer_seeds(seed: int | None, layers: int) -> tuple[list[int], int, list[int
 
 def build_text_network(
     vocab_size: int, hidden: Sequence[int], *, seed: int | None = None, dtype: str = "float32",
-    cell: str = "grenade-lstm", dropout: float = 0.0,
+    cell: str = "LSTM", dropout: float = 0.0,
 ) -> RecurrentNetwork:
     """``R(vocab, h1), [Dropout(p),] R(h1, h2), …, FullyConnected(h_last, vocab), Softmax()``
     on the current backend, ``R`` the recurrent layer ``CELLS[cell]``; with ``dropout`` > 0 a
     ``Dropout(dropout)`` follows every recurrent layer but the last (as ``torch.nn.LSTM``'s
     ``dropout``; it needs two layers or more). Every layer is seeded from ``seed``.
 
-    ``"lstm"`` and ``"gru"`` keep torch's initialisation (uniform in ±1/√n_out). Grenade's
-    ``"grenade-lstm"`` has its weights rescaled for training: Grenade draws them uniform in
+    ``cell`` is a class name or a former one (``cells.py``). ``"StandardLSTM"`` and ``"GRU"``
+    keep torch's initialisation (uniform in ±1/√n_out). Grenade's ``"LSTM"`` has its weights
+    rescaled for training: Grenade draws them uniform in
     [-1, 1]. A gate then sums ``n`` terms of standard
     deviation ~0.58·|x|, so with 80 cells the recurrent and stacked inputs push the gates deep
     into saturation. So the LSTMs after the first take ``init="scaled"`` (``W`` divided by
@@ -233,6 +234,7 @@ def build_text_network(
     Grenade's scale ends at 2.96-2.98 with SGD 0.5 (after a first-100-step mean of 18-24) and
     2.24-2.29 with Adam 0.01; rescaled, 1.56-1.58 and 1.21-1.23.
     """
+    cell = cell_name(cell)
     if cell not in CELL_NAMES:
         raise ValueError(f"build_text_network: cell must be one of {', '.join(CELL_NAMES)}, "
                          f"got {cell!r}")
@@ -245,7 +247,7 @@ def build_text_network(
     for k, n_out in enumerate(hidden):
         if k and dropout:
             layers.append(Dropout(dropout, seed=dropout_seeds[k - 1]))
-        if cell == "grenade-lstm":
+        if cell == "LSTM":
             init = "scaled" if k else "scaled_recurrent"
             layers.append(LSTM(n_in, n_out, seed=recurrent_seeds[k], dtype=dtype, init=init))
         else:
@@ -267,21 +269,21 @@ def check_text_network(net: Any, vocab_size: int) -> TextLayout:
     shape_ok = (
         isinstance(net, RecurrentNetwork) and len(kinds) >= 3
         and kinds[-2:] == ["FullyConnected", "Softmax"] and (len(body) % 2 == 1 or not dropped)
-        and len({layer.kind for layer in recurrent}) == 1 and kinds[0] in CELL_OF_KIND
+        and len({layer.kind for layer in recurrent}) == 1 and kinds[0] in CELLS
         and all(layer.kind == "Dropout" for layer in between) and len(rates) <= 1
         and 0 not in rates
     )
     if not shape_ok:
         raise TextError(
             f"the network {net!r} is not a text model (recurrent layers of one cell: "
-            f"{', '.join(CELL_OF_KIND)}, with the same Dropout between each two or none; then "
+            f"{', '.join(CELLS)}, with the same Dropout between each two or none; then "
             "FullyConnected, Softmax)")
     if layers[0].n_in != vocab_size or layers[-2].n_out != vocab_size:
         raise TextError(
             f"the network takes {layers[0].n_in} and gives {layers[-2].n_out} symbols but the "
             f"vocabulary has {vocab_size}; the checkpoint is from another network"
         )
-    return TextLayout([layer.n_out for layer in recurrent], CELL_OF_KIND[kinds[0]],
+    return TextLayout([layer.n_out for layer in recurrent], kinds[0],
                       rates.pop() if rates else 0.0)
 
 

@@ -84,7 +84,7 @@ def _check_config(config: Any) -> None:
     if problem is not None:
         name, need, value = problem
         raise TextError(f"--{name.replace('_', '-')} must be {need}, got {value}")
-    if config.stateful and config.cell == "grenade-lstm":
+    if config.stateful and config.cell == "LSTM":
         raise TextError("--stateful needs a cell whose state stays bounded, and Grenade's LSTM "
                         "has no tanh on its cell: carried from window to window its outputs "
                         "grow without limit (measured: loss 1,023 nats/char at step 100); use "

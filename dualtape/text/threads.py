@@ -52,7 +52,7 @@ def parse_threads(text: str) -> int | str:
     return count
 
 
-RECURRENT_GATES = {"grenade-lstm": 3, "lstm": 4, "gru": 3}
+RECURRENT_GATES = {"LSTM": 3, "StandardLSTM": 4, "GRU": 3}
 """Rows of the recurrent weights per unit, by ``--cell``: Grenade's ``U`` (3o, o), torch's
 LSTM ``W_hh`` (4o, o), the GRU's (3o, o)."""
 

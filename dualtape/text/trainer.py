@@ -70,8 +70,8 @@ from ..losses import softmax_cross_entropy
 from ..optim import SGD, Adam, Optimizer
 from ..recurrent import RecurrentNetwork
 from ..training import backpropagate_sequence, clip_gradients, mean_over_processes
+from .cells import CELL_NAMES, cell_name
 from .model import (
-    CELL_NAMES,
     TextError,
     Vocabulary,
     build_text_network,
@@ -119,7 +119,7 @@ class TrainConfig:
     """Everything that defines a training run (stored in checkpoints)."""
 
     hidden: list[int] = field(default_factory=lambda: [80, 80])
-    cell: str = "grenade-lstm"
+    cell: str = "LSTM"
     dropout: float = 0.0
     vocab: int = 100
     annotate_capitals: bool = False
@@ -137,6 +137,10 @@ class TrainConfig:
     corpus: str | None = None
     encoding: str = "utf-8"
     corpus_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cell, str):  # a former name (older checkpoints): the class name
+            self.cell = cell_name(self.cell)
 
 
 def _is_int(x: Any) -> bool:
@@ -202,9 +206,9 @@ def make_optimizer(config: TrainConfig) -> Optimizer:
 
 
 CELL_PARAMS: dict[str, Callable[[int, int], int]] = {
-    "grenade-lstm": lambda i, o: 4 * o * i + 3 * o * o + 4 * o,  # W, U (no candidate), b
-    "lstm": lambda i, o: 4 * o * (i + o + 2),  # W_ih, W_hh, b_ih, b_hh
-    "gru": lambda i, o: 3 * o * (i + o + 2),
+    "LSTM": lambda i, o: 4 * o * i + 3 * o * o + 4 * o,  # W, U (no candidate), b
+    "StandardLSTM": lambda i, o: 4 * o * (i + o + 2),  # W_ih, W_hh, b_ih, b_hh
+    "GRU": lambda i, o: 3 * o * (i + o + 2),
 }
 """Parameters of one recurrent layer of each cell, from its inputs and outputs."""
 
@@ -219,7 +223,7 @@ def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
     params = activations = 0
     n_in = vocab_size
     for k, n_out in enumerate(config.hidden):
-        params += CELL_PARAMS.get(config.cell, CELL_PARAMS["lstm"])(n_in, n_out)
+        params += CELL_PARAMS.get(config.cell, CELL_PARAMS["StandardLSTM"])(n_in, n_out)
         activations += rows * (16 * n_out + n_in)  # gates, cells, projections, their grads
         if k and config.dropout:  # the mask and output, the host's draw (float64) and grads
             activations += rows * n_in * (3 + 24 // itemsize)

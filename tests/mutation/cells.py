@@ -49,7 +49,7 @@ MUTANTS = [
            "        if t:", "the CUDA LSTM loop leaves out the first state's product",
            ("tests/test_cuda_cells.py",)),
     Mutant(KERNELS, "    return loops if selfcheck.verified(key, "
-                    "f\"fast {CELL_NAMES[cell]} loops\", where,\n"
+                    "f\"fast {cell} loops\", where,\n"
                     "                                       check) else None",
            "    return loops", "fast loops used without their self-check", LOOPS),
     Mutant(NUMBA, "c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]",
