@@ -35,17 +35,10 @@ without read-only arrays. Writing to an input or an output afterwards never chan
 A layer's tape class is named after its kind (``FullyConnectedTape``, ``LSTMSequenceTape``);
 for layers with a fixed ``n_in`` its first field is the input.
 
-A tape does not pin the weights: ``params`` is a ``ParamDict``, whose ``version`` is a stamp
-unique in the process, new with every optimizer step (in place or not), every
-``params[k] = ...``/``update`` and every ``net.to(...)`` that moves an array, and never shared
-by two dicts. The tapes of layers with parameters end in the ``version`` their forward pass
-saw, and every backward pass (public, or the private ones the training functions call)
-raises ``RuntimeError`` when the layer's is another, as PyTorch's saved-tensor version
-counters do: an update between forward and backward would otherwise mix old activations with
-new weights, and a tape of another network of the same architecture would give its
-gradients for this one's weights. Not seen: writing into a parameter array directly
-(``W[...] = 0``, ``W -= 1`` with numpy), and an update through one dict of an array that
-another layer's dict also holds (each dict counts its own changes).
+A tape does not pin the weights: the tapes of layers with parameters end in the ``version``
+of the ``ParamDict`` their forward pass saw (its docstring: when a stamp changes), and every
+backward pass refuses a tape whose ``version`` is not the layer's (``_check_version``). The
+rule, and what it does not see: docs/contract.md, "Tape versions".
 """
 
 from __future__ import annotations

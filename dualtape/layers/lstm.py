@@ -1,13 +1,5 @@
-"""Grenade's peephole LSTM, with a complete Wengert tape.
-
-The recurrent state is the cell ``c`` alone. For input ``x`` and previous cell ``c``::
-
-    f = σ(W_f x + U_f c + b_f)    i = σ(W_i x + U_i c + b_i)    o = σ(W_o x + U_o c + b_o)
-    ĉ = tanh(W_c x + b_c)         c' = f*c + i*ĉ                h = o*c'   (no tanh on c')
-
-Parameters: ``W`` ``(4o, i)`` with row blocks f, i, o, c; ``U`` ``(3o, o)`` with row blocks f, i,
-o; ``b`` ``(4o,)`` with blocks f, i, o, c. The tape keeps the gate activations ``[f, i, o, ĉ]``
-and the cells, never a pre-activation, so backward evaluates no σ, tanh or exp.
+"""Grenade's peephole LSTM, with a complete Wengert tape: its equations, parameter layout and
+tape are ``LSTM``'s docstring (``help(dt.LSTM)``; for users, docs/layers.md).
 """
 
 from __future__ import annotations

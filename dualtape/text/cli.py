@@ -11,28 +11,8 @@ writable; an existing file there must be a regular dualtape file, and it is repl
 it is the checkpoint being resumed (the same file by any spelling or link) or with
 ``--overwrite``; anything else (the training text, a FIFO, a device) is never replaced.
 
-How a run stops, and its exit status:
-
-- 0: the step or time limit was reached; the checkpoint was written before the final sample.
-- 1: an error, in one line on stderr. Bad input stops before training. A diverged run (a NaN
-  or infinite loss, parameter or optimizer state seen when the loss is read or at a save
-  point, or at a save point a loss above ``trainer.DIVERGED_FACTOR · ln V``) stops and writes
-  nothing: the last checkpoint stays, and the message says which file holds what. Any other
-  failure during training (a sample or a step that raises, out of memory) saves first, then
-  reports. A
-  failed periodic save warns and training goes on; a failed final save falls back to a new
-  ``NAME.stepN.RANDOM.npz`` next to it, then to a new private temporary folder (never
-  replacing a file nor following a link there: ``TextTrainer.save_or_fall_back``), and says
-  where.
-- 2: the command line does not parse (argparse's usage message).
-- 74: stdout went away (a pipe whose reader left, ``| head``; a full disk; a terminal that
-  hung up): the run stops after the current step, saves, and says so on stderr.
-- 128 + N after signal N: Ctrl-C (130), SIGTERM (143) or SIGHUP (129, a closed terminal or a
-  dropped ssh) stops training after the current step and saves. A Ctrl-C while stopping
-  aborts at once (the checkpoints already written stay); repeated SIGTERM or SIGHUP do not.
-
-``sample`` exits 0 when done or when its reader leaves (``| head``), 1 on an error, 74 when
-stdout cannot be written otherwise (a full disk), 130 after Ctrl-C (what was printed stays).
+How a run stops, and its exit status (0, 1, 2, 74, 128 + N; ``sample`` 0, 1, 74, 130): one home,
+docs/train-text.md, "How a run ends".
 
 What a resumed run reads: FILE when given; else the built-in corpus when the checkpoint was
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
