@@ -98,7 +98,7 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None], *,
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object], *,
                      replace: bool = True, signature: bytes | None = None) -> None:
     """Put what ``write`` writes into a binary file at ``path``, atomically (see the module
     docstring); on any failure the temporary file is removed and ``path`` is as it was.

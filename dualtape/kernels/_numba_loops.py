@@ -61,8 +61,10 @@ def _fast_exp(x: Any) -> Any:
             n = (y * log2e + magic) - magic  # round to nearest
             r = y - n * hi - n * lo
             p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r * r
-            # numba widens int32 sums; numba passes typingctx itself (mypy sees the Python signature)
-            scale: Any = _bits_as_float(np.int32((np.int32(n) + 127) << 23))  # type: ignore[call-arg]
+            # numba widens int32 sums; numba passes typingctx itself (mypy sees the Python
+            # signature of the intrinsic)
+            bits = np.int32((np.int32(n) + 127) << 23)
+            scale: Any = _bits_as_float(bits)  # type: ignore[call-arg]
             return (p + r + one) * scale
 
         return exp32

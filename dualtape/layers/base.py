@@ -427,7 +427,8 @@ class Layer:
 
     kind: ClassVar[str]
     recurrent: ClassVar[bool] = False
-    keeps_input: ClassVar[bool] = True  # the tape holds the input: forward copies it
+    keeps_input: bool = True  # the tape holds the input: forward copies it (a composite sets
+    # its own, from its layers')
     fills_gradient_buffers: ClassVar[bool] = False
     """Whether ``_backward_sequence`` writes into the ``grads_out`` arrays it is given (a
     fast path that does; ``gradient_buffers`` makes them only for such layers)."""

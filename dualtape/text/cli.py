@@ -50,10 +50,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import threads
 from .console import (
@@ -76,6 +77,9 @@ from .prepare import (
     prepare,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from .distributed import Runner
 
 BACKEND_CHOICES = ("auto", "numpy", "cupy", "torch", "array_api_strict")
 CELL_CHOICES = ("grenade-lstm", "lstm", "gru")
@@ -301,7 +305,7 @@ def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     from .model import TextError
     from .trainer import run_training
 
-    run = run_training
+    run: Runner = run_training
     memory = allocator.describe(allocator.keep_freed_memory())
     try:
         if args.distributed:
@@ -498,7 +502,7 @@ def sample_text(args: argparse.Namespace) -> int:
         for piece in pieces:
             if output.lost is not None:
                 break
-            output.write(lambda piece=piece: emit(piece, end=""))
+            output.write(functools.partial(emit, piece, end=""))
         output.line("")
     except TextError as exc:
         return _fail("sample", str(exc))
