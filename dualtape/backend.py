@@ -230,9 +230,10 @@ def set_backend(name: str, device: Any = None) -> Backend:
 @contextlib.contextmanager
 def use_backend(name: str, device: Any = None) -> Iterator[Backend]:
     """Choose a backend inside a ``with`` block; the previous choice returns on exit."""
-    token = _context_choice.set(resolve_backend(name, device))
+    choice = resolve_backend(name, device)
+    token = _context_choice.set(choice)
     try:
-        yield _context_choice.get()
+        yield choice
     finally:
         _context_choice.reset(token)
 
@@ -312,8 +313,7 @@ def describe(a: Any) -> str:
 
 def check_same_place(a: Any, reference: Any, what: str, owner: str) -> None:
     """Raise ``TypeError`` (other backend) or ``ValueError`` (other device) naming both."""
-    mine, theirs = backend_name_of(a), backend_name_of(reference)
-    if mine == theirs == "numpy":
+    if backend_name_of(a) == backend_name_of(reference) == "numpy":
         return
     mine, theirs = backend_of(a), backend_of(reference)
     if mine.name != theirs.name:

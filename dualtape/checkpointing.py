@@ -72,13 +72,15 @@ def sequence_forward(
 
 def sequence_backward(
     layers: list[Any], xp: Any, tape: RecurrentNetworkTape | CheckpointedTape,
-    dstates: list[Array] | None, dys: Array, need_dxs: bool = True,
+    dstates: list[Array | None] | None, dys: Array, need_dxs: bool = True,
     grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
     """``(grads, dstates_0, dxs)`` from either kind of tape ``sequence_forward`` makes;
     the arguments as ``stack.stack_backward``'s."""
-    backward = checkpointed_backward if isinstance(tape, CheckpointedTape) else stack_backward
-    return backward(layers, xp, tape, dstates, dys, need_dxs, grads_out, need_dstates)
+    if isinstance(tape, CheckpointedTape):
+        return checkpointed_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out,
+                                     need_dstates)
+    return stack_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out, need_dstates)
 
 
 def checkpointed_forward(
@@ -101,7 +103,7 @@ def checkpointed_forward(
 
 
 def checkpointed_backward(
-    layers: list[Any], xp: Any, tape: CheckpointedTape, dstates: list[Array] | None,
+    layers: list[Any], xp: Any, tape: CheckpointedTape, dstates: list[Array | None] | None,
     dys: Array, need_dxs: bool = True,
     grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
@@ -139,6 +141,7 @@ def checkpointed_backward(
     finally:
         for layer, state in zip(dropouts, after, strict=True):
             layer.rng.bit_generator.state = state
+    assert grads is not None and dstates is not None  # a tape has at least one segment
     whole = None
     if need_dxs:
         whole = dxs[0] if len(dxs) == 1 else xp.concat(dxs, axis=0)

@@ -98,7 +98,7 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], None], *,
+def write_atomically(path: str | os.PathLike, write: Callable[[BinaryIO], object], *,
                      replace: bool = True, signature: bytes | None = None) -> None:
     """Put what ``write`` writes into a binary file at ``path``, atomically (see the module
     docstring); on any failure the temporary file is removed and ``path`` is as it was.
@@ -136,6 +136,7 @@ def open_regular(path: str | os.PathLike) -> tuple[BinaryIO, os.stat_result]:
     """``path`` opened for reading without blocking, and its ``fstat``: ``ValueError`` naming
     ``path`` when it is not a regular file (a FIFO would block, a device never ends), checked
     on the opened descriptor; the ``OSError`` of opening when it cannot be opened."""
+    fd: int | None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError:  # a socket cannot be opened at all: say what it is, if it is one
@@ -149,6 +150,7 @@ def open_regular(path: str | os.PathLike) -> tuple[BinaryIO, os.stat_result]:
         if fd is not None:
             os.close(fd)
         raise ValueError(f"{path}: not a regular file ({file_kind(found.st_mode)})")
+    assert fd is not None  # only what could not be opened lacks one, and it is not regular
     return open(fd, "rb"), found
 
 

@@ -47,14 +47,14 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_backend
 from .files import open_regular, write_atomically
-from .layers import LAYER_KINDS
-from .layers.composite import COMPOSITE_DEPTH
+from .layers import LAYER_KINDS, Layer
+from .layers.composite import COMPOSITE_DEPTH, Composite
 from .layers.initial import placeholder_params
 from .network import Network
 from .recurrent import RecurrentNetwork
@@ -147,7 +147,8 @@ def save(
     except ValueError as exc:  # integers too long for JSON text
         raise TypeError(f"save: an extra value cannot be written as JSON ({exc})") from None
     arrays["__header__"] = np.frombuffer(encoded, dtype=np.uint8)
-    write_atomically(path, lambda f: np.savez(f, **arrays), replace=replace,
+    # the names are layer.../..., extra/... and __header__, never savez's allow_pickle
+    write_atomically(path, lambda f: np.savez(f, **arrays), replace=replace,  # type: ignore[arg-type]
                      signature=ZIP_SIGNATURE)
 
 
@@ -171,7 +172,7 @@ def _layer_spec(layer: Any, where: str, dtype: str, arrays: dict[str, np.ndarray
     """The header's entry for ``layer`` (layer ``where``: ``2``, or ``2.0.1`` inside
     composites), its parameters added to ``arrays`` as ``layer{where}/{name}``; a composite's
     entry lists its layers' under ``"layers"``."""
-    kind = LAYER_KINDS.get(getattr(layer, "kind", None))
+    kind = LAYER_KINDS.get(getattr(layer, "kind", ""))
     if type(layer) is not kind:
         raise TypeError(f"save: layer {where} is a {type(layer).__name__}, which load cannot "
                         f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
@@ -198,7 +199,7 @@ def _layer_spec(layer: Any, where: str, dtype: str, arrays: dict[str, np.ndarray
     spec = {"kind": kind.kind, "config": config, "params": shapes}
     if layer.composite:
         spec["layers"] = [_layer_spec(child, f"{where}.{i}", dtype, arrays)
-                          for i, child in enumerate(layer.children)]
+                          for i, child in enumerate(cast(Composite, layer).children)]
     return spec
 
 
@@ -385,7 +386,10 @@ class _Bounded:
     def __init__(self, stream: Any, allowed: int) -> None:
         self.stream, self.left, self.count = stream, allowed, 0
 
-    def read(self, n: int) -> bytes:
+    def read(self, n: int = -1, /) -> bytes:
+        """At most ``n`` bytes (``n`` < 0: all that is left), as ``io.RawIOBase.read``."""
+        if n < 0:
+            n = self.left + 1  # one more than allowed, to tell a member that yields too much
         data = self.stream.read(min(n, self.left + 1))
         if len(data) > self.left:
             raise ValueError(f"the member yields more than the {self.count + self.left:,} "
@@ -503,7 +507,7 @@ def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
     return declared
 
 
-def _checked_settings(kind: type, config: Any, dtype: str, where: str, who: Any
+def _checked_settings(kind: type[Layer], config: Any, dtype: str, where: str, who: Any
                      ) -> dict[str, tuple[int, ...]]:
     """The parameter shapes of layer ``where``, a ``kind`` with the settings ``config`` (as
     JSON gives them back), once a layer has been built from them as ``load`` builds it (on
@@ -594,8 +598,9 @@ def _build_layer(spec: dict[str, Any], where: str, dtype: str, arrays: dict[str,
     holds the stored arrays, no weights drawn for it."""
     kind = LAYER_KINDS[spec["kind"]]
     if kind.composite:
-        return kind.from_children([_build_layer(child, f"{where}.{i}", dtype, arrays)
-                                   for i, child in enumerate(spec["layers"])])
+        composite = cast(type[Composite], kind)  # the composite kinds are Composites
+        return composite.from_children([_build_layer(child, f"{where}.{i}", dtype, arrays)
+                                        for i, child in enumerate(spec["layers"])])
     with placeholder_params():
         layer = kind.from_config(spec.get("config", {}), dtype)
     layer.params.update({name: arrays[f"layer{where}/{name}"] for name in layer.params})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .checkpointing import (
 from .layers.base import (
     Array,
     Layer,
+    RecurrentLayer,
     check_not_empty,
     check_size,
     prepare_like,
@@ -52,7 +53,8 @@ class RecurrentNetwork(Chain):
                 raise TypeError(f"RecurrentNetwork: layer {k} {layer!r} works on images; a "
                                 "RecurrentNetwork chains layers of features (use a Network)")
         super().__init__(layers)
-        self.recurrent_layers = [layer for layer in self.layers if layer.recurrent]
+        self.recurrent_layers = [cast(RecurrentLayer, layer) for layer in self.layers
+                                 if layer.recurrent]
 
     def initial_state(self, batch: int | None = None) -> list[Array]:
         """Zero states, one per recurrent layer: ``(batch, o)``, or ``(o,)`` when batch is None."""
@@ -158,7 +160,7 @@ class RecurrentNetwork(Chain):
         chunk = check_size("RecurrentNetwork", "chunk", chunk)
         xp, xs, single = self._prepare_sequence(xs)
         states, _ = self._check_states(state, xs.shape[1])
-        pieces = []  # every chunk's outputs, or only the last chunk's
+        pieces: list[Array] = []  # every chunk's outputs, or only the last chunk's
         steps = xs.shape[0]
         for start in range(0, steps, chunk):
             stop = min(start + chunk, steps)  # the array API leaves stops past the end open
@@ -188,7 +190,7 @@ class RecurrentNetwork(Chain):
 
     def _backward_sequence(
         self, xp: Any, tape: RecurrentNetworkTape | CheckpointedTape,
-        dstates: list[Array] | None, dys: Array, need_dxs: bool = True,
+        dstates: list[Array | None] | None, dys: Array, need_dxs: bool = True,
         grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
     ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
         """``checkpointing.sequence_backward`` of the layers, from either kind of tape."""
@@ -206,7 +208,7 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     to ``optimizer.step``): the next call overwrites them."""
     cached = _GRADIENT_BUFFERS.get(rnet)
     if cached is not None and all(
-        (b is None) == (fresh is None) and (b is None or all(
+        (b is None) == (fresh is None) and (b is None or fresh is None or all(
             type(b[k]) is type(p) and b[k].shape == p.shape and b[k].dtype == p.dtype
             and b[k].device == p.device for k, p in fresh.items()))
         for b, fresh in zip(cached, _buffer_targets(rnet), strict=True)

@@ -44,7 +44,7 @@ def stack_forward(
 
 
 def stack_backward(
-    layers: list[Any], xp: Any, tape: RecurrentNetworkTape, dstates: list[Array] | None,
+    layers: list[Any], xp: Any, tape: RecurrentNetworkTape, dstates: list[Array | None] | None,
     dys: Array, need_dxs: bool = True,
     grads_out: list[dict[str, Array] | None] | None = None, need_dstates: bool = True,
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:

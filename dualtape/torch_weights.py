@@ -19,7 +19,7 @@ from .backend import backend_of, from_host, get_backend, to_numpy
 from .layers import GRU, StandardLSTM
 from .layers.base import Array, check_dtype
 
-CELLS = {4: StandardLSTM, 3: GRU}
+CELLS: dict[int, type[StandardLSTM] | type[GRU]] = {4: StandardLSTM, 3: GRU}
 """The dualtape layer for a torch module, by its number of gates."""
 
 _KEY = re.compile(r"(weight|bias)_(ih|hh)(?:_l(0|[1-9][0-9]*))?")

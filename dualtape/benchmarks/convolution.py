@@ -57,6 +57,8 @@ def torch_step(data: dict[str, Any], device: str = "cpu") -> Callable[[], Any]:
     out_channels, in_channels, *kernel = params["W"].shape
     module = torch.nn.Conv2d(in_channels, out_channels, tuple(kernel))
     module = module.to(device=device, dtype=getattr(torch, str(params["W"].dtype)))
+    bias = module.bias
+    assert bias is not None  # Conv2d's default bias=True
     module.load_state_dict({"weight": torch.from_numpy(np.array(params["W"])),
                             "bias": torch.from_numpy(np.array(params["b"]))})
     x = torch.tensor(data["x"], device=device, requires_grad=True)
@@ -66,6 +68,6 @@ def torch_step(data: dict[str, Any], device: str = "cpu") -> Callable[[], Any]:
         module.zero_grad(set_to_none=True)
         x.grad = None
         module(x).backward(dy)
-        return {"W": module.weight.grad, "b": module.bias.grad}, x.grad
+        return {"W": module.weight.grad, "b": bias.grad}, x.grad
 
     return run

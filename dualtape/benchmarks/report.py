@@ -290,6 +290,7 @@ def memory_table(results: Sequence[Result]) -> str:
     """The memory rows: time, the time over the full tape's (same runner, steps, dtype), the
     two peaks, and the weights' difference from the full tape's after the update."""
     rows = [r for r in _ordered(results) if r.memory is not None]
+    memory = {id(r): r.memory for r in rows if r.memory is not None}
     if not rows:
         return ""
     lines = ["| workload | backend | dtype | median ms | × the full tape's time | allocated "
@@ -299,14 +300,14 @@ def memory_table(results: Sequence[Result]) -> str:
         full = next((f for f in rows if f.workload.tape == "full" and f.runner == r.runner
                      and f.reference == r.reference and f.dtype == r.dtype
                      and f.workload.steps == r.workload.steps and f.samples), None)
-        m = r.memory
+        m = memory[id(r)]
         ratio = f"{r.median_ms / full.median_ms:.2f}×" if full and r.samples else "–"
         same = ("(itself)" if full is r else "–") if m.difference is None else None
         lines.append(" | ".join([
             f"| {r.workload.key} | {_row_label(r)} | {r.dtype} | {_ms(r.median_ms)} | {ratio}",
             _mib(m.allocated), _mib(m.rss), same or f"{m.difference:.2e}",
             same or (f"{m.relative:.2e}" if m.relative is not None else "–")]) + " |")
-    measures = sorted({f"{_row_label(r)}: {r.memory.allocated_by}" for r in rows})
+    measures = sorted({f"{_row_label(r)}: {memory[id(r)].allocated_by}" for r in rows})
     lines.append(
         "\nOne `train_recurrent` call (torch-autograd: one training step of the same maths) "
         "from the seeded weights, tape full or checkpointed every ⌈√T⌉ steps (torch: "

@@ -38,6 +38,10 @@ class _CharModel:
         self.dtype = getattr(torch, data["config"].dtype)
         self.next_window: Callable[[], np.ndarray] = char_model.windows(data)
 
+    def logits(self, xs: torch.Tensor) -> torch.Tensor:
+        """``(T, B, V)`` logits of the one-hot inputs ``xs``: each model's own."""
+        raise NotImplementedError
+
     def _start(self, parameters: list[torch.Tensor]) -> None:
         self.optimizer = torch.optim.Adam(parameters, lr=char_model.ADAM_RATE)
 

@@ -70,6 +70,7 @@ def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) ->
     returns None; it runs once per dtype (and CUDA device) before they are first used."""
     if _generic_only():
         return None
+    key: tuple[str, ...]
     if type(like) is np.ndarray:
         if cpu_path()[0] != "compiled":
             return None

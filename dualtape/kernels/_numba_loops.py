@@ -32,7 +32,7 @@ EXP64_Q = (3.00198505138664455042e-6, 2.52448340349684104192e-3, 2.2726554820815
 def _bits_as_float(typingctx: Any, bits: Any) -> Any:
     """The float whose bits are ``bits`` (int32 -> float32, int64 -> float64): LLVM's
     bitcast, which vectorizes (numba has no scalar ``view``)."""
-    target = {types.int32: types.float32, types.int64: types.float64}.get(bits)
+    target: Any = {types.int32: types.float32, types.int64: types.float64}.get(bits)
     if target is None:
         return None
 
@@ -61,7 +61,10 @@ def _fast_exp(x: Any) -> Any:
             n = (y * log2e + magic) - magic  # round to nearest
             r = y - n * hi - n * lo
             p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r * r
-            scale = _bits_as_float(np.int32((np.int32(n) + 127) << 23))  # numba widens int32 sums
+            # numba widens int32 sums; numba passes typingctx itself (mypy sees the Python
+            # signature of the intrinsic)
+            bits = np.int32((np.int32(n) + 127) << 23)
+            scale: Any = _bits_as_float(bits)  # type: ignore[call-arg]
             return (p + r + one) * scale
 
         return exp32
@@ -78,7 +81,8 @@ def _fast_exp(x: Any) -> Any:
             rr = r * r
             px = r * ((p0 * rr + p1) * rr + p2)
             e = 1.0 + 2.0 * px / ((((q0 * rr + q1) * rr + q2) * rr + q3) - px)
-            return e * _bits_as_float((np.int64(n) + 1023) << 52)
+            # numba passes typingctx itself (mypy sees the Python signature)
+            return e * _bits_as_float((np.int64(n) + 1023) << 52)  # type: ignore[call-arg]
 
         return exp64
     return None

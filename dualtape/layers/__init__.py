@@ -24,7 +24,7 @@ from .standard_lstm import StandardLSTM
 from .tanh import Tanh
 from .trivial import Trivial
 
-LAYER_KINDS = {cls.kind: cls for cls in (
+LAYER_KINDS: dict[str, type[Layer]] = {cls.kind: cls for cls in (
     FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
     BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution,
     Sequential, Merge, Concat)}

@@ -46,7 +46,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import operator
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def shape_text(dims: tuple) -> str:
 def prepare_input(
     x: Any,
     *,
-    n_features: int | None,
+    n_features: int | tuple | None,
     dtype: str | None,
     reference: Array | None,
     owner: str,
@@ -289,9 +289,10 @@ def check_real(owner: str, name: str, value: Any, interval: str) -> float:
     ``interval``, written as in mathematics (``"[0, 1)"``, ``"(0, inf]"``); else a
     ``ValueError`` naming the owner, the argument and the interval."""
     low, high = (float(end) for end in interval[1:-1].split(","))
+    real = cast(float, value)  # typeshed's numbers.Real declares no comparison with a float
     inside = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and (
-        (low <= value if interval[0] == "[" else low < value)
-        and (value <= high if interval[-1] == "]" else value < high))
+        (low <= real if interval[0] == "[" else low < real)
+        and (real <= high if interval[-1] == "]" else real < high))
     if not inside:
         raise ValueError(f"{owner}: {name} must be a real number in {interval}, got {value!r}")
     return float(value)
@@ -366,7 +367,9 @@ class ParamDict(dict):
         super().__delitem__(key)
         self.touch()
 
-    def __ior__(self, other: Any) -> ParamDict:
+    # mypy compares |= with dict's overloaded | (a new dict) and finds them incompatible;
+    # |= updates this dict in place and returns it, as dict's own does
+    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]
         self.update(other)
         return self
 
@@ -397,6 +400,18 @@ class ParamDict(dict):
         self.touch()
 
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
+
+    class _ParamsAttribute:
+        """What ``Layer.__setattr__`` makes of ``params``, told to the type checker: it reads
+        as a ``ParamDict`` and takes any dict of arrays (wrapped into one)."""
+
+        def __get__(self, layer: object, owner: type | None = None) -> ParamDict: ...
+
+        def __set__(self, layer: object, value: dict[str, Array]) -> None: ...
+
+
 class Layer:
     """A feed-forward layer. Subclasses set ``kind`` and implement ``_forward``/``_backward``.
 
@@ -405,7 +420,8 @@ class Layer:
 
     kind: ClassVar[str]
     recurrent: ClassVar[bool] = False
-    keeps_input: ClassVar[bool] = True  # the tape holds the input: forward copies it
+    keeps_input: bool = True  # the tape holds the input: forward copies it (a composite sets
+    # its own, from its layers')
     fills_gradient_buffers: ClassVar[bool] = False
     """Whether ``_backward_sequence`` writes into the ``grads_out`` arrays it is given (a
     fast path that does; ``gradient_buffers`` makes them only for such layers)."""
@@ -418,7 +434,10 @@ class Layer:
     """Whether the layer runs other layers (``Sequential``, ``Merge``, ``Concat``): it has no
     parameters of its own, its layers' are in ``param_groups``."""
 
-    params: ParamDict
+    if TYPE_CHECKING:
+        params = _ParamsAttribute()
+    else:
+        params: ParamDict
     """The parameter arrays by name. Assigning a dict stores it as a ``ParamDict`` (a plain
     dict is copied into one, holding the same arrays, with a new ``version``), so earlier
     tapes are stale."""
@@ -463,7 +482,8 @@ class Layer:
     @classmethod
     def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
         """A new layer of the shape ``config`` describes, with parameters in ``dtype``."""
-        return cls(**config, dtype=dtype)
+        # the layers that keep this default take dtype; Layer itself is never built
+        return cls(**config, dtype=dtype)  # type: ignore[call-arg]
 
     @classmethod
     def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -609,6 +629,8 @@ class RecurrentLayer(Layer):
 
     recurrent = True
     state_size: int
+    n_in: int
+    n_out: int
 
     def initial_state(self, batch: int | None = None) -> Array:
         """Zeros of shape ``(batch, state_size)``, or ``(state_size,)`` when ``batch`` is None."""
@@ -698,6 +720,14 @@ class RecurrentLayer(Layer):
         stacked = tape if checkpointed else RecurrentNetworkTape([tape], steps, batch)
         grads, dstates, dxs = sequence_backward([self], xp, stacked, [dstate_T], dys)
         return grads[0], restore(dstates[0], single), restore(dxs, single)
+
+    def _forward_step(self, xp: Any, state: Array, x: Array) -> tuple[Any, Array, Array]:
+        raise NotImplementedError
+
+    def _backward_step(
+        self, xp: Any, tape: Any, dstate_next: Array, dy: Array
+    ) -> tuple[dict[str, Array], Array, Array]:
+        raise NotImplementedError
 
     def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:
         reference = self._reference()

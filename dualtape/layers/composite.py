@@ -17,7 +17,7 @@ the same layer objects: a branch may be given as a layer, a list of layers or a 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .base import Array, Layer
 from .chain import check_distinct, check_same_params
@@ -61,10 +61,17 @@ class Composite(Layer):
     @classmethod
     def from_children(cls, children: list[Layer]) -> Layer:
         """The composite of ``children`` (what ``dualtape.load`` rebuilds)."""
-        return cls(*children)
+        # the composites that keep this default (Merge, Concat) take their layers as arguments
+        return cls(*children)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"{self.kind}({', '.join(map(repr, self.children))})"
+
+    # a composite's backward gives its leaves' gradient dicts, a list (the module docstring)
+    def _backward(  # type: ignore[override]
+        self, xp: Any, tape: Any, dy: Array
+    ) -> tuple[list[dict[str, Array]], Array]:
+        raise NotImplementedError
 
     def _backward_groups(self, xp: Any, tape: Any, dy: Array) -> tuple[list[dict], Array]:
         return self._backward(xp, tape, dy)
@@ -83,4 +90,4 @@ class Composite(Layer):
 
 def depth(layer: Layer) -> int:
     """How many composites ``layer`` nests (0 for a plain layer)."""
-    return 1 + max(map(depth, layer.children)) if layer.composite else 0
+    return 1 + max(map(depth, cast(Composite, layer).children)) if layer.composite else 0

@@ -60,7 +60,8 @@ class Concat(Branches):
         sizes = tuple(int(y.shape[1]) for y in outputs)
         return ConcatTape(tapes, sizes), xp.concat(outputs, axis=1)
 
-    def _backward(self, xp: Any, tape: ConcatTape, dy: Array
+    # a list of gradient dicts, one per leaf (Composite._backward)
+    def _backward(self, xp: Any, tape: ConcatTape, dy: Array  # type: ignore[override]
                   ) -> tuple[list[dict[str, Array]], Array]:
         parts, start = [], 0
         for size in tape.sizes:

@@ -78,7 +78,9 @@ class FilterLayer(Layer):
         return (self.channels_in, "height", "width")
 
     def _output_shape(self, tape: Any) -> tuple[int, ...]:
-        return (tape.x.shape[0], *self.output_shape(tuple(tape.x.shape[1:])))
+        shape = self.output_shape(tuple(tape.x.shape[1:]))
+        assert shape is not None  # given an example's shape, a layer says what it gives
+        return (tape.x.shape[0], *shape)
 
 
 class Convolution(FilterLayer):

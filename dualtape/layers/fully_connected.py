@@ -25,6 +25,8 @@ class FullyConnected(Layer):
     """
 
     kind = "FullyConnected"
+    n_in: int
+    n_out: int
 
     def __init__(self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"):
         super().__init__()

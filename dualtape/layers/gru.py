@@ -154,6 +154,7 @@ class GRU(GatedRecurrent):
         da_i = xp.concat([da_h[:, : 2 * self.n_out], dn], axis=-1)
         grads, dxs = self._weight_grads(
             xp, tape.x[None, ...], tape.h[None, ...], da_i[None, ...], da_h[None, ...], True)
+        assert dxs is not None  # asked for (need_dxs)
         return grads, dh + da_h @ self.params["W_hh"], dxs[0, ...]
 
     def _forward_sequence(

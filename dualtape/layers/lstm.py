@@ -120,10 +120,14 @@ def fused_disagreement(path: SequencePath, like: Array) -> str | None:
     host = {"U": (15, 5), "c": (2, 5), "projected": (3, 2, 20), "dhs": (3, 2, 5), "dc": (2, 5)}
     a = {k: from_host(rng.uniform(-1, 1, s).astype(dtype), backend_of(like))
          for k, s in host.items()}
+    generic: tuple[Any, ...]
     generic = generic_forward_sequence(xp, a["U"], a["c"], a["projected"])
+    fused: tuple[Any, ...]
     fused = kernels.forward_sequence(*path, a["U"], a["c"], a["projected"])  # uses it up
-    generic += generic_backward_sequence(xp, a["U"], *generic[:2], a["dhs"], a["dc"])
-    blocks, dc_0 = kernels.backward_sequence(*path, a["U"], *fused[:2], a["dhs"], a["dc"])
+    generic += generic_backward_sequence(xp, a["U"], generic[0], generic[1], a["dhs"],
+                                         a["dc"])
+    blocks, dc_0 = kernels.backward_sequence(*path, a["U"], fused[0], fused[1], a["dhs"],
+                                             a["dc"])
     fused += (xp.concatenate(blocks, axis=-1), dc_0)
     tolerance = 1e-4 if dtype == "float32" else 1e-10
     names = ("cells", "gates", "hs", "das", "dc_0")
@@ -270,7 +274,8 @@ class LSTM(RecurrentLayer):
         if fast is None:
             das, dc = generic_backward_sequence(
                 xp, self.params["U"], tape.cells, tape.gates, dhs, dc, need_dstate)
-            blocks, grads_out = (das,), None
+            blocks: tuple[Array, ...] = (das,)
+            grads_out = None
         else:
             with device_context(backend_of(dc)):
                 blocks, dc = kernels.backward_sequence(

@@ -54,7 +54,8 @@ class Merge(Branches):
             total = total + y
         return MergeTape(tapes), total
 
-    def _backward(self, xp: Any, tape: MergeTape, dy: Array
+    # a list of gradient dicts, one per leaf (Composite._backward)
+    def _backward(self, xp: Any, tape: MergeTape, dy: Array  # type: ignore[override]
                   ) -> tuple[list[dict[str, Array]], Array]:
         return back_through_branches(self.children, xp, tape.branches, [dy] * len(tape.branches))
 

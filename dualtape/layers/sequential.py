@@ -69,7 +69,8 @@ class Sequential(Composite):
         tapes, y = forward_chain(self.children, xp, x)
         return SequentialTape(tuple(tapes)), y
 
-    def _backward(self, xp: Any, tape: SequentialTape, dy: Array
+    # a list of gradient dicts, one per leaf (Composite._backward)
+    def _backward(self, xp: Any, tape: SequentialTape, dy: Array  # type: ignore[override]
                   ) -> tuple[list[dict[str, Array]], Array]:
         return backward_chain(self.children, xp, tape.tapes, dy)
 

@@ -27,20 +27,22 @@ def check_pair(owner: str, name: str, value: Any, smallest: int = 1) -> Pair:
     else a one-line ``ValueError`` naming the layer and argument."""
     pair = (value, value) if as_int(value) is not None else value
     sizes = [as_int(n) for n in pair] if isinstance(pair, tuple | list) else []
-    if len(sizes) != 2 or not all(n is not None and n >= smallest for n in sizes):
+    valid = [n for n in sizes if n is not None and n >= smallest]
+    if len(sizes) != 2 or len(valid) != 2:
         least = "positive" if smallest == 1 else "non-negative"
         raise ValueError(f"{owner}: {name} must be a {least} integer or a pair (rows, cols) "
                          f"of them, got {value!r}")
-    return sizes[0], sizes[1]
+    return valid[0], valid[1]
 
 
 def check_shape(owner: str, name: str, value: Any) -> tuple[int, ...]:
     """An example shape: a non-empty tuple (or list) of positive integers."""
     sizes = [as_int(n) for n in value] if isinstance(value, tuple | list) else []
-    if not sizes or not all(n is not None and n >= 1 for n in sizes):
+    valid = [n for n in sizes if n is not None and n >= 1]
+    if not sizes or len(valid) != len(sizes):
         raise ValueError(f"{owner}: {name} must be a tuple of positive sizes such as "
                          f"(4, 13, 13), got {value!r}")
-    return tuple(sizes)
+    return tuple(valid)
 
 
 class Setting:
@@ -82,6 +84,7 @@ def check_example(layer: Layer, x: Array) -> None:
     and ``layer.output_shape`` accepts (for inputs a ``Network`` passes on, whose free axes
     it could not check before the data came)."""
     pattern = layer.input_shape
+    assert pattern is not None  # only layers of a fixed example pattern come here
     if x.ndim != len(pattern) + 1 or not fits(tuple(x.shape[1:]), pattern):
         raise ValueError(f"{layer!r}: input must have shape "
                          f"{shape_text(('batch', *pattern))}, got {tuple(x.shape)}")
@@ -198,7 +201,9 @@ class ShapeLayer(Layer):
         return {}, self.move_back(xp, dy, tape.shape)
 
     def _output_shape(self, tape: ShapeTape) -> tuple[int, ...]:
-        return (tape.shape[0], *self.output_shape(tape.shape[1:]))
+        shape = self.output_shape(tape.shape[1:])
+        assert shape is not None  # given an example's shape, a layer says what it gives
+        return (tape.shape[0], *shape)
 
     def move(self, xp: Any, x: Array) -> Array:
         """The output for the input batch ``x``."""

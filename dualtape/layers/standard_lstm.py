@@ -197,6 +197,7 @@ class StandardLSTM(GatedRecurrent):
             xp, tape.gates, tape.c, tape.tanh_c, dy + dstate[:, :n], dstate[:, n:])
         grads, dxs = self._weight_grads(
             xp, tape.x[None, ...], tape.h[None, ...], da[None, ...], da[None, ...], True)
+        assert dxs is not None  # asked for (need_dxs)
         dh = da @ self.params["W_hh"]
         return grads, xp.concat([dh, dc], axis=-1), dxs[0, ...]
 

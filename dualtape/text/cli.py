@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import threads
 from .cells import CELL_NAMES, cell_name
@@ -57,6 +58,9 @@ from .prepare import (
     prepare,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from .distributed import Runner
 
 BACKEND_CHOICES = ("auto", "numpy", "cupy", "torch", "array_api_strict")
 
@@ -281,7 +285,7 @@ def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     from .model import TextError
     from .trainer import run_training
 
-    run = run_training
+    run: Runner = run_training
     memory = allocator.describe(allocator.keep_freed_memory())
     try:
         if args.distributed:
@@ -478,7 +482,7 @@ def sample_text(args: argparse.Namespace) -> int:
         for piece in pieces:
             if output.lost is not None:
                 break
-            output.write(lambda piece=piece: emit(piece, end=""))
+            output.write(functools.partial(emit, piece, end=""))
         output.line("")
     except TextError as exc:
         return _fail("sample", str(exc))

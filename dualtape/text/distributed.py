@@ -224,7 +224,8 @@ def _runner(comm: Any) -> Runner:
         def stop() -> bool:
             timed_out = limits.time_limit is not None and (
                 time.perf_counter() - began >= limits.time_limit)
-            agreed[0] = stop_requested.status if stop_requested() else int(timed_out) * TIME_UP
+            status = stop_requested.status  # None: not asked to stop
+            agreed[0] = status if status is not None else int(timed_out) * TIME_UP
             comm.Allreduce(mpi.IN_PLACE, agreed, op=mpi.MAX)
             return bool(agreed[0])
 

@@ -16,7 +16,7 @@ from .model import TextError
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks here
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # mypy types a module that may be absent as always there
 
 SUFFIX = ".lock"
 

@@ -185,7 +185,8 @@ def parse_hidden(spec: str) -> list[int]:
     return sizes
 
 
-CELLS = {"LSTM": LSTM, "StandardLSTM": StandardLSTM, "GRU": GRU}
+CELLS: dict[str, type[LSTM] | type[StandardLSTM] | type[GRU]] = {
+    "LSTM": LSTM, "StandardLSTM": StandardLSTM, "GRU": GRU}
 """The recurrent cells of a text model (``--cell``), by class name (``cells.py``): Grenade's
 peephole LSTM (the default), ``torch.nn.LSTM``'s and ``torch.nn.GRU``'s. Grenade's
 ``BasicRecurrent`` is left out: it is linear (no nonlinearity on its state), too weak for
@@ -283,8 +284,9 @@ def check_text_network(net: Any, vocab_size: int) -> TextLayout:
             f"the network takes {layers[0].n_in} and gives {layers[-2].n_out} symbols but the "
             f"vocabulary has {vocab_size}; the checkpoint is from another network"
         )
-    return TextLayout([layer.n_out for layer in recurrent], kinds[0],
-                      rates.pop() if rates else 0.0)
+    dropout = rates.pop() if rates else 0.0
+    assert dropout is not None  # the layers between are Dropout layers, each with its rate
+    return TextLayout([layer.n_out for layer in recurrent], kinds[0], dropout)
 
 
 def dropout_layers(net: Any) -> list[Any]:
@@ -317,7 +319,8 @@ def read_corpus(
     corpus when ``path`` is None; every problem (missing, unreadable, too large, not text in
     ``encoding``, empty) raises ``TextError``."""
     if path is None:
-        return resources.files("dualtape").joinpath("data", BUILTIN_CORPUS).read_text("utf-8")
+        corpus = resources.files("dualtape").joinpath("data").joinpath(BUILTIN_CORPUS)
+        return corpus.read_text("utf-8")  # one name per joinpath: Traversable's on Python 3.10
     limit = int(min(max_mb * 1e6, sys.maxsize - 1))
     try:
         f, _ = open_regular(path)  # a FIFO or device would block or never end

@@ -911,6 +911,7 @@ def run_training(
         worse = "" if valid is None or explained else worse_than_uniform(valid,
                                                                           len(trainer.vocab))
         if worse:
+            assert valid is not None  # worse says how a held-out loss compares
             explained = True
             reporter.text(f"(held-out {bits_per_char(valid):.3f} bits/char{worse}: the model "
                           "has not learnt the text's symbol frequencies yet)")
@@ -946,6 +947,7 @@ def run_training(
         if not limits.writes:
             trainer.check_finite()
             return
+        assert limits.save is not None  # saves are made only with a path to save to
         try:
             trainer.save(limits.save)
         except TextError as exc:
@@ -956,6 +958,7 @@ def run_training(
     def final_checkpoint() -> None:
         trainer.check_finite()
         if limits.writes:
+            assert limits.save is not None  # saves are made only with a path to save to
             where = trainer.save_or_fall_back(limits.save, reporter.warn)
             reporter.text(f"saved {where} at step {trainer.step_count}")
 
