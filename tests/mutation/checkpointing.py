@@ -8,8 +8,9 @@ MUTANTS = [
     Mutant(CK, "                    layer.rng.bit_generator.state = state\n                segment",
            "                    pass\n                segment",
            "the recomputed segments draw new Dropout masks", TESTS),
-    Mutant(CK, "            layer.rng.bit_generator.state = state\n    whole", "            pass\n"
-           "    whole", "the Dropout generators left where the recomputation left them", TESTS),
+    Mutant(CK, "            layer.rng.bit_generator.state = state\n    assert grads",
+           "            pass\n    assert grads",
+           "the Dropout generators left where the recomputation left them", TESTS),
     Mutant(CK, "                mod.add(group[name], g, out=group[name])",
            "                pass", "only the first segment's weight gradients kept", TESTS),
     Mutant(CK, "                group[name] = group[name] + g", "                pass",

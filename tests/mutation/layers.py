@@ -38,8 +38,9 @@ MUTANTS = [
     Mutant(BASE, "        super().__setitem__(key, value)\n        self.touch()",
            "        super().__setitem__(key, value)", "params[k] = ... leaves the version",
            STALE),
-    Mutant(BASE, "    def __ior__(self, other: Any) -> ParamDict:\n        self.update(other)\n"
-                 "        return self\n\n", "", "|= leaves the version", STALE),
+    Mutant(BASE, "    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]\n"
+                 "        self.update(other)\n        return self\n\n", "",
+           "|= leaves the version", STALE),
     Mutant(BASE, "        self.version = next(_STAMPS)", "        self.version += 1",
            "versions count per dict: another network's tape matches", STALE),
     Mutant(BASE, "        super().__init__(*args, **kwargs)\n        self.touch()",

@@ -111,7 +111,7 @@ MUTANTS = [
            ("tests/test_spatial.py",)),
     Mutant(L + "base.py", "    if isinstance(value, bool | np.bool_):\n        return None\n", "",
            "bools taken as sizes once numpy integers are", ("tests/test_layers.py",)),
-    Mutant(L + "spatial.py", "    return sizes[0], sizes[1]", "    return pair[0], pair[1]",
+    Mutant(L + "spatial.py", "    return valid[0], valid[1]", "    return pair[0], pair[1]",
            "numpy integers stored in a kernel or stride instead of plain ints",
            ("tests/test_layers.py",)),
     Mutant(L + "base.py", "    return float(value)\n", "    return value\n",

@@ -71,9 +71,8 @@ MUTANTS = [
     trainer("        rescue()\n        raise", "        raise",
             "a failure in the loop (a sample, a step) ends the run unsaved"),
     trainer("        if not limits.writes:\n            trainer.check_finite()\n"
-            "            return\n        try:\n            trainer.save(limits.save)",
-            "        if not limits.writes:\n            return\n"
-            "        try:\n            trainer.save(limits.save)",
+            "            return\n        assert limits.save",
+            "        if not limits.writes:\n            return\n        assert limits.save",
             "ranks that do not write skip the check at periodic save points (they then hang)",
             MPI),
     # --- reading checkpoints -------------------------------------------------------------------
