@@ -282,7 +282,7 @@ class Lines:
 
 
 def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy",
-                cell: str = "grenade-lstm") -> list[str]:
+                cell: str = "LSTM") -> list[str]:
     """What ``train-text``'s compile step prints when ``warm_up`` stands for the compile (of
     Grenade's loops, or of the standard cells' for another ``cell``)."""
     from types import SimpleNamespace
@@ -292,7 +292,7 @@ def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy",
 
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     monkeypatch.setattr(text_cli, "COMPILE_NOTICE_S", notice_s)
-    monkeypatch.setattr(numba_cells if cell != "grenade-lstm" else numba_cell, "warm_up",
+    monkeypatch.setattr(numba_cells if cell != "LSTM" else numba_cell, "warm_up",
                         warm_up)
     trainer = SimpleNamespace(backend=SimpleNamespace(name=backend),
                               config=SimpleNamespace(dtype="float32", cell=cell))
@@ -320,10 +320,10 @@ def test_the_standard_cells_compile_their_own_loops(monkeypatch):
         time.sleep(0.2)
         return 0.2
 
-    assert ready_loops(monkeypatch, slow, notice_s=0.01, cell="gru")[0].startswith(
+    assert ready_loops(monkeypatch, slow, notice_s=0.01, cell="GRU")[0].startswith(
         "compiling the CPU GRU loops for float32")
     calls = []
-    assert ready_loops(monkeypatch, calls.append, notice_s=30, cell="lstm") == []
+    assert ready_loops(monkeypatch, calls.append, notice_s=30, cell="StandardLSTM") == []
     assert calls == ["float32"]
 
 
