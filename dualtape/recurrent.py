@@ -136,8 +136,14 @@ class RecurrentNetwork(Chain):
         return grads, [restore(d, single) for d in dstates], restore(dxs, single)
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
-        """One time step through the whole stack, for generation: ``(state_next, y)``;
-        ``state`` as in ``forward_sequence`` (None: zeros)."""
+        """``predict_step``'s former name, kept working (``step`` also names an optimizer's
+        update)."""
+        return self.predict_step(state, x)
+
+    def predict_step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
+        """One time step through the whole stack without a tape, for generation (one step of
+        ``predict_sequence``): ``(state_next, y)``; ``state`` as in ``forward_sequence``
+        (None: zeros)."""
         xp, x, single = self._prepare(x)
         states, _ = self._check_states(state, x.shape[0])
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])

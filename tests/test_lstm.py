@@ -363,14 +363,26 @@ def test_sequence_on_another_device_is_a_value_error_naming_both(backend, layer)
     assert there in str(info.value) and here in str(info.value)
 
 
-def test_step_returns_the_forward_state_and_output(backend):
+def test_predict_step_returns_the_forward_state_and_output(backend):
     layer = dualtape.LSTM(3, 4, seed=2, dtype="float64")
     x, c = dualtape.asarray(np.linspace(-1, 1, 6).reshape(2, 3)), layer.initial_state(2)
     _, c_next, h = layer.forward(c, x)
-    state, y = layer.step(c, x)
-    np.testing.assert_array_equal(np64(state), np64(c_next))
-    np.testing.assert_array_equal(np64(y), np64(h))
+    for state, y in (layer.predict_step(c, x), layer.step(c, x)):  # step: the former name
+        np.testing.assert_array_equal(np64(state), np64(c_next))
+        np.testing.assert_array_equal(np64(y), np64(h))
     assert np.any(np64(y) != 0)
+
+
+def test_a_networks_predict_step_and_its_former_name_agree(backend):
+    rnet = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=2, dtype="float64"),
+                                      dualtape.FullyConnected(4, 2, seed=3, dtype="float64")])
+    x = dualtape.asarray(np.linspace(-1, 1, 6).reshape(2, 3))
+    (state, y), (old_state, old_y) = rnet.predict_step(None, x), rnet.step(None, x)
+    _, states_last, ys = rnet.forward_sequence(None, x[None, ...])
+    np.testing.assert_array_equal(np64(y), np64(ys[0, ...]))
+    np.testing.assert_array_equal(np64(old_y), np64(y))
+    np.testing.assert_array_equal(np64(old_state[0]), np64(state[0]))
+    np.testing.assert_array_equal(np64(state[0]), np64(states_last[0]))
 
 
 def test_a_state_of_none_starts_from_zeros(backend):

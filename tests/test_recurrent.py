@@ -340,7 +340,7 @@ def test_step_equals_one_step_of_forward_sequence(backend, batch):
 
     state = start
     for t in range(4):
-        state, y = rnet.step(state, xs[t, ...])
+        state, y = rnet.predict_step(state, xs[t, ...])
         assert tuple(y.shape) == (*lead, 2)
         np.testing.assert_allclose(np64(y), np64(ys[t, ...]), rtol=1e-12, atol=1e-14)
     for s, expected in zip(state, states_last, strict=True):

@@ -736,10 +736,16 @@ class RecurrentLayer(Layer):
         _, dstate, _ = prepare_like(dstate, (batch, self.state_size), reference, repr(self), what)
         return dstate
 
-    def step(self, state: Any, x: Any) -> tuple[Array, Array]:
-        """``(state_next, y)`` without a tape, for generation."""
+    def predict_step(self, state: Any, x: Any) -> tuple[Array, Array]:
+        """``(state_next, y)`` without a tape, for generation (one step of
+        ``predict_sequence``)."""
         _, state_next, y = self.forward(state, x)
         return state_next, y
+
+    def step(self, state: Any, x: Any) -> tuple[Array, Array]:
+        """``predict_step``'s former name, kept working (``step`` also names an optimizer's
+        update)."""
+        return self.predict_step(state, x)
 
 
 def check_not_empty(xs: Array, owner: str) -> None:

@@ -430,5 +430,5 @@ def generate(
             held.clear()
         if n + 1 < chars:
             with evaluating(net):
-                state, y = net.step(state, from_host(eye[symbol], backend))
+                state, y = net.predict_step(state, from_host(eye[symbol], backend))
             probs = to_numpy(y)
