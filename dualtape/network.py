@@ -34,9 +34,10 @@ from .layers.sequential import Sequential, as_layers
 class Chain:
     """What every network shares: the layer list, size checks, parameters and moving them.
 
-    ``in_shape``/``out_shape`` are what one example looks like going in and coming out (see
-    ``Layer.input_shape``; None: any shape); ``n_in``/``n_out`` their feature counts, or None
-    for any size or for images."""
+    ``input_shape`` and ``output_shape()`` are what one example looks like going in and coming
+    out, spelled as a layer's (``Layer.input_shape``; None: any shape); ``in_shape`` and
+    ``out_shape`` are their former names, kept working; ``n_in``/``n_out`` their feature
+    counts, or None for any size or for images."""
 
     def __init__(self, layers: Iterable[Layer]) -> None:
         name = type(self).__name__
@@ -50,6 +51,19 @@ class Chain:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}([{', '.join(map(repr, self.layers))}])"
+
+    @property
+    def input_shape(self) -> tuple | None:
+        """What one example looks like going in, as ``Layer.input_shape`` (``in_shape``)."""
+        return self.in_shape
+
+    def output_shape(self, shape: tuple | None = None) -> tuple | None:
+        """What one example of ``shape`` looks like coming out, as ``Layer.output_shape``
+        (None: the shape the layers declare, ``out_shape``); ``ValueError`` when ``shape``
+        does not fit."""
+        if shape is None:
+            return self.out_shape
+        return check_chain(self.layers, type(self).__name__, shape)[1]
 
     def leaves(self) -> list[Layer]:
         """The layers that hold parameters, in order: the layers themselves, a composite

@@ -141,6 +141,21 @@ def test_the_network_knows_its_example_shapes():
     assert images.in_shape == (6,) and images.out_shape == (2, 1, 2)
 
 
+def test_a_network_spells_its_shapes_as_a_layer_does():
+    net = mnist_net()
+    assert net.input_shape == net.in_shape == ("channels", "height", "width")
+    assert net.output_shape() == net.out_shape == (5,)
+    assert net.output_shape((1, 8, 8)) == (5,)
+    with pytest.raises(ValueError):
+        net.output_shape((2, 8, 8))  # the convolution takes one channel
+    images = dualtape.Network([dualtape.Reshape((6,), (1, 2, 3)),
+                               dualtape.Convolution(1, 2, (2, 2)), dualtape.Relu()])
+    assert images.input_shape == (6,) and images.output_shape() == (2, 1, 2)
+    sequential = images.as_layer()
+    assert sequential.input_shape == images.input_shape
+    assert sequential.output_shape(None) == images.output_shape()
+
+
 def test_an_image_smaller_than_the_kernel_fails_in_forward(backend):
     layer = dualtape.Convolution(1, 1, (3, 3))
     with pytest.raises(ValueError, match=r"Convolution\(1, 1, \(3, 3\), \(1, 1\)\): the input's "
