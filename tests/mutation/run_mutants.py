@@ -15,9 +15,11 @@ counted. Not part of the test suite (a few minutes); run it after changing tests
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,14 +77,18 @@ def run(mutant: Mutant, tree: Path, timeout: float) -> str:
         return "stale"
     target.write_text(original.replace(mutant.old, mutant.new))
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    tests = subprocess.Popen(  # in a session of its own: whatever it starts goes with it
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+        cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
-            cwd=tree, env=env, capture_output=True, timeout=timeout)
-        return "survived" if done.returncode == 0 else "killed"
+        return "survived" if tests.wait(timeout=timeout) == 0 else "killed"
     except subprocess.TimeoutExpired:
         return "timeout"
     finally:
+        with contextlib.suppress(ProcessLookupError):  # a mutant's processes left running
+            os.killpg(tests.pid, signal.SIGKILL)
+        tests.wait()
         target.write_text(original)
 
 
