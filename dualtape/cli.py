@@ -53,10 +53,10 @@ def _cpu_loops() -> str:
         return f"{'ufunc loop' if path == 'ufuncs' else 'generic code'} ({why})"
     try:
         seconds = sum(numba_cell.warm_up(dtype) for dtype in FLOAT_DTYPES)
-    except Exception as exc:  # noqa: BLE001 - a damaged disk cache raises what unpickling does
-        return (f"compiled (numba {numba_cell.version()}), but loading it failed "
-                f"({type(exc).__name__}: {exc}); its first use checks it and, if numba's disk "
-                "cache is damaged, compiles it afresh")
+    except Exception as exc:  # noqa: BLE001 - a compile that fails even without the cache
+        return (f"compiled (numba {numba_cell.version()}), but it fails to compile here even "
+                f"afresh ({type(exc).__name__}: {exc}); its first use falls back to the "
+                "ufunc loop with a warning")
     how = ("loaded from the disk cache" if numba_cell.loaded_from_cache() else
            "compiled now and cached on disk: later runs load it")
     return f"compiled (numba {numba_cell.version()}; ready in {seconds:.1f} s, {how})"

@@ -233,15 +233,39 @@ def test_a_passing_check_recompiles_nothing(functions):
     assert [f.recompiled for f in made] == [0, 0]
 
 
-def test_dualtape_info_names_a_cache_it_cannot_load_in_one_line(filled, tmp_path):
+@pytest.mark.parametrize("module, pattern", [("_numba_loops", "*forward_loop*.nbi"),
+                                             ("_numba_cells", "*gru_backward_loop*.nbi")])
+def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
+    """``warm_up`` (``dualtape info``, train-text before its first step) goes through the
+    same guard as the self-checks: a damaged cache is named and compiled afresh there."""
     cache = tmp_path / "cache"
     shutil.copytree(filled, cache)
-    for index in cache.rglob("*forward_loop*.nbi"):
+    for index in cache.rglob(pattern):
         index.write_bytes(index.read_bytes()[:20])
+    warm = "numba_cell" if module == "_numba_loops" else "numba_cells"
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("DUALTAPE_JIT", None)
-    done = subprocess.run([sys.executable, "-m", "dualtape.cli", "info"], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", f"from dualtape.kernels import {warm}; "
+         f"{warm}.warm_up('float32'); {warm}.warm_up('float64')"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
-    [line] = [x for x in done.stdout.splitlines() if x.startswith("LSTM loops on numpy:")]
-    assert "but loading it failed (" in line and "compiles it afresh" in line
+    assert done.stderr.count(f"numba's disk cache in {cache}") == 1, done.stderr
+    assert "is damaged (the check raised" in done.stderr
+    again = first_use(cache, module)
+    assert again == {"cells": LOOPS[module], "from_cache": True, "warnings": []}
+
+
+def test_dualtape_info_names_loops_that_fail_to_compile_in_one_line(monkeypatch, capsys):
+    from dualtape import cli
+    from dualtape.kernels import numba_cell
+
+    def broken(dtype):
+        raise RuntimeError("no LLVM here")
+
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    monkeypatch.setattr(numba_cell, "warm_up", broken)
+    assert cli.main(["info"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines()
+              if x.startswith("LSTM loops on numpy:")]
+    assert "fails to compile here even afresh (RuntimeError: no LLVM here)" in line

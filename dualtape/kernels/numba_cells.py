@@ -108,17 +108,23 @@ def _numpy_of_one_dtype(*operands: Array) -> None:
 
 def warm_up(dtype: Any) -> float:
     """Compile (or load from the cache) every loop for ``dtype`` by running a one-step
-    sequence of each cell forwards and back; the seconds it took."""
+    sequence of each cell forwards and back, compiled afresh if the disk cache is damaged
+    (``numba_cache.checked``); the seconds it took."""
+    from . import numba_cache
+
+    def one_step() -> None:
+        for gates in (4, 3):
+            W, h = np.zeros((gates, 1), dtype), np.zeros((1, 1), dtype)
+            projected, dhs = np.zeros((1, 1, gates), dtype), np.zeros((1, 1, 1), dtype)
+            if gates == 4:
+                hs, cells, lstm_gates, tanh_cells = standard_lstm_forward(W, projected, h, h)
+                standard_lstm_backward(W, lstm_gates, cells, tanh_cells, dhs, h, h, True)
+            else:
+                hs, gru_gates, hn = gru_forward(W, np.zeros(3, dtype), projected, h)
+                gru_backward(W, gru_gates, hn, hs, dhs, h, True)
+
     began, dtype = time.perf_counter(), np.dtype(dtype)
-    for gates in (4, 3):
-        W, h = np.zeros((gates, 1), dtype), np.zeros((1, 1), dtype)
-        projected, dhs = np.zeros((1, 1, gates), dtype), np.zeros((1, 1, 1), dtype)
-        if gates == 4:
-            hs, cells, lstm_gates, tanh_cells = standard_lstm_forward(W, projected, h, h)
-            standard_lstm_backward(W, lstm_gates, cells, tanh_cells, dhs, h, h, True)
-        else:
-            hs, gru_gates, hn = gru_forward(W, np.zeros(3, dtype), projected, h)
-            gru_backward(W, gru_gates, hn, hs, dhs, h, True)
+    numba_cache.checked("_numba_cells", one_step)
     return time.perf_counter() - began
 
 
