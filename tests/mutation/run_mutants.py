@@ -10,6 +10,7 @@ counted. Not part of the test suite (a few minutes); run it after changing tests
 
     python tests/mutation/run_mutants.py            # every area
     python tests/mutation/run_mutants.py io optim   # some areas
+    python tests/mutation/run_mutants.py --stale    # only where moved snippets are now
 """
 
 from __future__ import annotations
@@ -92,13 +93,34 @@ def run(mutant: Mutant, tree: Path, timeout: float) -> str:
         target.write_text(original)
 
 
+def stale(chosen: list[str]) -> int:
+    """Report each mutant of ``chosen`` whose snippet is not exactly once in its path, with the
+    tracked files that hold it now (a move between files only changes the path); 1 if any."""
+    listed = subprocess.run(["git", "ls-files", "-z", "dualtape", "bench", "examples"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    sources = {name: (ROOT / name).read_text() for name in filter(None, listed)
+               if Path(name).suffix in (".py", ".cu", ".cuh", ".sh")}
+    found = 0
+    for area in chosen:
+        for mutant in load(area):
+            if sources.get(mutant.path, "").count(mutant.old) != 1:
+                found += 1
+                now = [name for name, text in sources.items() if text.count(mutant.old) == 1]
+                print(f"{area}: {mutant.why}\n    {mutant.path} -> {', '.join(now) or 'nowhere'}")
+    return 1 if found else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the mutants of the chosen areas; exit 1 when any survived or went stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("areas", nargs="*", help=f"default: all of {', '.join(areas())}")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
+    parser.add_argument("--stale", action="store_true",
+                        help="run nothing: list the mutants whose snippet moved, and where to")
     args = parser.parse_args(argv)
     chosen = args.areas or areas()
+    if args.stale:
+        return stale(chosen)
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="dualtape-mutants-") as folder:
         tree = Path(folder)
