@@ -17,18 +17,15 @@ another shape or dtype than its sizes give, layers whose sizes no longer chain
 JSON-able (``TypeError`` naming the key path); optimizer state that fits no parameter; a
 destination that is a folder, read-only, or not a regular file.
 
-``load`` reads only a regular file, opened without blocking and checked on the opened
-descriptor. Before inflating a member it checks the zip directory (stored or deflated members,
-none encrypted or named twice, none claiming more than its compressed bytes can produce: stored
-1:1, deflate at most ``DEFLATE_RATIO``:1, the compressed sizes within the file), the header
-(format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer kinds, parameter
-shapes the layers' own, every member declared, the declared total within what the members can
-hold) and the member's ``.npy`` header against its declaration; data is read through a reader
-that never yields more than allowed. Any damage is a one-line ``ValueError`` naming the path; a
-missing or unopenable path raises the ``OSError`` of opening it. Its peak memory is the model
-once plus 1 MB read pieces: each member is read into the array it becomes, and layers are built
-around the stored arrays without drawing weights (``layers.initial.placeholder_params``);
-``bench/load_peak.py`` measures it.
+``load`` reads through ``zip_reader`` (a regular file opened without blocking, the zip
+directory checked before any member is inflated, no member read past what is declared) and
+checks the header (format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer
+kinds, parameter shapes the layers' own, every member declared, the declared total within what
+the members can hold) before reading any array. Any damage is a one-line ``ValueError`` naming
+the path; a missing or unopenable path raises the ``OSError`` of opening it. Its peak memory
+is the model once plus 1 MB read pieces: each member is read into the array it becomes, and
+layers are built around the stored arrays without drawing weights
+(``layers.initial.placeholder_params``); ``bench/load_peak.py`` measures it.
 
 Saving is crash-safe and deletes only what it provably created (``files.write_atomically``:
 a temporary file in the same folder, fsync, rename; a dead writer's temporary files removed,
@@ -39,50 +36,41 @@ unless ``replace=False``, which never replaces a file nor follows a link at ``pa
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import os
 import zipfile
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
 from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_backend
-from .files import open_regular, write_atomically
+from .files import write_atomically
 from .layers import LAYER_KINDS, Layer
 from .layers.composite import COMPOSITE_DEPTH, Composite
 from .layers.initial import placeholder_params
 from .network import Network
 from .recurrent import RecurrentNetwork
+from .zip_reader import (
+    ARRAY_KINDS,
+    Declared,
+    capacity,
+    dtype_text,
+    is_shape,
+    open_archive,
+    read_member,
+)
 
 FORMAT = "dualtape"
 FORMAT_VERSION = 1
 NETWORK_KINDS = {cls.__name__: cls for cls in (Network, RecurrentNetwork)}
 HEADER_LIMIT = 64 * 2**20
 """The largest JSON header ``load`` reads (bytes); real ones are a few kilobytes."""
-ARRAY_KINDS = "biufcSU"
-"""The dtype kinds an ``extra`` array may have: booleans, numbers and strings, which numpy
-reads without unpickling."""
-NPY_HEADER_LIMIT = 10_000
-"""Room for an ``.npy`` member's own header beyond its data (numpy's own read limit)."""
-DEFLATE_RATIO = 1032
-"""The most bytes deflate can produce from one compressed byte (258-byte matches in 2 bits)."""
-OPTIMIZER_PREFIX = "optimizer/"
-"""The ``extra`` names under which optimizer state is stored."""
 ZIP_SIGNATURE = b"PK\x03\x04"
 """How a zip archive, and so a save's partial file, starts."""
-UNSUPPORTED_FLAGS = 0x01 | 0x20 | 0x40
-"""Zip flag bits for encryption, patched data and strong encryption."""
+OPTIMIZER_PREFIX = "optimizer/"
+"""The ``extra`` names under which optimizer state is stored."""
 JSON_DEPTH = 100
 """How deeply lists and dicts may nest in an ``extra`` value."""
-READ_CHUNK = 2**20
-"""Bytes read from a member at a time."""
-UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError, zlib.error)
-"""What damaged zip or ``.npy`` data raises inside ``zipfile`` and numpy."""
 
 
 # --- saving ----------------------------------------------------------------------------------
@@ -255,84 +243,10 @@ def _not_json(value: Any, where: str, depth: int) -> str | None:
 # --- loading ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Declared:
-    """What the header says one member holds: ``what`` names it in errors."""
-
-    what: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
-
-@contextlib.contextmanager
-def _open(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
-    """The zip archive at ``path``, a regular file opened without blocking, its directory
-    checked before any member is read."""
-    try:
-        f, found = open_regular(path)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; networks load only from regular files") from None
-    with f:
-        with _unreadable(path, "not a zip archive"):
-            archive = zipfile.ZipFile(f)
-        with archive:
-            _check_directory(archive, found.st_size, path)
-            yield archive
-
-
-@contextlib.contextmanager
-def _unreadable(path: Any, what: str) -> Iterator[None]:
-    """Damaged zip or ``.npy`` data as a one-line ``ValueError`` naming ``path``."""
-    try:
-        yield
-    except UNREADABLE as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ValueError(f"{path}: not a dualtape file ({what}: {reason})") from None
-
-
-def _capacity(info: zipfile.ZipInfo) -> int:
-    """The most bytes ``info``'s compressed data can honestly inflate to."""
-    ratio = 1 if info.compress_type == zipfile.ZIP_STORED else DEFLATE_RATIO
-    return info.compress_size * ratio
-
-
-def _check_directory(archive: zipfile.ZipFile, file_size: int, path: Any) -> None:
-    """Refuse members that could not be read safely: another compression method, encryption,
-    a name given twice, more data than the compressed bytes can produce, or compressed sizes
-    that add up to more than the file."""
-    names = set()
-    compressed = 0
-    for info in archive.infolist():
-        member = info.filename
-        if member in names:
-            raise ValueError(f"{path}: not a dualtape file (member {member!r} appears twice)")
-        names.add(member)
-        if info.flag_bits & UNSUPPORTED_FLAGS:
-            raise ValueError(f"{path}: not a dualtape file (member {member!r} is encrypted or "
-                             "patched)")
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise ValueError(f"{path}: not a dualtape file (member {member!r} uses compression "
-                             f"method {info.compress_type}; only stored and deflate are read)")
-        stored = info.compress_type == zipfile.ZIP_STORED
-        if info.file_size > _capacity(info) or stored and info.file_size != info.compress_size:
-            raise ValueError(f"{path}: not a dualtape file (member {member!r} claims "
-                             f"{info.file_size:,} bytes from {info.compress_size:,} compressed "
-                             "bytes, which cannot produce that)")
-        compressed += info.compress_size
-    if compressed > file_size:
-        raise ValueError(f"{path}: not a dualtape file (its members claim {compressed:,} "
-                         f"compressed bytes in a file of {file_size:,}: overlapping or damaged "
-                         "members)")
-
-
 def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The header and every array, everything checked before the member it concerns is
     inflated (see the module docstring)."""
-    with _open(path) as archive:
+    with open_archive(path) as archive:
         header = _read_header(archive, path)
         declared = _declared(header, path)
         members = [info for info in archive.infolist() if info.filename != "__header__.npy"]
@@ -348,7 +262,7 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray
                                  "the header does not declare; refused unread")
             else:
                 limits[name] = spec.nbytes
-        room = sum(map(_capacity, members))
+        room = sum(map(capacity, members))
         wanted = sum(spec.nbytes for spec in declared.values())
         if wanted > room:
             raise ValueError(f"{path}: the header declares {wanted:,} bytes of arrays, more "
@@ -356,10 +270,10 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray
         arrays = {}
         for info in members:
             name = info.filename.removesuffix(".npy")
-            arrays[name] = _read_member(archive, info, declared.get(name), limits[name], path)
+            arrays[name] = read_member(archive, info, declared.get(name), limits[name], path)
     for name, spec in declared.items():
         if name not in arrays:
-            raise ValueError(f"{path}: {spec.what} should be {_dtype_text(spec.dtype)} "
+            raise ValueError(f"{path}: {spec.what} should be {dtype_text(spec.dtype)} "
                              f"{spec.shape}, but it is missing")
     return header, arrays
 
@@ -367,7 +281,7 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON header of a dualtape file, checked for the format and version, without reading
     any array; ``ValueError`` naming ``path`` when it is not a regular dualtape file."""
-    with _open(path) as archive:
+    with open_archive(path) as archive:
         return _read_header(archive, path)
 
 
@@ -376,85 +290,7 @@ def _read_header(archive: zipfile.ZipFile, path: Any) -> dict[str, Any]:
         info = archive.getinfo("__header__.npy")
     except KeyError:
         raise ValueError(f"{path}: not a dualtape file (no dualtape header)") from None
-    return _parse_header(_read_member(archive, info, None, HEADER_LIMIT, path), path)
-
-
-class _Bounded:
-    """A member's stream that raises rather than yield more than ``allowed`` bytes, whatever
-    the zip directory claims; ``count`` is what it yielded."""
-
-    def __init__(self, stream: Any, allowed: int) -> None:
-        self.stream, self.left, self.count = stream, allowed, 0
-
-    def read(self, n: int = -1, /) -> bytes:
-        """At most ``n`` bytes (``n`` < 0: all that is left), as ``io.RawIOBase.read``."""
-        if n < 0:
-            n = self.left + 1  # one more than allowed, to tell a member that yields too much
-        data = self.stream.read(min(n, self.left + 1))
-        if len(data) > self.left:
-            raise ValueError(f"the member yields more than the {self.count + self.left:,} "
-                             "bytes its sizes allow")
-        self.left -= len(data)
-        self.count += len(data)
-        return data
-
-
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, spec: _Declared | None,
-                 limit: int, path: Any) -> np.ndarray:
-    """One ``.npy`` member holding ``spec`` (when declared) of at most ``limit`` data bytes;
-    sizes, dtype and shape checked before its data is read."""
-    member = info.filename
-    if info.file_size > limit + NPY_HEADER_LIMIT:
-        raise ValueError(f"{path}: member {member!r} would inflate to {info.file_size:,} "
-                         f"bytes, more than the header declares ({limit:,}); refused unread")
-    what = f"member {member!r} is unreadable"
-    with _unreadable(path, what):
-        stream = archive.open(info)
-    with stream:
-        reader = _Bounded(stream, min(limit + NPY_HEADER_LIMIT, _capacity(info)))
-        with _unreadable(path, what):
-            shape, fortran, dtype = _npy_header(reader)
-        if spec is not None and (dtype != spec.dtype or shape != spec.shape):
-            raise ValueError(f"{path}: {spec.what} should be {_dtype_text(spec.dtype)} "
-                             f"{spec.shape}, found {_dtype_text(dtype)} {shape}")
-        if dtype.kind not in ARRAY_KINDS:
-            kind = "Python objects" if dtype.hasobject else f"{dtype} values"
-            raise ValueError(f"{path}: member {member!r} holds {kind}; dualtape reads arrays "
-                             "of booleans, numbers and strings only; refused unread")
-        size = math.prod(shape) * dtype.itemsize
-        if reader.count + size != info.file_size:
-            raise ValueError(f"{path}: member {member!r} declares {size:,} bytes of {dtype.str}, "
-                             f"but it holds {info.file_size - reader.count:,} bytes of data; "
-                             "refused unread")
-        with _unreadable(path, what):
-            return _npy_data(reader, shape, fortran, dtype)
-
-
-def _npy_header(reader: _Bounded) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(reader)
-    if version not in ((1, 0), (2, 0)):
-        raise ValueError(f"npy version {version}")
-    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-            else np.lib.format.read_array_header_2_0)
-    shape, fortran, dtype = read(reader)
-    if not _is_shape(list(shape)):
-        raise ValueError(f"the shape {shape} is not one of sizes >= 0")
-    return tuple(shape), fortran, dtype
-
-
-def _npy_data(reader: _Bounded, shape: tuple[int, ...], fortran: bool, dtype: np.dtype
-              ) -> np.ndarray:
-    """The array whose data follows, to the member's end (where ``zipfile`` checks the CRC)."""
-    buffer = bytearray(math.prod(shape) * dtype.itemsize)
-    view, done = memoryview(buffer), 0
-    while done < len(buffer):
-        chunk = reader.read(min(READ_CHUNK, len(buffer) - done))
-        if not chunk:
-            raise EOFError(f"the data ends after {done:,} of {len(buffer):,} bytes")
-        view[done:done + len(chunk)] = chunk
-        done += len(chunk)
-    flat = np.frombuffer(buffer, dtype=dtype)
-    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+    return _parse_header(read_member(archive, info, None, HEADER_LIMIT, path), path)
 
 
 def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
@@ -481,14 +317,14 @@ def _parse_header(raw: np.ndarray, path: Any) -> dict[str, Any]:
     return header
 
 
-def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
+def _declared(header: dict[str, Any], path: Any) -> dict[str, Declared]:
     """What the header says each member holds: the layers' parameters (the shapes their kind
     and sizes give, which the header must repeat) and the extra arrays."""
     dtype, specs = header.get("dtype"), header.get("layers")
     if header.get("network") not in tuple(NETWORK_KINDS) or dtype not in FLOAT_DTYPES \
             or not isinstance(specs, list):
         raise ValueError(f"{path}: the header names no known network, dtype and layer list")
-    declared: dict[str, _Declared] = {}
+    declared: dict[str, Declared] = {}
     for k, spec in enumerate(specs):
         _declare_layer(spec, str(k), np.dtype(dtype), declared, path, 0)
     arrays = header.get("arrays", {})
@@ -498,12 +334,12 @@ def _declared(header: dict[str, Any], path: Any) -> dict[str, _Declared]:
         try:
             array_dtype = np.dtype(spec["dtype"])
             ok = name.startswith("extra/") and array_dtype.kind in ARRAY_KINDS \
-                and _is_shape(spec["shape"])
+                and is_shape(spec["shape"])
         except (TypeError, KeyError, ValueError):
             ok = False
         if not ok:
             raise ValueError(f"{path}: the header declares an invalid array {name}: {spec!r}")
-        declared[name] = _Declared(f"array {name}", array_dtype, tuple(spec["shape"]))
+        declared[name] = Declared(f"array {name}", array_dtype, tuple(spec["shape"]))
     return declared
 
 
@@ -528,7 +364,7 @@ def _checked_settings(kind: type[Layer], config: Any, dtype: str, where: str, wh
     return shapes
 
 
-def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, _Declared],
+def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, Declared],
                    path: Any, depth: int) -> None:
     """Add the parameters of layer ``where``'s header entry ``spec`` (and of the layers of a
     composite, at most ``COMPOSITE_DEPTH`` deep) to ``declared``, checked against the shapes
@@ -548,7 +384,7 @@ def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, _
         if params[name] != list(shape):
             raise ValueError(f"{path}: {what} should be {dtype} {shape}, found "
                              f"{_short(params[name])} in the header")
-        declared[f"layer{where}/{name}"] = _Declared(what, dtype, shape)
+        declared[f"layer{where}/{name}"] = Declared(what, dtype, shape)
     children = spec.get("layers")
     if kind.composite and config:
         raise ValueError(f"{path}: layer {where} ({kind.kind}) has sizes {_short(config)}; a "
@@ -572,16 +408,6 @@ def _short(value: Any, limit: int = 200) -> str:
     """``repr(value)``, cut to ``limit`` characters (a hostile header's entry can be long)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _dtype_text(dtype: np.dtype) -> str:
-    """``float64`` for native numbers, ``>f8`` or ``<U3`` otherwise."""
-    return dtype.name if dtype.isnative and dtype.kind in "biufc" else dtype.str
-
-
-def _is_shape(shape: Any) -> bool:
-    return isinstance(shape, list) and all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
 
 
 def _build(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> Network | RecurrentNetwork:

@@ -411,7 +411,7 @@ def test_a_deflated_member_may_not_claim_more_than_deflate_can_produce(path):
     replain(path, zipfile.ZIP_DEFLATED)
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo("layer0/W.npy")
-    ratio = dualtape.io.DEFLATE_RATIO
+    ratio = dualtape.zip_reader.DEFLATE_RATIO
     patch(path, "layer0/W.npy", {CENTRAL_USIZE: ("I", ratio * info.compress_size + 1)})
     with pytest.raises(ValueError, match=f"claims {ratio * info.compress_size + 1:,} bytes "
                                          f"from {info.compress_size} compressed"):
@@ -458,11 +458,11 @@ def test_stored_members_can_hold_only_their_own_size(path):
 
 
 def test_the_member_reader_never_yields_more_than_allowed():
-    reader = dualtape.io._Bounded(io.BytesIO(b"x" * 11), 10)
+    reader = dualtape.zip_reader.Bounded(io.BytesIO(b"x" * 11), 10)
     assert reader.read(4) == b"xxxx" and reader.count == 4
     with pytest.raises(ValueError, match="more than the 10 bytes its sizes allow"):
         reader.read(100)
-    exact = dualtape.io._Bounded(io.BytesIO(b"x" * 10), 10)
+    exact = dualtape.zip_reader.Bounded(io.BytesIO(b"x" * 10), 10)
     assert exact.read(100) == b"x" * 10 and exact.read(1) == b""
 
 
@@ -477,9 +477,9 @@ class ReadOnceAtTheEnd(io.BytesIO):
 
 
 def test_array_data_that_ends_early_is_an_error_not_an_endless_loop():
-    reader = dualtape.io._Bounded(ReadOnceAtTheEnd(bytes(12)), 100)
+    reader = dualtape.zip_reader.Bounded(ReadOnceAtTheEnd(bytes(12)), 100)
     with pytest.raises(EOFError, match="ends after 12 of 16 bytes"):
-        dualtape.io._npy_data(reader, (2,), False, np.dtype("<f8"))
+        dualtape.zip_reader.npy_data(reader, (2,), False, np.dtype("<f8"))
 
 
 # --- files that are not regular files (in a child process: a bug would block or fill memory) --

@@ -1,8 +1,10 @@
-"""Mutants of ``dualtape/io.py`` (save/load) and of train-text's fallback save."""
+"""Mutants of ``dualtape/io.py`` (save/load), ``dualtape/zip_reader.py`` (its bounded reader)
+and of train-text's fallback save."""
 
 from run_mutants import Mutant
 
 IO = "dualtape/io.py"
+READER = "dualtape/zip_reader.py"
 TRAINER = "dualtape/text/trainer.py"
 TESTS = ("tests/test_io.py", "tests/test_io_safety.py", "tests/test_io_destination.py")
 FALLBACK_TESTS = ("tests/test_io_destination.py", "tests/test_text_safety.py")
@@ -15,6 +17,10 @@ SETTINGS_TESTS = ("tests/test_io_settings.py", "tests/test_io.py")
 
 def io(old: str, new: str, why: str) -> Mutant:
     return Mutant(IO, old, new, why, TESTS)
+
+
+def reader(old: str, new: str, why: str) -> Mutant:
+    return Mutant(READER, old, new, why, TESTS)
 
 
 def fallback(old: str, new: str, why: str) -> Mutant:
@@ -42,30 +48,30 @@ MUTANTS = [
        "the array table may redeclare a layer's parameter"),
     io("and array_dtype.kind in ARRAY_KINDS \\\n", "and True \\\n",
        "the array table may declare object arrays"),
-    io("isinstance(n, int) and not isinstance(n, bool) and n >= 0",
+    reader("isinstance(n, int) and not isinstance(n, bool) and n >= 0",
        "isinstance(n, int) and not isinstance(n, bool) and n > 0",
        "empty dimensions refused"),
     # --- the zip directory ---------------------------------------------------------------------
-    io("        if member in names:\n", "        if False:\n", "a member named twice accepted"),
-    io("if info.flag_bits & UNSUPPORTED_FLAGS:", "if info.flag_bits & 0x40:",
+    reader("        if member in names:\n", "        if False:\n", "a member named twice accepted"),
+    reader("if info.flag_bits & UNSUPPORTED_FLAGS:", "if info.flag_bits & 0x40:",
        "encrypted members reach zipfile (RuntimeError)"),
-    io("if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):",
+    reader("if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):",
        "if info.compress_type not in (0, 8, 12, 14):",
        "bzip2 and lzma members read (their ratio is unbounded)"),
-    io("if info.file_size > _capacity(info) or stored",
-       "if info.file_size > 2 * _capacity(info) or stored",
+    reader("if info.file_size > capacity(info) or stored",
+       "if info.file_size > 2 * capacity(info) or stored",
        "a member may claim more than its compressed bytes can produce"),
-    io("stored and info.file_size != info.compress_size",
+    reader("stored and info.file_size != info.compress_size",
        "stored and info.file_size > info.compress_size",
        "a stored member shorter than its compressed size accepted"),
-    io("ratio = 1 if info.compress_type == zipfile.ZIP_STORED else DEFLATE_RATIO",
+    reader("ratio = 1 if info.compress_type == zipfile.ZIP_STORED else DEFLATE_RATIO",
        "ratio = DEFLATE_RATIO", "stored members counted as if they could inflate"),
-    io("    if compressed > file_size:\n", "    if False:\n",
+    reader("    if compressed > file_size:\n", "    if False:\n",
        "compressed sizes beyond the file's size accepted"),
-    io("UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError,",
+    reader("UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError,",
        "UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError,",
        "zipfile's NotImplementedError escapes"),
-    io("    except UNREADABLE as exc:\n", "    except zipfile.BadZipFile as exc:\n",
+    reader("    except UNREADABLE as exc:\n", "    except zipfile.BadZipFile as exc:\n",
        "zlib, EOF and npy errors escape as tracebacks"),
     # --- members --------------------------------------------------------------------------------
     io("        if wanted > room:\n", "        if False:\n",
@@ -74,25 +80,25 @@ MUTANTS = [
        "undeclared stored extra members accepted in new files"),
     io("and info.compress_type == zipfile.ZIP_STORED:\n", ":\n",
        "undeclared compressed extra members accepted in old files"),
-    io("    if info.file_size > limit + NPY_HEADER_LIMIT:\n", "    if False:\n",
+    reader("    if info.file_size > limit + NPY_HEADER_LIMIT:\n", "    if False:\n",
        "a member larger than its declaration is inflated"),
-    io("if spec is not None and (dtype != spec.dtype or shape != spec.shape):",
+    reader("if spec is not None and (dtype != spec.dtype or shape != spec.shape):",
        "if spec is not None and (dtype != spec.dtype or math.prod(shape) != math.prod("
        "spec.shape)):", "an array of the declared size but another shape accepted"),
-    io("if spec is not None and (dtype != spec.dtype or shape != spec.shape):",
+    reader("if spec is not None and (dtype != spec.dtype or shape != spec.shape):",
        "if spec is not None and shape != spec.shape:",
        "an array of the declared shape but another dtype accepted"),
-    io("        if dtype.kind not in ARRAY_KINDS:\n            kind =",
+    reader("        if dtype.kind not in ARRAY_KINDS:\n            kind =",
        "        if dtype.hasobject:\n            kind =", "records in old files' extras read"),
-    io("        if reader.count + size != info.file_size:\n", "        if False:\n",
+    reader("        if reader.count + size != info.file_size:\n", "        if False:\n",
        "an .npy header claiming more data than its member holds is allocated"),
-    io("    if version not in ((1, 0), (2, 0)):\n", "    if version[0] > 3:\n",
+    reader("    if version not in ((1, 0), (2, 0)):\n", "    if version[0] > 3:\n",
        "npy format 3.0 read as 2.0"),
-    io("read(min(n, self.left + 1))", "read(min(n, self.left))",
+    reader("read(min(n, self.left + 1))", "read(min(n, self.left))",
        "the bounded reader cannot notice a stream longer than allowed"),
-    io("        if not chunk:\n", "        if False:\n",
+    reader("        if not chunk:\n", "        if False:\n",
        "a stream ending early loops forever"),
-    io("    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)",
+    reader("    return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)",
        "    return flat.reshape(shape)", "Fortran-ordered arrays read in C order"),
     io("    for name, spec in declared.items():\n        if name not in arrays:",
        "    for name, spec in {}.items():\n        if name not in arrays:",
@@ -176,7 +182,7 @@ MUTANTS = [
     Mutant(IO, "    with placeholder_params():\n        layer = kind.from_config",
            "    with contextlib.nullcontext():\n        layer = kind.from_config",
            "load draws weights only to replace them", MEMORY_TESTS),
-    Mutant(IO, "    flat = np.frombuffer(buffer, dtype=dtype)\n",
+    Mutant(READER, "    flat = np.frombuffer(buffer, dtype=dtype)\n",
            "    flat = np.frombuffer(buffer, dtype=dtype).copy()\n",
            "load copies every member once more", MEMORY_TESTS),
     Mutant(INITIAL, "    if _PLACEHOLDERS.get():", "    if False:",
