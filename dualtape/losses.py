@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from .backend import backend_of, check_same_place, from_host, namespace_of
-from .layers.base import Array, prepare_like
+from .layers.base import Array
+from .layers.edges import prepare_like
 
 Loss = Callable[..., tuple[Array, Array]]
 

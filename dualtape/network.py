@@ -11,15 +11,7 @@ from .backend import (
     move,
     resolve_backend,
 )
-from .layers.base import (
-    Array,
-    Layer,
-    prepare_input,
-    prepare_like,
-    read_only,
-    restore,
-    tape_array,
-)
+from .layers.base import Array, Layer, tape_array
 from .layers.chain import (  # noqa: F401  (check_chain and feature_count: imported from here)
     backward_chain,
     check_chain,
@@ -28,6 +20,7 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
     feature_count,
     forward_chain,
 )
+from .layers.edges import prepare_input, prepare_like, read_only, restore
 from .layers.sequential import Sequential, as_layers
 
 

@@ -34,7 +34,9 @@ import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
 from .kernels import blas
-from .layers.base import Array, ParamDict, check_real
+from .layers.base import Array
+from .layers.edges import check_real
+from .layers.params import ParamDict
 from .switches import switched_on
 
 

@@ -19,16 +19,8 @@ from .checkpointing import (
     sequence_backward,
     sequence_forward,
 )
-from .layers.base import (
-    Array,
-    Layer,
-    RecurrentLayer,
-    check_not_empty,
-    check_size,
-    prepare_like,
-    read_only,
-    restore,
-)
+from .layers.base import Array, Layer, RecurrentLayer
+from .layers.edges import check_not_empty, check_size, prepare_like, read_only, restore
 from .network import Chain
 from .stack import RecurrentNetworkTape
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from .backend import backend_of, from_host, get_backend, to_numpy
 from .layers import GRU, StandardLSTM
-from .layers.base import Array, check_dtype
+from .layers.base import Array
+from .layers.edges import check_dtype
 
 CELLS: dict[int, type[StandardLSTM] | type[GRU]] = {4: StandardLSTM, 3: GRU}
 """The dualtape layer for a torch module, by its number of gates."""

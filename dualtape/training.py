@@ -16,7 +16,8 @@ import numpy as np
 
 from .backend import check_same_place, namespace_of, to_numpy, zeros_like_place
 from .checkpointing import segment_length
-from .layers.base import Array, check_real, restore
+from .layers.base import Array
+from .layers.edges import check_real, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.layers.base import check_real
+from dualtape.layers.edges import check_real
 
 
 @pytest.mark.parametrize("interval, value, inside", [

@@ -7,7 +7,7 @@ import pytest
 
 import dualtape
 from dualtape.backend import out_module
-from dualtape.layers.base import EINSUM_MIN, batch_outer
+from dualtape.layers.linear_algebra import EINSUM_MIN, batch_outer
 from dualtape.recurrent import gradient_buffers
 
 from .conftest import np64

@@ -13,7 +13,7 @@ import pytest
 
 import dualtape
 from dualtape.backend import namespace_of
-from dualtape.layers.base import ParamDict
+from dualtape.layers.params import ParamDict
 
 from .conftest import np64
 

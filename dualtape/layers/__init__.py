@@ -1,6 +1,6 @@
 """One file per layer; ``base`` holds the Layer and RecurrentLayer contracts."""
 
-from .base import Activation, Layer, ParamDict, RecurrentLayer
+from .base import Activation, Layer, RecurrentLayer
 from .basic_recurrent import BasicRecurrent
 from .concat import Concat
 from .convolution import Convolution
@@ -14,6 +14,7 @@ from .logit import Logit
 from .lstm import LSTM
 from .merge import Merge
 from .pad import Pad
+from .params import ParamDict
 from .pooling import Pooling
 from .relu import Relu
 from .reshape import Reshape

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .base import (
-    Array,
-    RecurrentLayer,
+from .base import Array, RecurrentLayer
+from .edges import checked_sizes
+from .initial import uniform_params
+from .linear_algebra import (
     batch_outer,
-    checked_sizes,
     project_sequence,
     sequence_outer,
     sequence_product,
     sequence_weight_grads,
 )
-from .initial import uniform_params
 
 
 class BasicRecurrentStepTape(NamedTuple):

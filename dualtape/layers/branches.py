@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Array, Layer, fits
+from .base import Array, Layer
 from .chain import _words
 from .composite import Composite
+from .edges import fits
 from .sequential import as_layers
 
 

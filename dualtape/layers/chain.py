@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import describe, dtype_name
-from .base import Array, Layer, fits, shape_text
+from .base import Array, Layer
+from .edges import fits, shape_text
 
 
 def check_chain(layers: list[Layer], owner: str, shape: tuple | None = None

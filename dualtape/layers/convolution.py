@@ -7,8 +7,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backend import host_rng
-from .base import Array, Layer, batch_outer, batch_sum, check_size
+from .base import Array, Layer
+from .edges import check_size
 from .initial import initial_params
+from .linear_algebra import batch_outer, batch_sum
 from .spatial import (
     Setting,
     check_example,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .base import Array, batch_outer
+from .base import Array
 from .convolution import FilterLayer
+from .linear_algebra import batch_outer
 from .spatial import check_example, fold_matrix, images_of, rows_of, unfold
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..backend import backend_of, dtype_name, from_host, host_rng, zeros_like_place
-from .base import Array, Layer, check_real
+from .base import Array, Layer
+from .edges import check_real
 
 
 class DropoutTape(NamedTuple):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .base import Array, Layer, batch_outer, batch_sum, checked_sizes
+from .base import Array, Layer
+from .edges import checked_sizes
 from .initial import uniform_params
+from .linear_algebra import batch_outer, batch_sum
 
 
 class FullyConnectedTape(NamedTuple):

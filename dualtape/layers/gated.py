@@ -10,15 +10,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..backend import backend_of, device_context, dtype_name, from_host, namespace_of
-from .base import (
-    Array,
-    RecurrentLayer,
-    checked_sizes,
-    sequence_outer,
-    sequence_product,
-    sequence_weight_grads,
-)
+from .base import Array, RecurrentLayer
+from .edges import checked_sizes
 from .initial import uniform_params
+from .linear_algebra import sequence_outer, sequence_product, sequence_weight_grads
 
 
 class GatedRecurrent(RecurrentLayer):

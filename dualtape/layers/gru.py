@@ -15,8 +15,9 @@ import functools
 from typing import Any, NamedTuple
 
 from ..kernels import cell_loops
-from .base import Array, project_sequence
+from .base import Array
 from .gated import GatedRecurrent, disagreement
+from .linear_algebra import project_sequence
 from .logit import sigmoid
 
 

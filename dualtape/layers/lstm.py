@@ -12,15 +12,10 @@ import numpy as np
 from ..backend import backend_of, device_context, dtype_name, from_host, host_rng
 from ..kernels import SequencePath, sequence_path
 from ..kernels import sequence as kernels
-from .base import (
-    Array,
-    RecurrentLayer,
-    batch_outer,
-    batch_sum,
-    checked_sizes,
-    project_sequence,
-)
+from .base import Array, RecurrentLayer
+from .edges import checked_sizes
 from .initial import initial_params
+from .linear_algebra import batch_outer, batch_sum, project_sequence
 from .logit import sigmoid
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .base import Array, fits, shape_text
+from .base import Array
 from .branches import (
     Branches,
     back_through_branches,
     branch_outputs,
     run_branches,
 )
+from .edges import fits, shape_text
 
 
 class MergeTape(NamedTuple):

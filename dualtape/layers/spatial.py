@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 from ..backend import zeros_like_place
-from .base import Array, Layer, as_int, fits, shape_text
+from .base import Array, Layer
+from .edges import as_int, fits, shape_text
 
 Pair = tuple[int, int]
 IMAGE = ("channels", "height", "width")

@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 
 from ..backend import check_same_place, namespace_of
 from ..kernels import cell_loops
-from .base import Array, project_sequence
+from .base import Array
 from .gated import GatedRecurrent, disagreement
+from .linear_algebra import project_sequence
 from .logit import sigmoid
 
 

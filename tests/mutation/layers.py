@@ -2,6 +2,9 @@
 
 from run_mutants import Mutant
 
+LINEAR_ALGEBRA = "dualtape/layers/linear_algebra.py"
+PARAMS = "dualtape/layers/params.py"
+EDGES = "dualtape/layers/edges.py"
 BASE, LSTM_PY = "dualtape/layers/base.py", "dualtape/layers/lstm.py"
 FC = "dualtape/layers/fully_connected.py"
 FF = ("tests/test_layers.py", "tests/test_aliasing.py", "tests/test_network.py")
@@ -10,22 +13,22 @@ RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
 STALE = ("tests/test_stale_tapes.py",)
 MUTANTS = [
     # the public edge
-    Mutant(BASE, "    if copy and not fresh:", "    if copy and fresh:",
+    Mutant(EDGES, "    if copy and not fresh:", "    if copy and fresh:",
            "an input the tape keeps is not copied", FF),
-    Mutant(BASE, "        view.flags.writeable = False\n", "",
+    Mutant(EDGES, "        view.flags.writeable = False\n", "",
            "outputs handed out writable on numpy", FF),
-    Mutant(BASE, "if given is None and not xp.isdtype(x.dtype, \"real floating\"):",
+    Mutant(EDGES, "if given is None and not xp.isdtype(x.dtype, \"real floating\"):",
            "if given is None and xp.isdtype(x.dtype, \"bool\"):",
            "integer input cast instead of refused", FF),
-    Mutant(BASE, "    if (dstate_T is not None and np.ndim(dstate_T) == 3) or np.ndim(dys) == 1:",
+    Mutant(EDGES, "    if (dstate_T is not None and np.ndim(dstate_T) == 3) or np.ndim(dys) == 1:",
            "    if dstate_T is not None and np.ndim(dstate_T) == 3:",
            "swapped single-example sequence gradients go unnoticed", RNN),
     Mutant(BASE, "            or (self.n_in is not None and tape[0].shape[-1] != self.n_in)\n", "",
            "a tape of another input size is accepted", FF + RNN),
-    Mutant(BASE, "    if tuple(a.shape) != tuple(shape):\n        got = ",
+    Mutant(EDGES, "    if tuple(a.shape) != tuple(shape):\n        got = ",
            "    if False:\n        got = ", "a state or gradient of another batch is accepted",
            RNN),
-    Mutant(BASE, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]", "    return y",
+    Mutant(EDGES, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]", "    return y",
            "a single example comes back with a batch axis", FF),
     Mutant(BASE, "        if state is None:\n            return zeros_like_place(",
            "        if state is None and False:\n            return zeros_like_place(",
@@ -33,31 +36,31 @@ MUTANTS = [
     # versions
     Mutant(BASE, "        if tape.version != self.params.version:", "        if False:",
            "a stale tape is used", STALE),
-    Mutant(BASE, "        super().update(new)\n        self.touch()",
+    Mutant(PARAMS, "        super().update(new)\n        self.touch()",
            "        super().update(new)", "update leaves the version", STALE),
-    Mutant(BASE, "        super().__setitem__(key, value)\n        self.touch()",
+    Mutant(PARAMS, "        super().__setitem__(key, value)\n        self.touch()",
            "        super().__setitem__(key, value)", "params[k] = ... leaves the version",
            STALE),
-    Mutant(BASE, "    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]\n"
+    Mutant(PARAMS, "    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]\n"
                  "        self.update(other)\n        return self\n\n", "",
            "|= leaves the version", STALE),
-    Mutant(BASE, "        self.version = next(_STAMPS)", "        self.version += 1",
+    Mutant(PARAMS, "        self.version = next(_STAMPS)", "        self.version += 1",
            "versions count per dict: another network's tape matches", STALE),
-    Mutant(BASE, "        super().__init__(*args, **kwargs)\n        self.touch()",
+    Mutant(PARAMS, "        super().__init__(*args, **kwargs)\n        self.touch()",
            "        super().__init__(*args, **kwargs)",
            "a new dict starts at 0: a fresh network accepts another's tapes", STALE),
-    Mutant(BASE, "        self.__dict__.update(state)\n        self.touch()",
+    Mutant(PARAMS, "        self.__dict__.update(state)\n        self.touch()",
            "        self.__dict__.update(state)",
            "a copy keeps the original's stamp and accepts its tapes", STALE),
-    Mutant(BASE, " == shape and dtype_name(value.dtype) == dtype", " == shape",
+    Mutant(PARAMS, " == shape and dtype_name(value.dtype) == dtype", " == shape",
            "params[k] = a of another dtype taken", STALE),
-    Mutant(BASE, "fits = tuple(value.shape) == shape and dtype_name",
+    Mutant(PARAMS, "fits = tuple(value.shape) == shape and dtype_name",
            "fits = True and dtype_name",
            "params[k] = a of another shape taken", STALE),
-    Mutant(BASE, "        if place:\n            check_same_place(",
+    Mutant(PARAMS, "        if place:\n            check_same_place(",
            "        if not place:\n            check_same_place(",
            "params[k] = a of another backend taken (and net.to refused)", STALE),
-    Mutant(BASE, "            self._check_replacement(key, value, place=False)\n", "",
+    Mutant(PARAMS, "            self._check_replacement(key, value, place=False)\n", "",
            "update takes any array", STALE),
     Mutant(FC, "        self._check_version(tape)\n", "",
            "FullyConnected's backward takes a stale tape", STALE),
@@ -93,7 +96,7 @@ MUTANTS = [
     Mutant(LSTM_PY, "for name, x, y in zip(names, fused, generic, strict=True):",
            "for name, x, y in zip(names[:3], fused, generic):",
            "the self-check compares only the forward pass", RNN),
-    Mutant("dualtape/layers/base.py", "np.matmul(np.ones(a.shape[0], dtype=a.dtype), a, out=out)",
+    Mutant(LINEAR_ALGEBRA, "np.matmul(np.ones(a.shape[0], dtype=a.dtype), a, out=out)",
            "np.matmul(np.ones(a.shape[0], dtype=a.dtype)[:-1], a[1:], out=out)",
            "the bias gradient's BLAS sum skips the first row", (*FF, *RNN)),
 ]

@@ -2,8 +2,8 @@
 
 from run_mutants import Mutant
 
+EDGES = "dualtape/layers/edges.py"
 P = "dualtape/optim.py"
-BASE = "dualtape/layers/base.py"
 CHECKS = ("tests/test_argument_checks.py",)
 T = ("tests/test_optim.py", "tests/test_optim_state.py", "tests/test_optim_chunks.py",
      "tests/test_optim_torch.py")
@@ -67,16 +67,16 @@ MUTANTS = [
     Mutant(P, "        state: dict[tuple[int, str], dict[str, Array]] = {}\n",
            "        state = self.state\n", "a refused load overwrites the live state", T),
     # hyperparameters
-    Mutant(BASE, "isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)",
+    Mutant(EDGES, "isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)",
            "isinstance(value, numbers.Real)", "True accepted as a rate", CHECKS),
-    Mutant(BASE, '(low <= real if interval[0] == "[" else low < real)',
+    Mutant(EDGES, '(low <= real if interval[0] == "[" else low < real)',
            "(low <= real)", "an open lower end taken as closed: SGD rate 0 accepted", CHECKS),
-    Mutant(BASE, '(low <= real if interval[0] == "[" else low < real)',
+    Mutant(EDGES, '(low <= real if interval[0] == "[" else low < real)',
            "(low < real)", "a closed lower end taken as open: momentum 0 refused", CHECKS),
-    Mutant(BASE, '(real <= high if interval[-1] == "]" else real < high)',
+    Mutant(EDGES, '(real <= high if interval[-1] == "]" else real < high)',
            "(real <= high)", "an open upper end taken as closed: Dropout rate 1 accepted",
            CHECKS),
-    Mutant(BASE, '(real <= high if interval[-1] == "]" else real < high)',
+    Mutant(EDGES, '(real <= high if interval[-1] == "]" else real < high)',
            "(real < high)", "a closed upper end taken as open: max_norm inf refused", CHECKS),
     Mutant(P, 'self.rate = check_real("SGD", "rate", rate, "(0, inf)")',
            'self.rate = check_real("SGD", "rate", rate, "[0, inf)")', "SGD rate 0 accepted", T),

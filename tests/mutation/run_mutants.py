@@ -96,7 +96,8 @@ def run(mutant: Mutant, tree: Path, timeout: float) -> str:
 def stale(chosen: list[str]) -> int:
     """Report each mutant of ``chosen`` whose snippet is not exactly once in its path, with the
     tracked files that hold it now (a move between files only changes the path); 1 if any."""
-    listed = subprocess.run(["git", "ls-files", "-z", "dualtape", "bench", "examples"], cwd=ROOT,
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z",
+                             "dualtape", "bench", "examples"], cwd=ROOT,
                             check=True, capture_output=True).stdout.decode().split("\0")
     sources = {name: (ROOT / name).read_text() for name in filter(None, listed)
                if Path(name).suffix in (".py", ".cu", ".cuh", ".sh")}

@@ -4,6 +4,7 @@ contract they chain by."""
 
 from run_mutants import Mutant
 
+EDGES = "dualtape/layers/edges.py"
 L = "dualtape/layers/"
 CONV, POOL, SP = L + "convolution.py", L + "pooling.py", L + "spatial.py"
 DECONV = L + "deconvolution.py"
@@ -84,7 +85,7 @@ MUTANTS = [
     Mutant(CHAIN, "        if given != shape:\n            shape, previous = given, (k, layer)",
            "        if given is not None:\n            shape, previous = given, (k, layer)",
            "the chain's error names a shape-keeping layer as the source", TESTS),
-    Mutant(BASE, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]",
+    Mutant(EDGES, "    return y[0, ...] if batch_axis == 0 else y[..., 0, :]",
            "    return y[..., 0, :]", "a single image comes back with the wrong axis dropped",
            TESTS),
     Mutant("dualtape/recurrent.py", "            if getattr(layer, \"spatial\", False):",
@@ -109,12 +110,12 @@ MUTANTS = [
     Mutant(DECONV, '((height, "height"), (width, "width"))', '((height, "height"),)',
            "Deconvolution checks an empty height but not an empty width",
            ("tests/test_spatial.py",)),
-    Mutant(L + "base.py", "    if isinstance(value, bool | np.bool_):\n        return None\n", "",
+    Mutant(EDGES, "    if isinstance(value, bool | np.bool_):\n        return None\n", "",
            "bools taken as sizes once numpy integers are", ("tests/test_layers.py",)),
     Mutant(L + "spatial.py", "    return valid[0], valid[1]", "    return pair[0], pair[1]",
            "numpy integers stored in a kernel or stride instead of plain ints",
            ("tests/test_layers.py",)),
-    Mutant(L + "base.py", "    return float(value)\n", "    return value\n",
+    Mutant(EDGES, "    return float(value)\n", "    return value\n",
            "a numpy rate stored as it came", ("tests/test_dropout.py",)),
     Mutant("dualtape/torch_weights.py", "    if dtype is None and len(kept) > 1:",
            "    if dtype is None and len(kept) > 2:",
