@@ -48,8 +48,8 @@ python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.ve
 dualtape info'
 
 # 1. Correctness: every gpu-marked test, on the fused path (the default) and the generic path;
-#    the fused tests include o = 512 at batch 64, and the standard cells' cells.cu kernels
-#    against torch's committed numbers (test_cells_torch.py).
+#    the fused tests include o = 512 at batch 64, and the standard cells' kernels
+#    (standard_lstm_gru.cu) against torch's committed numbers (test_cells_torch.py).
 DUALTAPE_FUSED=1 step gpu-tests-fused 100 "$OUT/gpu-tests-fused.log" \
   python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider
 DUALTAPE_FUSED=0 step gpu-tests-generic 60 "$OUT/gpu-tests-generic.log" \
@@ -73,7 +73,8 @@ needs_cuda bench-fused0 "$OUT/bench-fused0.log" || DUALTAPE_FUSED=0 step bench-f
 needs_cuda bench-cli "$OUT/bench-cli.log" || step bench-cli 30 "$OUT/bench-cli.log" \
   dualtape bench --backends numpy,cupy --quick --references none --workloads lstm,update,train \
   --json "$OUT/bench-cli.json"
-# 4. The standard LSTM and the GRU (cells.cu) against torch.nn.LSTM / nn.GRU (cuDNN) on the GPU.
+# 4. StandardLSTM and GRU (standard_lstm_gru.cu) against torch.nn.LSTM / nn.GRU (cuDNN) on the
+#    GPU.
 needs_cuda bench-cells "$OUT/bench-cells.log" || step bench-cells 30 "$OUT/bench-cells.log" \
   dualtape bench --backends numpy,cupy --quick --workloads cells \
   --references torch.nn,torch.nn:cuda --markdown "$OUT/bench-cells.md" --json "$OUT/bench-cells.json"

@@ -18,7 +18,7 @@ from .backend import (
     resolve_backend,
 )
 from .benchmarks import cli as bench_cli
-from .kernels import blas, numba_cell
+from .kernels import blas, numba_lstm
 from .text import cli as text_cli
 from .text import plot as text_plot
 from .text.console import OUTPUT_LOST, silence_stdout
@@ -52,14 +52,14 @@ def _cpu_loops() -> str:
     if path != "compiled":
         return f"{'ufunc loop' if path == 'ufuncs' else 'generic code'} ({why})"
     try:
-        seconds = sum(numba_cell.warm_up(dtype) for dtype in FLOAT_DTYPES)
+        seconds = sum(numba_lstm.warm_up(dtype) for dtype in FLOAT_DTYPES)
     except Exception as exc:  # noqa: BLE001 - a compile that fails even without the cache
-        return (f"compiled (numba {numba_cell.version()}), but it fails to compile here even "
+        return (f"compiled (numba {numba_lstm.version()}), but it fails to compile here even "
                 f"afresh ({type(exc).__name__}: {exc}); its first use falls back to the "
                 "ufunc loop with a warning")
-    how = ("loaded from the disk cache" if numba_cell.loaded_from_cache() else
+    how = ("loaded from the disk cache" if numba_lstm.loaded_from_cache() else
            "compiled now and cached on disk: later runs load it")
-    return f"compiled (numba {numba_cell.version()}; ready in {seconds:.1f} s, {how})"
+    return f"compiled (numba {numba_lstm.version()}; ready in {seconds:.1f} s, {how})"
 
 
 def build_parser() -> argparse.ArgumentParser:

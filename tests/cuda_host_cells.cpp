@@ -1,4 +1,4 @@
-// dualtape/kernels/cells.cu compiled for the host (cuda_host_launch.h), its kernels as C
+// dualtape/kernels/standard_lstm_gru.cu compiled for the host (cuda_host_launch.h), its kernels as C
 // functions for tests/test_cuda_cells.py to call through ctypes.
 #include "cuda_host_launch.h"
 

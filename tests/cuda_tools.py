@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from dualtape.kernels import cupy_cell
-from dualtape.kernels.sequence import StepwiseCell
+from dualtape.kernels import cupy_lstm
+from dualtape.kernels.lstm_sequence import StepwiseCell
 
 HOST_SHIM = Path(__file__).with_name("cuda_host.cpp")
-MATH_FILE = Path(cupy_cell.__file__).with_name("cell_math.cuh")
+MATH_FILE = Path(cupy_lstm.__file__).with_name("cell_math.cuh")
 
 
 def find_nvrtc() -> tuple[ctypes.CDLL | None, str]:

@@ -1,7 +1,8 @@
-"""The CUDA kernels of ``dualtape/kernels/cells.cu`` (StandardLSTM, GRU), checked without a GPU.
+"""The CUDA kernels of ``dualtape/kernels/standard_lstm_gru.cu`` (StandardLSTM, GRU), checked
+without a GPU.
 
 NVRTC compiles the source (``test_cuda_source.py``, with ``lstm.cu``); g++ compiles the same
-text for the host, and ``cupy_cells``' own loops drive that build (its CuPy calls
+text for the host, and ``cupy_standard_lstm_gru``' own loops drive that build (its CuPy calls
 answered by numpy, on NaN-guarded buffers) against the generic array-API loops.
 """
 
@@ -12,22 +13,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualtape.kernels import cupy_cells
+from dualtape.kernels import cupy_standard_lstm_gru
 from dualtape.layers import gru, standard_lstm
 
 from .cuda_tools import HostKernel, PaddedNumpy, build_host_library
 from .test_cuda_source import cxx  # noqa: F401  (the fixture that finds the compiler)
 
 pytestmark = pytest.mark.cuda_source
-SOURCE = Path(cupy_cells.__file__).with_name("cells.cu")
+SOURCE = Path(cupy_standard_lstm_gru.__file__).with_name("standard_lstm_gru.cu")
 SHIM = Path(__file__).with_name("cuda_host_cells.cpp")
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
 
 class GuardedCupy(PaddedNumpy):
-    """What ``cupy_cells`` asks of CuPy, answered by numpy with every new buffer NaN-guarded
-    (copies included), so a kernel that reads outside a buffer or what was never written gives
-    NaN."""
+    """What ``cupy_standard_lstm_gru`` asks of CuPy, answered by numpy with every new buffer
+    NaN-guarded (copies included), so a kernel that reads outside a buffer or what was never
+    written gives NaN."""
 
     def array(self, a: np.ndarray, order: str = "K", copy: bool = True) -> np.ndarray:
         return self.copy_of(np.asarray(a))
@@ -48,15 +49,15 @@ def host_library(cxx, tmp_path_factory):  # noqa: F811
 
 @pytest.fixture
 def on_the_host(monkeypatch):
-    """Point ``cupy_cells`` at a host build: returns a function taking the library, which
-    yields the guarded module its loops then allocate from."""
+    """Point ``cupy_standard_lstm_gru`` at a host build: returns a function taking the library,
+    which yields the guarded module its loops then allocate from."""
 
     def use(library):
         module = GuardedCupy()
-        monkeypatch.setattr(cupy_cells, "_function",
+        monkeypatch.setattr(cupy_standard_lstm_gru, "_function",
                             lambda kernel, dtype, device: HostKernel(library, kernel, dtype))
-        monkeypatch.setattr(cupy_cells, "_array_module", lambda: module)
-        monkeypatch.setattr(cupy_cells, "_device_id", lambda a: 0)
+        monkeypatch.setattr(cupy_standard_lstm_gru, "_array_module", lambda: module)
+        monkeypatch.setattr(cupy_standard_lstm_gru, "_device_id", lambda a: 0)
         return module
 
     return use
@@ -77,12 +78,12 @@ def problem(cell: str, dtype: str, steps: int, batch: int, n: int, seed: int = 0
 def assert_lstm_matches_generic(module: GuardedCupy, p: dict, dtype: str,
                                 need_first: bool = True) -> None:
     W = module.copy_of(p["W_hh"])
-    fast = cupy_cells.standard_lstm_forward(W, module.copy_of(p["projected"]),
+    fast = cupy_standard_lstm_gru.standard_lstm_forward(W, module.copy_of(p["projected"]),
                                             module.copy_of(p["h"]), module.copy_of(p["c"]))
     generic = standard_lstm.generic_forward_sequence(np, p["W_hh"], p["projected"], p["h"],
                                                      p["c"])
     _, cells, gates, tanh_cells = fast
-    fast += cupy_cells.standard_lstm_backward(
+    fast += cupy_standard_lstm_gru.standard_lstm_backward(
         W, gates, cells, tanh_cells, module.copy_of(p["dhs"]), module.copy_of(p["dh"]),
         module.copy_of(p["dc"]), need_first)
     generic += standard_lstm.generic_backward_sequence(
@@ -95,11 +96,12 @@ def assert_lstm_matches_generic(module: GuardedCupy, p: dict, dtype: str,
 def assert_gru_matches_generic(module: GuardedCupy, p: dict, dtype: str,
                                need_first: bool = True) -> None:
     W = module.copy_of(p["W_hh"])
-    fast = cupy_cells.gru_forward(W, module.copy_of(p["b_hh"]), module.copy_of(p["projected"]),
-                                  module.copy_of(p["h"]))
+    fast = cupy_standard_lstm_gru.gru_forward(W, module.copy_of(p["b_hh"]),
+                                              module.copy_of(p["projected"]),
+                                              module.copy_of(p["h"]))
     generic = gru.generic_forward_sequence(np, p["W_hh"], p["b_hh"], p["projected"], p["h"])
     hs, gates, hn = fast
-    fast += cupy_cells.gru_backward(W, gates, hn, hs, module.copy_of(p["dhs"]),
+    fast += cupy_standard_lstm_gru.gru_backward(W, gates, hn, hs, module.copy_of(p["dhs"]),
                                     module.copy_of(p["dh"]), need_first)
     generic += gru.generic_backward_sequence(np, p["W_hh"], generic[1], generic[2], generic[0],
                                              p["dhs"], p["dh"], need_first)
@@ -133,7 +135,7 @@ def test_the_cupy_loops_on_the_host_build_match_the_generic_loops(
 def test_grid_stride_covers_more_elements_than_threads(host_library, on_the_host, monkeypatch,
                                                        cell):
     module = on_the_host(host_library)
-    monkeypatch.setattr(cupy_cells, "launch_shape", lambda elements: (2, 3))
+    monkeypatch.setattr(cupy_standard_lstm_gru, "launch_shape", lambda elements: (2, 3))
     CHECKS[cell](module, problem(cell, "float64", 4, 3, 5, seed=1), "float64")
 
 
@@ -142,7 +144,7 @@ def test_the_fast_loops_pass_the_layers_self_check_on_the_host_build(host_librar
                                                                       on_the_host, cell):
     on_the_host(host_library)
     check = standard_lstm.fast_disagreement if cell == "lstm" else gru.fast_disagreement
-    loops = cupy_cells.STANDARD_LSTM if cell == "lstm" else cupy_cells.GRU
+    loops = cupy_standard_lstm_gru.STANDARD_LSTM if cell == "lstm" else cupy_standard_lstm_gru.GRU
     assert check(loops, np.ones(1)) is None
 
 
@@ -163,7 +165,7 @@ def test_a_planted_bug_fails_the_comparison(cxx, tmp_path, on_the_host, bug):  #
     right, wrong, cell, failure = PLANTED_BUGS[bug]
     source = SOURCE.read_text()
     assert right in source
-    planted = tmp_path / "cells.cu"
+    planted = tmp_path / "standard_lstm_gru.cu"
     planted.write_text(source.replace(right, wrong))
     module = on_the_host(build_host_library(cxx, planted, tmp_path, SHIM))
     with pytest.raises(AssertionError, match=failure):

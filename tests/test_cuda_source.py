@@ -1,9 +1,9 @@
 """The CUDA kernels of ``dualtape/kernels/lstm.cu``, checked without a GPU.
 
-NVRTC compiles the source, and ``cells.cu`` (the standard cells, ``test_cuda_cells.py``), for
-sm_90 (H200) and sm_80, float and double, with no warning; g++ compiles the same text for the
-host, and the sequence loop CuPy uses drives that build, on NaN-guarded buffers, against the
-generic array-API code.
+NVRTC compiles the source, and ``standard_lstm_gru.cu`` (StandardLSTM and GRU,
+``test_cuda_cells.py``), for sm_90 (H200) and sm_80, float and double, with no warning; g++
+compiles the same text for the host, and the sequence loop CuPy uses drives that build, on
+NaN-guarded buffers, against the generic array-API code.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dualtape.kernels import cupy_cell, cupy_cells
-from dualtape.kernels import sequence as loops
+from dualtape.kernels import cupy_lstm, cupy_standard_lstm_gru
+from dualtape.kernels import lstm_sequence as loops
 from dualtape.layers.lstm import (
     generic_backward_sequence,
     generic_forward_sequence,
@@ -35,7 +35,7 @@ from .cuda_tools import (
 )
 
 pytestmark = pytest.mark.cuda_source
-SOURCE = Path(cupy_cell.__file__).with_name("lstm.cu")
+SOURCE = Path(cupy_lstm.__file__).with_name("lstm.cu")
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
 
@@ -70,7 +70,8 @@ def host_library(cxx, tmp_path_factory):
     return build_host_library(cxx, SOURCE, tmp_path_factory.mktemp("lstm_host"))
 
 
-@pytest.mark.parametrize("module", [cupy_cell, cupy_cells], ids=["lstm.cu", "cells.cu"])
+@pytest.mark.parametrize("module", [cupy_lstm, cupy_standard_lstm_gru],
+                         ids=["lstm.cu", "standard_lstm_gru.cu"])
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_nvrtc_compiles_every_instance_without_warnings(nvrtc, arch, module):
     names = module.name_expressions()
@@ -92,8 +93,8 @@ def test_missing_tools_fail_where_they_are_required(monkeypatch):
 
 
 def test_nvrtc_reports_a_broken_source(nvrtc):
-    result, log, _ = nvrtc_compile(nvrtc, cupy_cell.source().replace("const T d =", "T d ="
-                                   " undefined_name +"), "sm_90", cupy_cell.name_expressions())
+    result, log, _ = nvrtc_compile(nvrtc, cupy_lstm.source().replace("const T d =", "T d ="
+                                   " undefined_name +"), "sm_90", cupy_lstm.name_expressions())
     assert result != 0 and "undefined_name" in log
 
 
@@ -179,13 +180,13 @@ def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n)
 def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monkeypatch, dtype):
     """CupyCell's own code, with the compiled CUDA functions swapped for their host build and
     cupy.dot for numpy's: its launches must compute what the generic loops do."""
-    monkeypatch.setattr(cupy_cell, "_function",
+    monkeypatch.setattr(cupy_lstm, "_function",
                         lambda kernel, dtype, device: HostKernel(host_library, kernel, dtype))
-    monkeypatch.setattr(cupy_cell, "_dot", lambda: np.dot)
-    monkeypatch.setattr(cupy_cell, "_device_id", lambda a: 0)
+    monkeypatch.setattr(cupy_lstm, "_dot", lambda: np.dot)
+    monkeypatch.setattr(cupy_lstm, "_device_id", lambda a: 0)
     for steps, need_dc0 in ((3, True), (3, False), (1, False)):  # training asks for no dc_0
         p = random_problem(dtype, steps=steps, batch=3, n=5, seed=4)
-        assert_host_build_matches_generic(cupy_cell.CupyCell(), p, dtype, need_dc0)
+        assert_host_build_matches_generic(cupy_lstm.CupyCell(), p, dtype, need_dc0)
 
 
 PLANTED_BUGS = {

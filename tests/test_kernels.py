@@ -14,15 +14,15 @@ from dualtape.backend import namespace_of
 from dualtape.kernels import (
     SequencePath,
     cpu_path,
-    cupy_cell,
-    numpy_cell,
+    cupy_lstm,
+    numpy_lstm,
     selfcheck,
     sequence_path,
 )
-from dualtape.kernels import sequence as loops
-from dualtape.kernels.cupy_cell import CupyCell
-from dualtape.kernels.numba_cell import NumbaCell
-from dualtape.kernels.numpy_cell import NumpyCell
+from dualtape.kernels import lstm_sequence as loops
+from dualtape.kernels.cupy_lstm import CupyCell
+from dualtape.kernels.numba_lstm import NumbaCell
+from dualtape.kernels.numpy_lstm import NumpyCell
 from dualtape.layers.lstm import fused_disagreement
 
 from .conftest import CountingNamespace, np64
@@ -84,7 +84,7 @@ def test_cupy_kernels_pass_their_self_check(backend):
 
 def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
     counting = CountingNamespace(np)
-    monkeypatch.setattr(numpy_cell, "np", counting)
+    monkeypatch.setattr(numpy_lstm, "np", counting)
     rng = np.random.default_rng(0)
     U, c0, projected = rng.normal(size=(9, 3)), rng.normal(size=(2, 3)), rng.normal(size=(4, 2, 12))
     cells, gates, _ = loops.forward_sequence(np, NumpyCell(), U, c0, projected)
@@ -179,12 +179,12 @@ def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
 
     path, like = fake_cupy_path(3)
     with pytest.warns(RuntimeWarning, match="CUDA device 3 .float32.: gates differ by 0.5"):
-        assert not cupy_cell.verified(path, like, failing)
+        assert not cupy_lstm.verified(path, like, failing)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert not cupy_cell.verified(path, like, failing)
+        assert not cupy_lstm.verified(path, like, failing)
     assert calls == [3], "the self-check runs once per device and dtype"
-    assert cupy_cell.verified(*fake_cupy_path(4), no_check)
+    assert cupy_lstm.verified(*fake_cupy_path(4), no_check)
 
 
 def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
@@ -194,7 +194,7 @@ def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
         raise RuntimeError("no kernel image for this device")
 
     with pytest.warns(RuntimeWarning, match="raised RuntimeError: no kernel image"):
-        assert not cupy_cell.verified(*fake_cupy_path(0), raising)
+        assert not cupy_lstm.verified(*fake_cupy_path(0), raising)
 
 
 @pytest.mark.parametrize("steps", [1, 3])
@@ -208,7 +208,7 @@ def test_without_the_first_cells_gradient_the_loop_back_skips_its_products(monke
     dc_last = rng.normal(size=(2, 3))
     full, dc0 = loops.backward_sequence(np, NumpyCell(), U, cells, gates, dhs, dc_last)
     counting = CountingNamespace(np, ("dot", "matmul"))
-    monkeypatch.setattr(numpy_cell, "np", counting)
+    monkeypatch.setattr(numpy_lstm, "np", counting)
     blocks, none = loops.backward_sequence(counting, NumpyCell(), U, cells, gates, dhs, dc_last,
                                            need_dc0=False)
     assert none is None and dc0 is not None
@@ -221,12 +221,12 @@ def test_without_the_first_cells_gradient_the_loop_back_skips_its_products(monke
 @pytest.mark.parametrize("bad", ["fortran", "strided", "other-dtype"])
 def test_the_raw_kernels_refuse_operands_their_indexing_would_misread(monkeypatch, bad):
     """The CUDA kernels index flat C-order buffers of one dtype: anything else is refused
-    before a launch (sequence.py only hands them its own C-order buffers)."""
-    monkeypatch.setattr(cupy_cell, "_function", lambda kernel, dtype, device: (kernel, dtype))
-    monkeypatch.setattr(cupy_cell, "_device_id", lambda a: 0)
+    before a launch (lstm_sequence.py only hands them its own C-order buffers)."""
+    monkeypatch.setattr(cupy_lstm, "_function", lambda kernel, dtype, device: (kernel, dtype))
+    monkeypatch.setattr(cupy_lstm, "_device_id", lambda a: 0)
     good = np.zeros((3, 4))
-    assert cupy_cell._checked("lstm_forward", good, good) == ("lstm_forward", "float64")
+    assert cupy_lstm._checked("lstm_forward", good, good) == ("lstm_forward", "float64")
     other = {"fortran": np.asfortranarray(good), "strided": np.zeros((3, 8))[:, ::2],
              "other-dtype": good.astype(np.float32)}[bad]
     with pytest.raises(ValueError, match="lstm_backward: operands must be C-contiguous float64"):
-        cupy_cell._checked("lstm_backward", good, other)
+        cupy_lstm._checked("lstm_backward", good, other)

@@ -23,14 +23,14 @@ FIRST_USE = """
 import json, sys, warnings
 import numpy as np
 from dualtape import kernels
-from dualtape.kernels import numba_cache, numba_cell, numba_cells
+from dualtape.kernels import numba_cache, numba_lstm, numba_standard_lstm_gru
 from dualtape.layers import gru, lstm, standard_lstm
 DTYPES = ("float32", "float64")
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     if sys.argv[2:] == ["warm-up"]:  # as train-text does, before any self-check
-        (numba_cell if sys.argv[1] == "_numba_loops" else numba_cells).warm_up("float32")
-    if sys.argv[1] == "_numba_loops":
+        (numba_lstm if sys.argv[1] == "_numba_lstm" else numba_standard_lstm_gru).warm_up("float32")
+    if sys.argv[1] == "_numba_lstm":
         cells = [type(kernels.sequence_path(np, np.zeros((2, 5), d), lstm.fused_disagreement)
                       .cell).__name__ for d in DTYPES]
     else:
@@ -41,11 +41,11 @@ functions = numba_cache.dispatchers(numba_cache.load(sys.argv[1]))
 print(json.dumps({"cells": cells, "warnings": [str(w.message) for w in seen],
                   "from_cache": not any(sum(f.stats.cache_misses.values()) for f in functions)}))
 """
-LOOPS = {"_numba_loops": ["NumbaCell"] * 2, "_numba_cells": ["SimpleNamespace"] * 4}
+LOOPS = {"_numba_lstm": ["NumbaCell"] * 2, "_numba_standard_lstm_gru": ["SimpleNamespace"] * 4}
 """What ``first_use`` of each compiled module chooses when its self-checks pass."""
 
 
-def first_use(cache: Path, module: str = "_numba_loops", *warm_up: str) -> dict:
+def first_use(cache: Path, module: str = "_numba_lstm", *warm_up: str) -> dict:
     """What a fresh process's first use of the compiled ``module``'s loops (both dtypes; after
     its ``warm_up`` with ``"warm-up"``) says: the loops chosen, its warnings, whether all came
     from the disk cache."""
@@ -118,10 +118,11 @@ def swap_dtypes(cache: Path) -> None:
 
 
 DAMAGE = {
-    "truncated-index": ("_numba_loops", "*forward_loop*.nbi", lambda b: b[:20]),
-    "garbled-data": ("_numba_loops", "*gate_factors*.nbc", lambda b: bytes(reversed(b))),
-    "swapped-dtypes": ("_numba_loops", "*.nbc", None),
-    "cells-truncated-index": ("_numba_cells", "*gru_backward_loop*.nbi", lambda b: b[:20]),
+    "truncated-index": ("_numba_lstm", "*forward_loop*.nbi", lambda b: b[:20]),
+    "garbled-data": ("_numba_lstm", "*gate_factors*.nbc", lambda b: bytes(reversed(b))),
+    "swapped-dtypes": ("_numba_lstm", "*.nbc", None),
+    "cells-truncated-index": ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi",
+                              lambda b: b[:20]),
 }
 
 
@@ -187,7 +188,7 @@ def functions(monkeypatch):
 def checked(check):
     from dualtape.kernels import numba_cache
 
-    return numba_cache.checked("_numba_loops", check)
+    return numba_cache.checked("_numba_lstm", check)
 
 
 @pytest.mark.parametrize("first", ["h differ by 0.5", ValueError("bad pickle")])
@@ -233,8 +234,8 @@ def test_a_passing_check_recompiles_nothing(functions):
     assert [f.recompiled for f in made] == [0, 0]
 
 
-@pytest.mark.parametrize("module, pattern", [("_numba_loops", "*forward_loop*.nbi"),
-                                             ("_numba_cells", "*gru_backward_loop*.nbi")])
+@pytest.mark.parametrize("module, pattern", [
+    ("_numba_lstm", "*forward_loop*.nbi"), ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi")])
 def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
     """``warm_up`` (``dualtape info``, train-text before its first step) goes through the
     same guard as the self-checks: a damaged cache is named and compiled afresh there."""
@@ -242,7 +243,7 @@ def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
     shutil.copytree(filled, cache)
     for index in cache.rglob(pattern):
         index.write_bytes(index.read_bytes()[:20])
-    warm = "numba_cell" if module == "_numba_loops" else "numba_cells"
+    warm = "numba_lstm" if module == "_numba_lstm" else "numba_standard_lstm_gru"
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("DUALTAPE_JIT", None)
     done = subprocess.run(
@@ -258,13 +259,13 @@ def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
 
 def test_dualtape_info_names_loops_that_fail_to_compile_in_one_line(monkeypatch, capsys):
     from dualtape import cli
-    from dualtape.kernels import numba_cell
+    from dualtape.kernels import numba_lstm
 
     def broken(dtype):
         raise RuntimeError("no LLVM here")
 
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    monkeypatch.setattr(numba_cell, "warm_up", broken)
+    monkeypatch.setattr(numba_lstm, "warm_up", broken)
     assert cli.main(["info"]) == 0
     [line] = [x for x in capsys.readouterr().out.splitlines()
               if x.startswith("LSTM loops on numpy:")]

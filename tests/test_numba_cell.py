@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import SequencePath, cpu_path, numba_cell, selfcheck, sequence_path
-from dualtape.kernels import sequence as loops
-from dualtape.kernels.numba_cell import NumbaCell
-from dualtape.kernels.numpy_cell import NumpyCell
+from dualtape.kernels import SequencePath, cpu_path, numba_lstm, selfcheck, sequence_path
+from dualtape.kernels import lstm_sequence as loops
+from dualtape.kernels.numba_lstm import NumbaCell
+from dualtape.kernels.numpy_lstm import NumpyCell
 from dualtape.layers.lstm import fused_disagreement
 
 from .helpers import libm_calls
 
-WHY_NOT = numba_cell.unavailable()
+WHY_NOT = numba_lstm.unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no compiled loops: {WHY_NOT}")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ def exp_of(x: np.ndarray) -> np.ndarray:
     """``fast_exp`` of every element, computed in compiled code."""
     from numba import njit
 
-    from dualtape.kernels._numba_loops import fast_exp
+    from dualtape.kernels._numba_lstm import fast_exp
 
     @njit
     def apply(x, out):
@@ -62,7 +62,7 @@ def test_fast_exp_keeps_nan_and_saturates_infinities(dtype):
 
 
 def sequence(cell, U, c0, projected, dhs, dc_last):
-    """Everything the two loops and the work around them give, through ``sequence.py``."""
+    """Everything the two loops and the work around them give, through ``lstm_sequence.py``."""
     cells, gates, hs = loops.forward_sequence(np, cell, U, c0, projected.copy())
     blocks, dc0 = loops.backward_sequence(np, cell, U, cells, gates, dhs, dc_last)
     return cells, gates, hs, *blocks, dc0
@@ -141,8 +141,8 @@ def test_the_compiled_code_calls_no_transcendental_function(dtype):
     """The backward functions read the gates the forward pass kept: no exp, tanh or log in
     their machine code (the forward functions' exp is written out, so their IR is checked for
     the same calls: a libm exp there would mean a scalar, unvectorized loop)."""
-    numba_cell.warm_up(dtype)
-    for function in numba_cell._functions():
+    numba_lstm.warm_up(dtype)
+    for function in numba_lstm._functions():
         assert not libm_calls(function, dtype), function.__name__
 
 
@@ -196,13 +196,13 @@ def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused(batch):
 @pytest.mark.parametrize("missing", ["numba", "gemm", "gemv"])
 def test_without_numba_or_numpys_openblas_the_reason_is_given(monkeypatch, missing):
     if missing == "numba":
-        real = numba_cell.importlib.util.find_spec
-        monkeypatch.setattr(numba_cell.importlib.util, "find_spec",
+        real = numba_lstm.importlib.util.find_spec
+        monkeypatch.setattr(numba_lstm.importlib.util, "find_spec",
                             lambda name: None if name == "numba" else real(name))
-        assert numba_cell.unavailable() == "numba is not installed (pip install 'dualtape[jit]')"
+        assert numba_lstm.unavailable() == "numba is not installed (pip install 'dualtape[jit]')"
     else:
-        monkeypatch.setattr(numba_cell.blas, missing, lambda dtype: None)
-        assert "bundles no OpenBLAS" in numba_cell.unavailable()
+        monkeypatch.setattr(numba_lstm.blas, missing, lambda dtype: None)
+        assert "bundles no OpenBLAS" in numba_lstm.unavailable()
 
 
 def test_training_gives_the_same_numbers_on_both_cpu_loops(monkeypatch):
@@ -231,7 +231,7 @@ def test_training_gives_the_same_numbers_on_both_cpu_loops(monkeypatch):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-11)
 
 
-WARM_UP = ("import json, sys; from dualtape.kernels import numba_cell as c; c.warm_up('float32');"
+WARM_UP = ("import json, sys; from dualtape.kernels import numba_lstm as c; c.warm_up('float32');"
            " fs = c._functions(); print(json.dumps([min(sum(f.stats.cache_hits.values())"
            " for f in fs), sum(sum(f.stats.cache_misses.values()) for f in fs), len(fs)]))")
 
@@ -287,12 +287,12 @@ def ready_loops(monkeypatch, warm_up, notice_s: float, backend: str = "numpy",
     Grenade's loops, or of the standard cells' for another ``cell``)."""
     from types import SimpleNamespace
 
-    from dualtape.kernels import numba_cells
+    from dualtape.kernels import numba_standard_lstm_gru
     from dualtape.text import cli as text_cli
 
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     monkeypatch.setattr(text_cli, "COMPILE_NOTICE_S", notice_s)
-    monkeypatch.setattr(numba_cells if cell != "LSTM" else numba_cell, "warm_up",
+    monkeypatch.setattr(numba_standard_lstm_gru if cell != "LSTM" else numba_lstm, "warm_up",
                         warm_up)
     trainer = SimpleNamespace(backend=SimpleNamespace(name=backend),
                               config=SimpleNamespace(dtype="float32", cell=cell))
@@ -352,7 +352,7 @@ def test_train_text_makes_the_loops_ready_before_its_first_step(monkeypatch, cap
 
     events = []
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    monkeypatch.setattr(numba_cell, "warm_up", lambda dtype: events.append(f"ready {dtype}"))
+    monkeypatch.setattr(numba_lstm, "warm_up", lambda dtype: events.append(f"ready {dtype}"))
     real_step = trainer.TextTrainer.step
     monkeypatch.setattr(trainer.TextTrainer, "step",
                         lambda self: events.append("step") or real_step(self))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import cell_loops, numba_cell, numba_cells, selfcheck
+from dualtape.kernels import cell_loops, numba_lstm, numba_standard_lstm_gru, selfcheck
 from dualtape.layers import gru
 from dualtape.layers.standard_lstm import (
     fast_disagreement,
@@ -17,7 +17,7 @@ from dualtape.layers.standard_lstm import (
 
 from .helpers import libm_calls
 
-WHY_NOT = numba_cell.unavailable()
+WHY_NOT = numba_lstm.unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no compiled loops: {WHY_NOT}")
 TOLERANCE = {"float32": {"rtol": 2e-5, "atol": 2e-6}, "float64": {"rtol": 1e-12, "atol": 1e-13}}
 
@@ -42,14 +42,15 @@ def problem(batch: int, n: int, steps: int, dtype: str, gates: int = 4
 def test_the_compiled_loops_equal_the_generic_loops(batch, n, steps, dtype):
     a = problem(batch, n, steps, dtype)
     generic = generic_forward_sequence(np, a["W_hh"], a["projected"], a["h"], a["c"])
-    fast = numba_cells.standard_lstm_forward(a["W_hh"], a["projected"].copy(), a["h"], a["c"])
+    fast = numba_standard_lstm_gru.standard_lstm_forward(a["W_hh"], a["projected"].copy(),
+                                                         a["h"], a["c"])
     for name, x, y in zip(("hs", "cells", "gates", "tanh_cells"), fast, generic, strict=True):
         assert x.dtype == np.dtype(dtype)
         np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
     for need_first in (True, False):
         back = (generic[2], generic[1], generic[3], a["dhs"], a["dh"], a["dc"], need_first)
         g_das, g_dh, g_dc = generic_backward_sequence(np, a["W_hh"], *back)
-        f_das, f_dh, f_dc = numba_cells.standard_lstm_backward(a["W_hh"], *back)
+        f_das, f_dh, f_dc = numba_standard_lstm_gru.standard_lstm_backward(a["W_hh"], *back)
         np.testing.assert_allclose(f_das, g_das, **TOLERANCE[dtype])
         np.testing.assert_allclose(f_dc, g_dc, **TOLERANCE[dtype])
         if need_first:
@@ -63,14 +64,14 @@ def test_the_compiled_loops_equal_the_generic_loops(batch, n, steps, dtype):
 def test_the_compiled_gru_loops_equal_the_generic_loops(batch, n, steps, dtype):
     a = problem(batch, n, steps, dtype, gates=3)
     generic = gru.generic_forward_sequence(np, a["W_hh"], a["b_hh"], a["projected"], a["h"])
-    fast = numba_cells.gru_forward(a["W_hh"], a["b_hh"], a["projected"].copy(), a["h"])
+    fast = numba_standard_lstm_gru.gru_forward(a["W_hh"], a["b_hh"], a["projected"].copy(), a["h"])
     for name, x, y in zip(("hs", "gates", "hn"), fast, generic, strict=True):
         assert x.dtype == np.dtype(dtype)
         np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
     for need_first in (True, False):
         back = (generic[1], generic[2], generic[0], a["dhs"], a["dh"], need_first)
         expected = gru.generic_backward_sequence(np, a["W_hh"], *back)
-        got = numba_cells.gru_backward(a["W_hh"], *back)
+        got = numba_standard_lstm_gru.gru_backward(a["W_hh"], *back)
         for name, x, y in zip(("da_h", "dn", "dh_0"), got, expected, strict=True):
             if need_first or name != "dh_0":
                 np.testing.assert_allclose(x, y, **TOLERANCE[dtype], err_msg=name)
@@ -81,8 +82,9 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(2).normal(size=(6, 2, 3))
-    assert cell_loops("StandardLSTM", xs, lambda loops: None) is numba_cells.STANDARD_LSTM
-    assert cell_loops("GRU", xs, lambda loops: None) is numba_cells.GRU
+    assert cell_loops("StandardLSTM", xs,
+                      lambda loops: None) is numba_standard_lstm_gru.STANDARD_LSTM
+    assert cell_loops("GRU", xs, lambda loops: None) is numba_standard_lstm_gru.GRU
     fast = layer.forward_sequence(None, xs)
     fast_back = layer.backward_sequence(fast[0], np.ones((2, 8)), np.ones((6, 2, 4)))
     monkeypatch.setenv("DUALTAPE_JIT", "0")
@@ -102,12 +104,12 @@ def test_the_layer_takes_the_compiled_loops_and_the_same_numbers_as_the_generic_
 def test_the_self_check_passes_and_runs_once_per_dtype(monkeypatch, dtype):
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    assert fast_disagreement(numba_cells.STANDARD_LSTM, np.ones(1, dtype)) is None
-    assert gru.fast_disagreement(numba_cells.GRU, np.ones(1, dtype)) is None
+    assert fast_disagreement(numba_standard_lstm_gru.STANDARD_LSTM, np.ones(1, dtype)) is None
+    assert gru.fast_disagreement(numba_standard_lstm_gru.GRU, np.ones(1, dtype)) is None
     calls = []
     for _ in range(3):
         cell_loops("StandardLSTM", np.ones(1, dtype), calls.append)
-    assert calls == [numba_cells.STANDARD_LSTM]
+    assert calls == [numba_standard_lstm_gru.STANDARD_LSTM]
 
 
 def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
@@ -115,12 +117,12 @@ def test_loops_that_disagree_are_not_used_and_the_layer_falls_back(monkeypatch):
     warning, then the generic loops give the layer's numbers."""
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     monkeypatch.delenv("DUALTAPE_JIT", raising=False)
-    right = numba_cells.STANDARD_LSTM.forward
+    right = numba_standard_lstm_gru.STANDARD_LSTM.forward
 
     def off_by_one(W_hh, projected, h, c):
         return right(W_hh, np.concatenate([projected[1:], projected[-1:]]), h, c)
 
-    monkeypatch.setattr(numba_cells.STANDARD_LSTM, "forward", off_by_one)
+    monkeypatch.setattr(numba_standard_lstm_gru.STANDARD_LSTM, "forward", off_by_one)
     layer = dualtape.StandardLSTM(3, 4, seed=1, dtype="float64")
     xs = np.random.default_rng(3).normal(size=(5, 2, 3))
     with pytest.warns(RuntimeWarning, match=r"fast StandardLSTM loops disagree .*hs differ"):
@@ -143,7 +145,7 @@ def test_the_loops_refuse_operands_they_cannot_index(operand):
     elif operand == "list":
         a["W_hh"] = a["W_hh"].tolist()
     with pytest.raises(ValueError, match="operands must be|float32 or float64 only"):
-        numba_cells.standard_lstm_forward(a["W_hh"], a["projected"], a["h"], a["c"])
+        numba_standard_lstm_gru.standard_lstm_forward(a["W_hh"], a["projected"], a["h"], a["c"])
 
 
 def test_strided_inputs_are_copied_into_the_loops_order():
@@ -154,10 +156,11 @@ def test_strided_inputs_are_copied_into_the_loops_order():
     dhs[..., ::2] = a["dhs"]
     W = np.asfortranarray(a["W_hh"])
     generic = generic_forward_sequence(np, a["W_hh"], a["projected"], a["h"], a["c"])
-    fast = numba_cells.standard_lstm_forward(W, wide[..., ::2], a["h"], a["c"])
+    fast = numba_standard_lstm_gru.standard_lstm_forward(W, wide[..., ::2], a["h"], a["c"])
     np.testing.assert_allclose(fast[0], generic[0], rtol=1e-12, atol=1e-13)
     back = (generic[2], generic[1], generic[3])
-    f_das = numba_cells.standard_lstm_backward(W, *back, dhs[..., ::2], a["dh"], a["dc"], True)[0]
+    f_das = numba_standard_lstm_gru.standard_lstm_backward(W, *back, dhs[..., ::2], a["dh"],
+                                                           a["dc"], True)[0]
     g_das = generic_backward_sequence(np, a["W_hh"], *back, a["dhs"], a["dh"], a["dc"])[0]
     np.testing.assert_allclose(f_das, g_das, rtol=1e-12, atol=1e-13)
 
@@ -165,8 +168,8 @@ def test_strided_inputs_are_copied_into_the_loops_order():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_compiled_code_calls_no_libm_exp_or_tanh(dtype):
     """σ and tanh come from the vectorizable ``fast_exp``, and backward reads the tape."""
-    from dualtape.kernels import _numba_cells
+    from dualtape.kernels import _numba_standard_lstm_gru
 
-    numba_cells.warm_up(dtype)
-    for name in numba_cells.COMPILED:
-        assert not libm_calls(getattr(_numba_cells, name), dtype), name
+    numba_standard_lstm_gru.warm_up(dtype)
+    for name in numba_standard_lstm_gru.COMPILED:
+        assert not libm_calls(getattr(_numba_standard_lstm_gru, name), dtype), name

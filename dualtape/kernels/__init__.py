@@ -2,8 +2,8 @@
 
 ``DUALTAPE_FUSED`` (read at each call; its spellings in ``dualtape.switches``): off (``0``) =
 the generic code everywhere; unset or on (``1``) = the fast paths. On numpy: the compiled
-loops (``numba_cell``) where numba is installed and numpy bundles OpenBLAS, else the in-place
-ufunc loop (``numpy_cell``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
+loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else the in-place
+ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The compiled loops (per dtype) and the CUDA
 kernels (per device and dtype) first pass a self-check against the generic code (on a
 mismatch: one warning, then the generic code); a compiled loop's failure that a fresh compile
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..switches import switched_on
 from . import selfcheck
-from .sequence import Cell
+from .lstm_sequence import Cell
 
 
 class SequencePath(NamedTuple):
@@ -50,38 +50,39 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
             path = _compiled_path()
             if selfcheck.verified(("numba", like.dtype), "compiled CPU LSTM loops",
                                   _on_the_cpu(like.dtype),
-                                  lambda: _cache_checked("_numba_loops",
+                                  lambda: _cache_checked("_numba_lstm",
                                                          lambda: self_check(path, like))):
                 return path
         return _numpy_path()
     if array_api_compat.is_cupy_namespace(xp):
-        from . import cupy_cell
+        from . import cupy_lstm
 
         path = _cupy_path()
-        return path if cupy_cell.verified(path, like, self_check) else None
+        return path if cupy_lstm.verified(path, like, self_check) else None
     return None
 
 
 def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) -> Any:
     """The fast time loops of ``cell`` (the layer's class name: ``"StandardLSTM"`` or
     ``"GRU"``) for arrays of ``like``'s kind, dtype and device, or None for the generic code:
-    on numpy the compiled loops (``numba_cells``), on CuPy the ``cells.cu`` kernels
-    (``cupy_cells``). ``self_check(loops)`` says how they disagree with the generic loops, or
-    returns None; it runs once per dtype (and CUDA device) before they are first used."""
+    on numpy the compiled loops (``numba_standard_lstm_gru``), on CuPy the
+    ``standard_lstm_gru.cu`` kernels (``cupy_standard_lstm_gru``). ``self_check(loops)`` says
+    how they disagree with the generic loops, or returns None; it runs once per dtype (and CUDA
+    device) before they are first used."""
     if _generic_only():
         return None
     key: tuple[str, ...]
     if type(like) is np.ndarray:
         if cpu_path()[0] != "compiled":
             return None
-        from . import numba_cells
+        from . import numba_standard_lstm_gru
 
-        loops, compiled = numba_cells.LOOPS[cell], "_numba_cells"
+        loops, compiled = numba_standard_lstm_gru.LOOPS[cell], "_numba_standard_lstm_gru"
         key, where = ("numba", cell, like.dtype), _on_the_cpu(like.dtype)
     elif array_api_compat.is_cupy_array(like):
-        from . import cupy_cells
+        from . import cupy_standard_lstm_gru
 
-        loops, compiled = cupy_cells.LOOPS[cell], None
+        loops, compiled = cupy_standard_lstm_gru.LOOPS[cell], None
         device, dtype = like.device.id, like.dtype.name
         key, where = ("cupy", cell, device, dtype), f"CUDA device {device} ({dtype})"
     else:
@@ -126,27 +127,27 @@ def _generic_only() -> bool:
 
 @functools.cache
 def _compiled_unavailable() -> str | None:
-    from .numba_cell import unavailable
+    from .numba_lstm import unavailable
 
     return unavailable()
 
 
 @functools.cache
 def _compiled_path() -> SequencePath:
-    from .numba_cell import NumbaCell
+    from .numba_lstm import NumbaCell
 
     return SequencePath(importlib.import_module("numpy"), NumbaCell())
 
 
 @functools.cache
 def _numpy_path() -> SequencePath:
-    from .numpy_cell import NumpyCell
+    from .numpy_lstm import NumpyCell
 
     return SequencePath(importlib.import_module("numpy"), NumpyCell())
 
 
 @functools.cache
 def _cupy_path() -> SequencePath:
-    from .cupy_cell import CupyCell
+    from .cupy_lstm import CupyCell
 
     return SequencePath(importlib.import_module("cupy"), CupyCell())

@@ -3,7 +3,7 @@
 numpy has no fused multiply-add: ``w − rate·g`` takes two ufunc passes, a product into scratch
 and a sum. numpy's wheels (2.0 and later, from PyPI) bundle scipy-openblas64; this module calls
 its ``cblas_saxpy``/``cblas_daxpy`` through ctypes, and hands its ``cblas_?gemm`` and
-``cblas_?gemv`` to compiled code (``numba_cell``, which calls them without the interpreter). It
+``cblas_?gemv`` to compiled code (``numba_lstm``, which calls them without the interpreter). It
 is the library numpy itself loaded, so the work runs on numpy's own BLAS threads: a second BLAS
 (SciPy's, say) would bring a second thread pool, and on 2 cores training ran 2.5x slower while
 the two pools spun. The library is found by its file name beside numpy and checked against

@@ -1,5 +1,5 @@
 // The per-element functions every cell's kernels share, put before each .cu file's text when
-// it is compiled (cupy_cell.cuda_source, and the host shims in tests/).
+// it is compiled (cupy_lstm.cuda_source, and the host shims in tests/).
 
 template <typename T> __host__ __device__ inline T dt_tanh(T x);
 template <> __host__ __device__ inline float dt_tanh<float>(float x) { return tanhf(x); }

@@ -1,6 +1,6 @@
 // The recurrent part of Grenade's LSTM, one kernel launch per time step each way.
 //
-// The sequence loop (dualtape/kernels/sequence.py) keeps only the recurrence in its time loop:
+// The sequence loop (dualtape/kernels/lstm_sequence.py) keeps only the recurrence in its time loop:
 // tanh(ĉ) before it, the output gate and h = o*c' after it. Each step it runs one matrix product
 // and one of these kernels over the batch x o cells. Gate rows are [f, i, o, ĉ] blocks of n.
 //

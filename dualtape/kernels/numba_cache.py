@@ -1,11 +1,11 @@
 """The compiled loops' use of numba's disk cache: refused where others could plant code,
 rebuilt when damaged (imports numba).
 
-``load(name)`` imports a module of ``@njit(cache=True)`` functions (``_numba_loops``,
-``_numba_cells``) and, before anything is read from disk, checks the folder numba caches them
-in (``cache_folder``'s rule). A folder others could write to is refused with one warning
-naming it, and the functions compile in memory for the process: their dispatchers get the
-``NullCache`` that one made with ``cache=False`` holds, so numba neither reads nor writes
+``load(name)`` imports a module of ``@njit(cache=True)`` functions (``_numba_lstm``,
+``_numba_standard_lstm_gru``) and, before anything is read from disk, checks the folder numba
+caches them in (``cache_folder``'s rule). A folder others could write to is refused with one
+warning naming it, and the functions compile in memory for the process: their dispatchers get
+the ``NullCache`` that one made with ``cache=False`` holds, so numba neither reads nor writes
 there.
 
 ``checked(name, check)`` runs a self-check of those functions. When it fails after something

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..backend import backend_of, device_context, dtype_name, from_host, host_rng
 from ..kernels import SequencePath, sequence_path
-from ..kernels import sequence as kernels
+from ..kernels import lstm_sequence as kernels
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import initial_params
@@ -78,7 +78,7 @@ def generic_forward_sequence(
     xp: Any, U: Array, c: Array, projected: Array
 ) -> tuple[Array, Array, Array]:
     """The reference sequence loop: ``(cells, gates, hs)`` from the projections (T, B, 4o),
-    one ``lstm_cell_forward`` per step, as ``kernels.sequence.forward_sequence`` computes."""
+    one ``lstm_cell_forward`` per step, as ``kernels.lstm_sequence.forward_sequence`` computes."""
     recurrent = U.T
     cells, gates, hs = [c], [], []
     for t in range(projected.shape[0]):

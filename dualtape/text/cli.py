@@ -331,12 +331,12 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
     to the ufunc loop."""
     import threading
 
-    from ..kernels import cpu_path, numba_cell, numba_cells
+    from ..kernels import cpu_path, numba_lstm, numba_standard_lstm_gru
 
     if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
         return
-    warm_up = numba_cell.warm_up if trainer.config.cell == "LSTM" else \
-        numba_cells.warm_up
+    warm_up = numba_lstm.warm_up if trainer.config.cell == "LSTM" else \
+        numba_standard_lstm_gru.warm_up
     announced = threading.Event()
 
     def announce() -> None:

@@ -5,7 +5,8 @@ from run_mutants import Mutant
 SL, GRU = "dualtape/layers/standard_lstm.py", "dualtape/layers/gru.py"
 BR, DROP = "dualtape/layers/basic_recurrent.py", "dualtape/layers/dropout.py"
 GATED, TW = "dualtape/layers/gated.py", "dualtape/torch_weights.py"
-NUMBA, CUPY = "dualtape/kernels/_numba_cells.py", "dualtape/kernels/cupy_cells.py"
+NUMBA = "dualtape/kernels/_numba_standard_lstm_gru.py"
+CUPY = "dualtape/kernels/cupy_standard_lstm_gru.py"
 KERNELS = "dualtape/kernels/__init__.py"
 CELLS = ("tests/test_cells.py", "tests/test_cells_torch.py")
 LOOPS = ("tests/test_numba_cells.py",)

@@ -2,9 +2,9 @@
 
 from run_mutants import Mutant
 
-SEQ, CUPY = "dualtape/kernels/sequence.py", "dualtape/kernels/cupy_cell.py"
+SEQ, CUPY = "dualtape/kernels/lstm_sequence.py", "dualtape/kernels/cupy_lstm.py"
 BLAS, CHECK = "dualtape/kernels/blas.py", "dualtape/kernels/selfcheck.py"
-LOOPS, NUMBA = "dualtape/kernels/_numba_loops.py", "dualtape/kernels/numba_cell.py"
+LOOPS, NUMBA = "dualtape/kernels/_numba_lstm.py", "dualtape/kernels/numba_lstm.py"
 INIT = "dualtape/kernels/__init__.py"
 FOLDER, CACHE = "dualtape/kernels/cache_folder.py", "dualtape/kernels/numba_cache.py"
 RULE, CACHED = ("tests/test_cache_folder.py",), ("tests/test_numba_cache.py",)
@@ -143,12 +143,13 @@ MUTANTS = [
            "any primary group taken for the user's own", RULE),
     Mutant(CACHE, "            function._cache = NullCache()", "            pass",
            "a refused folder's planted cache still loaded", CACHED),
-    Mutant(NUMBA, '    from . import numba_cache\n\n    return numba_cache.load("_numba_loops")',
-           "    from . import _numba_loops\n\n    return _numba_loops",
+    Mutant(NUMBA, '    from . import numba_cache\n\n    return numba_cache.load("_numba_lstm")',
+           "    from . import _numba_lstm\n\n    return _numba_lstm",
            "the Grenade loops' warm-up skips the cache folder check", CACHED),
-    Mutant("dualtape/kernels/numba_cells.py",
-           '    from . import numba_cache\n\n    return numba_cache.load("_numba_cells")',
-           "    from . import _numba_cells\n\n    return _numba_cells",
+    Mutant("dualtape/kernels/numba_standard_lstm_gru.py",
+           '    from . import numba_cache\n\n'
+           '    return numba_cache.load("_numba_standard_lstm_gru")',
+           "    from . import _numba_standard_lstm_gru\n\n    return _numba_standard_lstm_gru",
            "the standard cells' warm-up skips the cache folder check", CACHED),
     Mutant(CACHE, "        if problem is None or not any(", "        if True or not any(",
            "a failed check after cache loads is never taken for a damaged cache", CACHED),
@@ -161,7 +162,7 @@ MUTANTS = [
     Mutant(INIT, "        return self_check(loops) if compiled is None else",
            "        return self_check(loops) if True else",
            "the standard cells' damaged cache never rebuilt", CACHED),
-    Mutant(INIT, """                                  lambda: _cache_checked("_numba_loops",
+    Mutant(INIT, """                                  lambda: _cache_checked("_numba_lstm",
                                                          lambda: self_check(path, like))):""",
            "                                  lambda: self_check(path, like)):",
            "the Grenade loops' damaged cache never rebuilt", CACHED),

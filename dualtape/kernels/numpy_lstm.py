@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .sequence import StepwiseCell
+from .lstm_sequence import StepwiseCell
 
 Array = Any
 

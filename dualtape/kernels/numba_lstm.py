@@ -32,7 +32,7 @@ from . import blas
 
 Array = Any
 COMPILED = ("forward_loop", "backward_loop", "output_gate", "gate_factors", "candidate_gradient")
-"""The names of the compiled functions in ``_numba_loops``."""
+"""The names of the compiled functions in ``_numba_lstm``."""
 
 
 def unavailable() -> str | None:
@@ -116,7 +116,7 @@ def warm_up(dtype: Any) -> float:
     sequence forwards and back, compiled afresh if the disk cache is damaged
     (``numba_cache.checked``); the seconds it took."""
     from . import numba_cache
-    from .sequence import backward_sequence, forward_sequence
+    from .lstm_sequence import backward_sequence, forward_sequence
 
     def one_step() -> None:
         n = 2
@@ -126,7 +126,7 @@ def warm_up(dtype: Any) -> float:
         backward_sequence(np, cell, U, cells, gates, np.zeros_like(hs), c0)
 
     began, dtype = time.perf_counter(), np.dtype(dtype)
-    numba_cache.checked("_numba_loops", one_step)
+    numba_cache.checked("_numba_lstm", one_step)
     return time.perf_counter() - began
 
 
@@ -148,7 +148,7 @@ def _compiled() -> Any:
     refuses an unsafe disk cache folder before any is loaded)."""
     from . import numba_cache
 
-    return numba_cache.load("_numba_loops")
+    return numba_cache.load("_numba_lstm")
 
 
 def _functions() -> tuple[Any, ...]:

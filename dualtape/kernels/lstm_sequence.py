@@ -7,8 +7,8 @@ backward loop the output-gate gradients, their share of each cell gradient (one 
 ``U_o``), ``dh*o`` and the factors ``c*f(1-f)`` and ``ĉ*i(1-i)``; after it the ĉ gradients. Each
 step then costs one matrix product with ``U_fi`` (the f and i rows of ``U``) and the pointwise
 update, both done by a *cell*: one compiled call per direction on numpy with numba
-(``numba_cell``), else in-place ufuncs (``numpy_cell``); one CUDA kernel per step on CuPy
-(``cupy_cell``). The generic ``layers/lstm.py`` code is the reference these loops are
+(``numba_lstm``), else in-place ufuncs (``numpy_lstm``); one CUDA kernel per step on CuPy
+(``cupy_lstm``). The generic ``layers/lstm.py`` code is the reference these loops are
 tested against.
 """
 

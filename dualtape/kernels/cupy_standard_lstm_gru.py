@@ -1,11 +1,12 @@
 """StandardLSTM's and GRU's time loops on CuPy: per step one matrix product and one kernel of
-``cells.cu`` each way.
+``standard_lstm_gru.cu`` each way.
 
-``cells.cu`` ships as package data and is compiled once per process by ``cupy.RawModule`` for
-float and double; each kernel is looked up on first use per device. ``STANDARD_LSTM`` and
-``GRU`` have the ``forward`` / ``backward`` of the generic loops in ``layers/standard_lstm.py``
-and ``layers/gru.py`` (and of ``kernels.standard_lstm``, the compiled CPU loops), which check
-them on first use per device and dtype (``kernels.cell_loops``).
+``standard_lstm_gru.cu`` ships as package data and is compiled once per process by
+``cupy.RawModule`` for float and double; each kernel is looked up on first use per device.
+``STANDARD_LSTM`` and ``GRU`` have the ``forward`` / ``backward`` of the generic loops in
+``layers/standard_lstm.py`` and ``layers/gru.py`` (and of ``numba_standard_lstm_gru``, the
+compiled CPU loops), which check them on first use per device and dtype
+(``kernels.cell_loops``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .cupy_cell import _DTYPES, cuda_source, launch_shape
+from .cupy_lstm import _DTYPES, cuda_source, launch_shape
 
 Array = Any
 KERNELS = ("standard_lstm_forward", "standard_lstm_backward", "gru_forward", "gru_backward")
@@ -24,7 +25,7 @@ KERNELS = ("standard_lstm_forward", "standard_lstm_backward", "gru_forward", "gr
 
 def source() -> str:
     """The CUDA source of the two cells' kernels."""
-    return cuda_source("cells.cu")
+    return cuda_source("standard_lstm_gru.cu")
 
 
 def name_expressions() -> list[str]:

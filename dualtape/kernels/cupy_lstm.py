@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import selfcheck
-from .sequence import StepwiseCell
+from .lstm_sequence import StepwiseCell
 
 Array = Any
 BLOCK = 256

@@ -1,7 +1,7 @@
 """``StandardLSTM``'s and ``GRU``'s time loops compiled for the CPU (numba): each direction
 is one call.
 
-The same machinery as ``numba_cell`` (numpy's own ``cblas_?gemm`` from compiled code, σ and
+The same machinery as ``numba_lstm`` (numpy's own ``cblas_?gemm`` from compiled code, σ and
 tanh from a vectorizable ``exp``, compiled once per dtype into numba's disk cache), for the
 two standard cells: per step one ``h W_hhᵀ`` product and one pointwise pass each way.
 ``STANDARD_LSTM`` and ``GRU`` have the ``forward`` / ``backward`` of the generic loops in
@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from . import blas
-from .numba_cell import _check
+from .numba_lstm import _check
 
 Array = Any
 COMPILED = ("standard_lstm_forward_loop", "standard_lstm_backward_loop", "gru_forward_loop",
             "gru_backward_loop")
-"""The names of the compiled functions in ``_numba_cells``."""
+"""The names of the compiled functions in ``_numba_standard_lstm_gru``."""
 
 
 def standard_lstm_forward(W_hh: Array, projected: Array, h: Array, c: Array
@@ -102,8 +102,9 @@ def _numpy_of_one_dtype(*operands: Array) -> None:
     layout: the loops copy what is not C-contiguous)."""
     for a in operands:
         if type(a) is not np.ndarray or a.dtype != operands[0].dtype:
-            raise ValueError(f"numba_cells: operands must be numpy arrays of one dtype, got "
-                             f"{[getattr(x, 'dtype', type(x).__name__) for x in operands]}")
+            dtypes = [getattr(x, 'dtype', type(x).__name__) for x in operands]
+            raise ValueError("numba_standard_lstm_gru: operands must be numpy arrays of one "
+                             f"dtype, got {dtypes}")
 
 
 def warm_up(dtype: Any) -> float:
@@ -124,7 +125,7 @@ def warm_up(dtype: Any) -> float:
                 gru_backward(W, gru_gates, hn, hs, dhs, h, True)
 
     began, dtype = time.perf_counter(), np.dtype(dtype)
-    numba_cache.checked("_numba_cells", one_step)
+    numba_cache.checked("_numba_standard_lstm_gru", one_step)
     return time.perf_counter() - began
 
 
@@ -132,7 +133,7 @@ def warm_up(dtype: Any) -> float:
 def _compiled() -> Any:
     from . import numba_cache
 
-    return numba_cache.load("_numba_cells")
+    return numba_cache.load("_numba_standard_lstm_gru")
 
 
 STANDARD_LSTM = SimpleNamespace(forward=standard_lstm_forward, backward=standard_lstm_backward)

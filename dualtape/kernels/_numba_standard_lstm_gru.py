@@ -1,6 +1,7 @@
-"""The compiled loops of ``StandardLSTM`` and ``GRU`` behind ``numba_cells`` (imports numba).
+"""The compiled loops of ``StandardLSTM`` and ``GRU`` behind ``numba_standard_lstm_gru``
+(imports numba).
 
-As ``_numba_loops`` does for Grenade's cell: the recurrent product through numpy's own
+As ``_numba_lstm`` does for Grenade's cell: the recurrent product through numpy's own
 ``cblas_?gemm`` passed in at each call, the pointwise update written so that LLVM vectorizes
 it, σ and tanh from ``fast_exp`` (``tanh x = 2σ(2x) − 1``: within a few ulp of 1 in absolute
 terms, so relatively coarser only where ``|tanh x|`` is far below 1).
@@ -12,7 +13,7 @@ from typing import Any
 
 from numba import njit
 
-from ._numba_loops import fast_exp
+from ._numba_lstm import fast_exp
 from .blas import NO_TRANS, ROW_MAJOR
 
 
