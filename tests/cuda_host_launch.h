@@ -1,7 +1,8 @@
-// A CUDA source compiled for the host (the shims cuda_host.cpp and cuda_host_cells.cpp include
-// this): the CUDA qualifiers vanish, cell_math.cuh (MATH_FILE) and the kernels (CU_FILE) are
-// included, and a launch is emulated by calling the __global__ function once per (block,
-// thread), so the thin wrappers' index arithmetic runs too.
+// A CUDA source compiled for the host (the shims cuda_host_lstm.cpp and
+// cuda_host_standard_lstm_gru.cpp include this): the CUDA qualifiers vanish, cell_math.cuh
+// (MATH_FILE) and the kernels (CU_FILE) are included, and a launch is emulated by calling the
+// __global__ function once per (block, thread), so the thin wrappers' index arithmetic runs
+// too.
 #include <math.h>
 #define __host__
 #define __device__

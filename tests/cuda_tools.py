@@ -20,7 +20,7 @@ import numpy as np
 from dualtape.kernels import cupy_lstm
 from dualtape.kernels.lstm_sequence import StepwiseCell
 
-HOST_SHIM = Path(__file__).with_name("cuda_host.cpp")
+HOST_SHIM = Path(__file__).with_name("cuda_host_lstm.cpp")
 MATH_FILE = Path(cupy_lstm.__file__).with_name("cell_math.cuh")
 
 

@@ -1,9 +1,9 @@
 """The CUDA kernels of ``dualtape/kernels/lstm.cu``, checked without a GPU.
 
 NVRTC compiles the source, and ``standard_lstm_gru.cu`` (StandardLSTM and GRU,
-``test_cuda_cells.py``), for sm_90 (H200) and sm_80, float and double, with no warning; g++
-compiles the same text for the host, and the sequence loop CuPy uses drives that build, on
-NaN-guarded buffers, against the generic array-API code.
+``test_cuda_standard_lstm_gru.py``), for sm_90 (H200) and sm_80, float and double, with no
+warning; g++ compiles the same text for the host, and the sequence loop CuPy uses drives that
+build, on NaN-guarded buffers, against the generic array-API code.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 // and one of these kernels over the batch x o cells. Gate rows are [f, i, o, ĉ] blocks of n.
 //
 // The per-element maths are __host__ __device__ functions, so the same text compiles for the
-// host (tests/cuda_host.cpp) and is checked there against the generic array-API code. The
+// host (tests/cuda_host_lstm.cpp) and is checked there against the generic array-API code. The
 // __global__ wrappers only map threads to elements. T is float or double (instantiated through
 // CuPy's RawModule name_expressions). dt_tanh and dt_sigmoid come from cell_math.cuh.
 

@@ -7,7 +7,7 @@ then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is a
 call that no loop can vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp``
 written out: Cephes's range reduction ``x = n·ln 2 + r`` with its polynomial (float32) or Padé
 form (float64) for ``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN stays NaN and the
-result is within 2 ulp of numpy's (``tests/test_numba_cell.py``). The passes around the loops
+result is within 2 ulp of numpy's (``tests/test_numba_lstm.py``). The passes around the loops
 (``output_gate``, ``gate_factors``, ``candidate_gradient``) are one compiled pass each.
 Functions are compiled on first use for each dtype and cached on disk (numba's ``cache=True``:
 beside this file, or in the user's cache folder when the install is read-only), so later

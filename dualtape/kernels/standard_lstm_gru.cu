@@ -2,9 +2,9 @@
 // step each way, after the step's recurrent matrix product.
 //
 // As in lstm.cu: the per-element maths are __host__ __device__ functions, so the same text
-// compiles for the host (tests/cuda_host_cells.cpp) and is checked there against the generic
-// array-API code; the __global__ wrappers map threads to the batch x n elements in a
-// grid-stride loop. T is float or double (CuPy's RawModule name_expressions). Rows hold gate
+// compiles for the host (tests/cuda_host_standard_lstm_gru.cpp) and is checked there against
+// the generic array-API code; the __global__ wrappers map threads to the batch x n elements in
+// a grid-stride loop. T is float or double (CuPy's RawModule name_expressions). Rows hold gate
 // blocks of n: [i, f, g, o] for the LSTM, [r, z, n] for the GRU. dt_tanh and dt_sigmoid come
 // from cell_math.cuh.
 

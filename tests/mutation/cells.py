@@ -9,7 +9,7 @@ NUMBA = "dualtape/kernels/_numba_standard_lstm_gru.py"
 CUPY = "dualtape/kernels/cupy_standard_lstm_gru.py"
 KERNELS = "dualtape/kernels/__init__.py"
 CELLS = ("tests/test_cells.py", "tests/test_cells_torch.py")
-LOOPS = ("tests/test_numba_cells.py",)
+LOOPS = ("tests/test_numba_standard_lstm_gru.py",)
 MUTANTS = [
     Mutant(SL, "    c_next = f * c + i * g\n", "    c_next = f * c + g\n",
            "the standard LSTM's input gate left out", CELLS),
@@ -48,7 +48,7 @@ MUTANTS = [
                  "        if t or need_first:",
            "        run(gates[t], cells[t], tanh_cells[t], dhs[t], rec, dc, das[t])\n"
            "        if t:", "the CUDA LSTM loop leaves out the first state's product",
-           ("tests/test_cuda_cells.py",)),
+           ("tests/test_cuda_standard_lstm_gru.py",)),
     Mutant(KERNELS, "    return loops if selfcheck.verified(key, "
                     "f\"fast {cell} loops\", where,\n"
                     "                                       check) else None",

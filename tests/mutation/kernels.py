@@ -8,7 +8,7 @@ LOOPS, NUMBA = "dualtape/kernels/_numba_lstm.py", "dualtape/kernels/numba_lstm.p
 INIT = "dualtape/kernels/__init__.py"
 FOLDER, CACHE = "dualtape/kernels/cache_folder.py", "dualtape/kernels/numba_cache.py"
 RULE, CACHED = ("tests/test_cache_folder.py",), ("tests/test_numba_cache.py",)
-JIT = ("tests/test_numba_cell.py", "tests/test_kernels.py", "tests/test_lstm.py")
+JIT = ("tests/test_numba_lstm.py", "tests/test_kernels.py", "tests/test_lstm.py")
 T = ("tests/test_kernels.py", "tests/test_lstm.py", "tests/test_aliasing.py")
 LAYOUTS = ("tests/test_layouts.py",)
 MUTANTS = [
@@ -121,7 +121,7 @@ MUTANTS = [
     Mutant(NUMBA, "    if type(U_fi) is not np.ndarray or U_fi.dtype != buffers[0].dtype:",
            "    if type(U_fi) is not np.ndarray:",
            "the compiled cell reads a U of another dtype as its buffers' raw memory",
-           ("tests/test_numba_cell.py",)),
+           ("tests/test_numba_lstm.py",)),
     Mutant(FOLDER, "    if owner not in (uid, 0):", "    if owner not in (uid, 0, owner):",
            "a folder of another user's is trusted", RULE),
     Mutant(FOLDER, "    if mode & stat.S_ISVTX and not holds_files:", "    if mode & stat.S_ISVTX:",

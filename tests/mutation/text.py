@@ -317,11 +317,11 @@ MUTANTS = [
         "train-text counts cores outside its affinity mask", THREAD_TESTS),
     # --- the compile notice (cli.py) --------------------------------------------------------
     cli("            _ready_cpu_loops(trainer, output)\n", "",
-        "the loops compile silently inside the first step", ("tests/test_numba_cell.py",)),
+        "the loops compile silently inside the first step", ("tests/test_numba_lstm.py",)),
     cli("    if announced.is_set():\n", "    if True:\n",
-        "a quick load from the cache is announced as a compile", ("tests/test_numba_cell.py",)),
+        "a quick load from the cache is announced as a compile", ("tests/test_numba_lstm.py",)),
     cli("        notice.cancel()\n", "", "the notice comes after a compile that has finished",
-        ("tests/test_numba_cell.py",)),
+        ("tests/test_numba_lstm.py",)),
     # --- the training log (record.py), its plot (plot.py), the console's readings -----------
     Mutant(RECORD, "while rows and rows[-1].step >= row.step:",
            "while rows and rows[-1].step > row.step:",

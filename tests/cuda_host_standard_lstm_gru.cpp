@@ -1,5 +1,5 @@
-// dualtape/kernels/standard_lstm_gru.cu compiled for the host (cuda_host_launch.h), its kernels as C
-// functions for tests/test_cuda_cells.py to call through ctypes.
+// dualtape/kernels/standard_lstm_gru.cu compiled for the host (cuda_host_launch.h), its
+// kernels as C functions for tests/test_cuda_standard_lstm_gru.py to call through ctypes.
 #include "cuda_host_launch.h"
 
 #define DT_HOST_WRAPPERS(T)                                                                   \

@@ -21,7 +21,7 @@ from .test_cuda_source import cxx  # noqa: F401  (the fixture that finds the com
 
 pytestmark = pytest.mark.cuda_source
 SOURCE = Path(cupy_standard_lstm_gru.__file__).with_name("standard_lstm_gru.cu")
-SHIM = Path(__file__).with_name("cuda_host_cells.cpp")
+SHIM = Path(__file__).with_name("cuda_host_standard_lstm_gru.cpp")
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 
 
