@@ -153,7 +153,7 @@ class HostCell(StepwiseCell):
 
 class HostKernel:
     """A stand-in for a CuPy ``RawKernel`` of ``lstm.cu`` that calls its host build: called as
-    ``kernel(grid, block, (batch, n, *arrays))`` on numpy arrays, exactly as ``CupyCell`` calls
+    ``kernel(grid, block, (batch, n, *arrays))`` on numpy arrays, exactly as ``CupyLSTM`` calls
     the real one, so the Python side's argument order meets the kernel's signature."""
 
     def __init__(self, library: ctypes.CDLL, kernel: str, dtype: str) -> None:

@@ -178,7 +178,7 @@ def test_host_build_step_matches_the_generic_cell(host_library, dtype, batch, n)
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monkeypatch, dtype):
-    """CupyCell's own code, with the compiled CUDA functions swapped for their host build and
+    """CupyLSTM's own code, with the compiled CUDA functions swapped for their host build and
     cupy.dot for numpy's: its launches must compute what the generic loops do."""
     monkeypatch.setattr(cupy_lstm, "_function",
                         lambda kernel, dtype, device: HostKernel(host_library, kernel, dtype))
@@ -186,7 +186,7 @@ def test_the_cupy_cell_calls_the_kernels_with_their_signature(host_library, monk
     monkeypatch.setattr(cupy_lstm, "_device_id", lambda a: 0)
     for steps, need_dc0 in ((3, True), (3, False), (1, False)):  # training asks for no dc_0
         p = random_problem(dtype, steps=steps, batch=3, n=5, seed=4)
-        assert_host_build_matches_generic(cupy_lstm.CupyCell(), p, dtype, need_dc0)
+        assert_host_build_matches_generic(cupy_lstm.CupyLSTM(), p, dtype, need_dc0)
 
 
 PLANTED_BUGS = {

@@ -20,9 +20,9 @@ from dualtape.kernels import (
     sequence_path,
 )
 from dualtape.kernels import lstm_sequence as loops
-from dualtape.kernels.cupy_lstm import CupyCell
-from dualtape.kernels.numba_lstm import NumbaCell
-from dualtape.kernels.numpy_lstm import NumpyCell
+from dualtape.kernels.cupy_lstm import CupyLSTM
+from dualtape.kernels.numba_lstm import NumbaLSTM
+from dualtape.kernels.numpy_lstm import NumpyLSTM
 from dualtape.layers.lstm import fused_disagreement
 
 from .conftest import CountingNamespace, np64
@@ -64,9 +64,9 @@ def test_fast_paths_are_on_by_default(backend, monkeypatch):
     path = sequence_path(backend.xp, like, fused_disagreement)
     if backend.name == "numpy":
         compiled = cpu_path()[0] == "compiled"
-        assert isinstance(path.cell, NumbaCell if compiled else NumpyCell)
+        assert isinstance(path.cell, NumbaLSTM if compiled else NumpyLSTM)
     elif backend.name == "cupy":
-        assert isinstance(path.cell, CupyCell), "the fused kernels are CuPy's default"
+        assert isinstance(path.cell, CupyLSTM), "the fused kernels are CuPy's default"
     else:
         assert path is None, f"{backend.name} has no fast path"
 
@@ -79,7 +79,7 @@ def test_cupy_kernels_pass_their_self_check(backend):
         like = backend.xp.ones((2, 3), dtype=dtype)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert fused_disagreement(SequencePath(backend.xp, CupyCell()), like) is None
+            assert fused_disagreement(SequencePath(backend.xp, CupyLSTM()), like) is None
 
 
 def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
@@ -87,14 +87,14 @@ def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
     monkeypatch.setattr(numpy_lstm, "np", counting)
     rng = np.random.default_rng(0)
     U, c0, projected = rng.normal(size=(9, 3)), rng.normal(size=(2, 3)), rng.normal(size=(4, 2, 12))
-    cells, gates, _ = loops.forward_sequence(np, NumpyCell(), U, c0, projected)
+    cells, gates, _ = loops.forward_sequence(np, NumpyLSTM(), U, c0, projected)
     counting.calls = dict.fromkeys(counting.calls, 0)
-    loops.backward_sequence(counting, NumpyCell(), U, cells, gates, rng.normal(size=(4, 2, 3)),
+    loops.backward_sequence(counting, NumpyLSTM(), U, cells, gates, rng.normal(size=(4, 2, 3)),
                             rng.normal(size=(2, 3)))
     assert counting.total == 0, counting.calls
 
 
-class OffByOneGate(NumpyCell):
+class OffByOneGate(NumpyLSTM):
     """A planted bug: the forward step reads the input gate's projection from the f block."""
 
     def forward_steps(self, U_fi, projected, r, cells, gates):
@@ -107,12 +107,12 @@ class OffByOneGate(NumpyCell):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_self_check_agrees_with_a_good_cell_and_catches_a_wrong_one(dtype):
     like = np.ones((2, 3), dtype=dtype)
-    assert fused_disagreement(SequencePath(np, NumpyCell()), like) is None
+    assert fused_disagreement(SequencePath(np, NumpyLSTM()), like) is None
     problem = fused_disagreement(SequencePath(np, OffByOneGate()), like)
     assert problem is not None and "differ by" in problem
 
 
-class Nudged(NumpyCell):
+class Nudged(NumpyLSTM):
     """A planted bug of float rounding's size in float32: the f and i projections moved by
     1e-6, so the gates move by about 2e-7."""
 
@@ -120,7 +120,7 @@ class Nudged(NumpyCell):
         return super().forward_steps(U_fi, projected + 1e-6, r, cells, gates)
 
 
-class NaNCell(NumpyCell):
+class NaNCell(NumpyLSTM):
     """A planted bug that produces NaN: the last cell is never written."""
 
     def forward_steps(self, U_fi, projected, r, cells, gates):
@@ -133,7 +133,7 @@ class NaNCell(NumpyCell):
         return broken
 
 
-class WrongWayBack(NumpyCell):
+class WrongWayBack(NumpyLSTM):
     """A planted bug in the loop back only: the carried cell gradient loses 1%."""
 
     def backward_steps(self, U_fi, gates, rec, q, carry, dfi, dc):
@@ -166,7 +166,7 @@ def fake_cupy_path(device_id: int) -> tuple[SequencePath, types.SimpleNamespace]
     cuda = types.SimpleNamespace(Device=lambda k: contextlib.nullcontext())
     like = types.SimpleNamespace(device=types.SimpleNamespace(id=device_id),
                                  dtype=np.dtype("float32"))
-    return SequencePath(types.SimpleNamespace(cuda=cuda), NumpyCell()), like
+    return SequencePath(types.SimpleNamespace(cuda=cuda), NumpyLSTM()), like
 
 
 def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
@@ -204,12 +204,12 @@ def test_without_the_first_cells_gradient_the_loop_back_skips_its_products(monke
     rng = np.random.default_rng(5)
     U, c0 = rng.normal(size=(9, 3)), rng.normal(size=(2, 3))
     projected, dhs = rng.normal(size=(steps, 2, 12)), rng.normal(size=(steps, 2, 3))
-    cells, gates, _ = loops.forward_sequence(np, NumpyCell(), U, c0, projected)
+    cells, gates, _ = loops.forward_sequence(np, NumpyLSTM(), U, c0, projected)
     dc_last = rng.normal(size=(2, 3))
-    full, dc0 = loops.backward_sequence(np, NumpyCell(), U, cells, gates, dhs, dc_last)
+    full, dc0 = loops.backward_sequence(np, NumpyLSTM(), U, cells, gates, dhs, dc_last)
     counting = CountingNamespace(np, ("dot", "matmul"))
     monkeypatch.setattr(numpy_lstm, "np", counting)
-    blocks, none = loops.backward_sequence(counting, NumpyCell(), U, cells, gates, dhs, dc_last,
+    blocks, none = loops.backward_sequence(counting, NumpyLSTM(), U, cells, gates, dhs, dc_last,
                                            need_dc0=False)
     assert none is None and dc0 is not None
     # one product with U_o for steps 1 … T-1 together, one with U_fi per step but the first

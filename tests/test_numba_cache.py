@@ -41,7 +41,7 @@ functions = numba_cache.dispatchers(numba_cache.load(sys.argv[1]))
 print(json.dumps({"cells": cells, "warnings": [str(w.message) for w in seen],
                   "from_cache": not any(sum(f.stats.cache_misses.values()) for f in functions)}))
 """
-LOOPS = {"_numba_lstm": ["NumbaCell"] * 2, "_numba_standard_lstm_gru": ["SimpleNamespace"] * 4}
+LOOPS = {"_numba_lstm": ["NumbaLSTM"] * 2, "_numba_standard_lstm_gru": ["SimpleNamespace"] * 4}
 """What ``first_use`` of each compiled module chooses when its self-checks pass."""
 
 
@@ -91,7 +91,7 @@ def test_planted_files_are_read_from_a_folder_only_you_can_write(filled, tmp_pat
     cache = planted_copy(filled, tmp_path / "cache", tmp_path / "ran")
     ran = first_use(cache)
     assert (tmp_path / "ran").exists()
-    assert ran["cells"] == ["NumbaCell"] * 2
+    assert ran["cells"] == ["NumbaLSTM"] * 2
 
 
 @pytest.mark.parametrize("module", LOOPS)

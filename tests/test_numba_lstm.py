@@ -16,8 +16,8 @@ import pytest
 import dualtape
 from dualtape.kernels import SequencePath, cpu_path, numba_lstm, selfcheck, sequence_path
 from dualtape.kernels import lstm_sequence as loops
-from dualtape.kernels.numba_lstm import NumbaCell
-from dualtape.kernels.numpy_lstm import NumpyCell
+from dualtape.kernels.numba_lstm import NumbaLSTM
+from dualtape.kernels.numpy_lstm import NumpyLSTM
 from dualtape.layers.lstm import fused_disagreement
 
 from .helpers import libm_calls
@@ -81,8 +81,8 @@ def test_compiled_loops_equal_the_ufunc_loops(batch, n, steps, dtype):
     c0, dc_last = (rng.uniform(-1, 1, (batch, n)).astype(dtype) for _ in range(2))
     projected = rng.uniform(-3, 3, (steps, batch, 4 * n)).astype(dtype)
     dhs = rng.uniform(-1, 1, (steps, batch, n)).astype(dtype)
-    compiled = sequence(NumbaCell(), U, c0, projected, dhs, dc_last)
-    ufuncs = sequence(NumpyCell(), U, c0, projected, dhs, dc_last)
+    compiled = sequence(NumbaLSTM(), U, c0, projected, dhs, dc_last)
+    ufuncs = sequence(NumpyLSTM(), U, c0, projected, dhs, dc_last)
     tolerance = 2e-6 if dtype == "float32" else 1e-13
     for name, a, b in zip(("cells", "gates", "hs", "dfi", "da_o", "da_g", "dc0"), compiled,
                           ufuncs, strict=True):
@@ -97,11 +97,11 @@ def test_the_compiled_path_is_numpys_default_and_passes_its_self_check(monkeypat
     like = np.ones((2, 3), dtype=dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fused_disagreement(SequencePath(np, NumbaCell()), like) is None
-        assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumbaCell)
+        assert fused_disagreement(SequencePath(np, NumbaLSTM()), like) is None
+        assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumbaLSTM)
     monkeypatch.setenv("DUALTAPE_JIT", "0")
     assert cpu_path() == ("ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop")
-    assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumpyCell)
+    assert isinstance(sequence_path(np, like, fused_disagreement).cell, NumpyLSTM)
 
 
 def test_the_compiled_loops_check_themselves_once_for_each_dtype(monkeypatch):
@@ -114,11 +114,11 @@ def test_the_compiled_loops_check_themselves_once_for_each_dtype(monkeypatch):
         return None
 
     for dtype in ("float32", "float64", "float32", "float64"):
-        assert isinstance(sequence_path(np, np.ones((1, 2), dtype=dtype), check).cell, NumbaCell)
+        assert isinstance(sequence_path(np, np.ones((1, 2), dtype=dtype), check).cell, NumbaLSTM)
     assert checked == ["float32", "float64"]
 
 
-class OffByOneStep(NumbaCell):
+class OffByOneStep(NumbaLSTM):
     """A planted bug in the compiled forward loop's inputs: each step reads the next step's
     projection (the last reads its own)."""
 
@@ -159,8 +159,8 @@ def test_compiled_loops_refuse_operands_they_cannot_index(operand):
         cells = cells.astype(np.float32)
     else:
         r = r.tolist()
-    with pytest.raises(ValueError, match="NumbaCell: "):
-        NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
+    with pytest.raises(ValueError, match="NumbaLSTM: "):
+        NumbaLSTM().forward_loop(U_fi, projected, r, cells, gates)
 
 
 def strided(*shape: int) -> np.ndarray:
@@ -170,13 +170,13 @@ def strided(*shape: int) -> np.ndarray:
 
 @pytest.mark.parametrize("call", ["output_gate", "candidate_gradient"])
 def test_the_passes_refuse_a_strided_buffer_rather_than_write_into_a_copy(call):
-    cell = NumbaCell()
+    cell = NumbaLSTM()
     calls = {"output_gate": lambda gates: cell.output_gate(np, gates, np.zeros((3, 2, 8)),
                                                            np.zeros((4, 2, 2))),
              "candidate_gradient": lambda gates: cell.candidate_gradient(
                  np, gates, np.zeros((3, 2, 2)), np.zeros((3, 2, 2)))}
     calls[call](np.zeros((3, 2, 8)))  # C order: taken
-    with pytest.raises(ValueError, match="NumbaCell: operands must be C-contiguous"):
+    with pytest.raises(ValueError, match="NumbaLSTM: operands must be C-contiguous"):
         calls[call](strided(3, 2, 8))
 
 
@@ -187,8 +187,8 @@ def test_a_non_contiguous_recurrent_matrix_is_copied_not_refused(batch):
     c0, dc_last = rng.uniform(-1, 1, (batch, 5)), rng.uniform(-1, 1, (batch, 5))
     projected = rng.uniform(-1, 1, (3, batch, 20))
     dhs = rng.uniform(-1, 1, (3, batch, 5))
-    expected = sequence(NumpyCell(), U, c0, projected, dhs, dc_last)
-    got = sequence(NumbaCell(), U, c0, projected, dhs, dc_last)
+    expected = sequence(NumpyLSTM(), U, c0, projected, dhs, dc_last)
+    got = sequence(NumbaLSTM(), U, c0, projected, dhs, dc_last)
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
 
@@ -371,10 +371,10 @@ def test_a_recurrent_matrix_of_another_dtype_than_the_buffers_is_refused(buffers
     U_fi = np.ones((4, 2), matrix)
     projected, r = np.zeros((1, 1, 8), buffers), np.empty((1, 4), buffers)
     cells, gates = np.zeros((2, 1, 2), buffers), np.zeros((1, 1, 8), buffers)
-    with pytest.raises(ValueError, match=f"NumbaCell: U must be a {buffers} numpy array"):
-        NumbaCell().forward_loop(U_fi, projected, r, cells, gates)
+    with pytest.raises(ValueError, match=f"NumbaLSTM: U must be a {buffers} numpy array"):
+        NumbaLSTM().forward_loop(U_fi, projected, r, cells, gates)
     assert not gates.any() and not cells.any()
     rec, q, carry = (np.zeros((1, 2), buffers) for _ in range(3))
     dfi, dc = np.zeros((1, 1, 4), buffers), np.zeros((1, 2), buffers)
-    with pytest.raises(ValueError, match=f"NumbaCell: U must be a {buffers} numpy array"):
-        NumbaCell().backward_loop(U_fi, gates, rec, q, carry, dfi, dc)
+    with pytest.raises(ValueError, match=f"NumbaLSTM: U must be a {buffers} numpy array"):
+        NumbaLSTM().backward_loop(U_fi, gates, rec, q, carry, dfi, dc)

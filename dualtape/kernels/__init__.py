@@ -134,20 +134,20 @@ def _compiled_unavailable() -> str | None:
 
 @functools.cache
 def _compiled_path() -> SequencePath:
-    from .numba_lstm import NumbaCell
+    from .numba_lstm import NumbaLSTM
 
-    return SequencePath(importlib.import_module("numpy"), NumbaCell())
+    return SequencePath(importlib.import_module("numpy"), NumbaLSTM())
 
 
 @functools.cache
 def _numpy_path() -> SequencePath:
-    from .numpy_lstm import NumpyCell
+    from .numpy_lstm import NumpyLSTM
 
-    return SequencePath(importlib.import_module("numpy"), NumpyCell())
+    return SequencePath(importlib.import_module("numpy"), NumpyLSTM())
 
 
 @functools.cache
 def _cupy_path() -> SequencePath:
-    from .cupy_lstm import CupyCell
+    from .cupy_lstm import CupyLSTM
 
-    return SequencePath(importlib.import_module("cupy"), CupyCell())
+    return SequencePath(importlib.import_module("cupy"), CupyLSTM())

@@ -1,6 +1,6 @@
 """The compiled LSTM loops and the vectorizable ``exp`` behind ``numba_lstm`` (imports numba).
 
-The loops keep ``NumpyCell``'s order of operations (``lstm_sequence.Cell`` states the contract);
+The loops keep ``NumpyLSTM``'s order of operations (``lstm_sequence.Cell`` states the contract);
 ``gemm`` and ``gemv`` are ctypes ``cblas_?gemm``/``cblas_?gemv`` (``blas.GEMM``, ``blas.GEMV``;
 ``gemv`` at batch 1) passed in at each call, so the compiled code caches on disk without a
 process-specific address in it, and ``one`` is 1 in the arrays' dtype, so float32 arithmetic

@@ -82,7 +82,7 @@ def _checked(kernel: str, *arrays: Array) -> Any:
     return _function(kernel, dtype.name, _device_id(arrays[0]))
 
 
-class CupyCell(StepwiseCell):
+class CupyLSTM(StepwiseCell):
     """``Cell`` for CuPy arrays: one launch of a ``lstm.cu`` kernel per step and direction,
     with the per-step views made once per sequence."""
 

@@ -1,6 +1,6 @@
 """The LSTM's time loops compiled for the CPU by numba: each direction is one call.
 
-``NumbaCell.forward_loop`` and ``backward_loop`` run a whole sequence's recurrence without the
+``NumbaLSTM.forward_loop`` and ``backward_loop`` run a whole sequence's recurrence without the
 interpreter: per step the recurrent product through numpy's own ``cblas_?gemm`` (``cblas_?gemv``
 at batch 1; ``blas.gemm``, ``blas.gemv``, called from compiled code, on numpy's BLAS threads),
 then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm
@@ -49,7 +49,7 @@ def unavailable() -> str | None:
     return None
 
 
-class NumbaCell:
+class NumbaLSTM:
     """``Cell`` whose two loops, and each pass around them, are one compiled call each (numpy
     arrays, float32/float64)."""
 
@@ -92,7 +92,7 @@ def _operands(U_fi: Array, *buffers: Array) -> Array:
     not; ``ValueError`` for anything else, or for buffers ``_check`` refuses."""
     _check(*buffers)
     if type(U_fi) is not np.ndarray or U_fi.dtype != buffers[0].dtype:
-        raise ValueError(f"NumbaCell: U must be a {buffers[0].dtype} numpy array, got "
+        raise ValueError(f"NumbaLSTM: U must be a {buffers[0].dtype} numpy array, got "
                          f"{getattr(U_fi, 'dtype', type(U_fi).__name__)}")
     return np.ascontiguousarray(U_fi)
 
@@ -103,12 +103,12 @@ def _check(*buffers: Array) -> None:
     dtype = getattr(buffers[0], "dtype", None)
     for a in buffers:
         if type(a) is not np.ndarray:
-            raise ValueError(f"NumbaCell: operands must be numpy arrays, got {type(a).__name__}")
+            raise ValueError(f"NumbaLSTM: operands must be numpy arrays, got {type(a).__name__}")
         if a.dtype != dtype or not a.flags.c_contiguous:
-            raise ValueError(f"NumbaCell: operands must be C-contiguous {dtype} arrays, got "
+            raise ValueError(f"NumbaLSTM: operands must be C-contiguous {dtype} arrays, got "
                              f"{a.dtype} with strides {a.strides}")
     if dtype not in (np.float32, np.float64):
-        raise ValueError(f"NumbaCell: float32 or float64 only, got {dtype}")
+        raise ValueError(f"NumbaLSTM: float32 or float64 only, got {dtype}")
 
 
 def warm_up(dtype: Any) -> float:
@@ -121,7 +121,7 @@ def warm_up(dtype: Any) -> float:
     def one_step() -> None:
         n = 2
         U = np.random.default_rng(0).uniform(-1, 1, (3 * n, n)).astype(dtype)
-        c0, cell = np.zeros((1, n), dtype), NumbaCell()
+        c0, cell = np.zeros((1, n), dtype), NumbaLSTM()
         cells, gates, hs = forward_sequence(np, cell, U, c0, np.zeros((1, 1, 4 * n), dtype))
         backward_sequence(np, cell, U, cells, gates, np.zeros_like(hs), c0)
 

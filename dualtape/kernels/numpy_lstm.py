@@ -13,7 +13,7 @@ from .lstm_sequence import StepwiseCell
 Array = Any
 
 
-class NumpyCell(StepwiseCell):
+class NumpyLSTM(StepwiseCell):
     """``Cell`` for numpy arrays: ``dot`` and in-place ufuncs on views made once per sequence,
     outputs passed positionally (cheaper than ``out=``), constants as 0-d arrays (half the cost
     of a Python float). Forward, 7 calls a step: σ as ``1/(1+exp(-x))`` (``exp`` may overflow to
