@@ -21,6 +21,7 @@ from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
 from dualtape.text import console
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -41,7 +42,6 @@ from dualtape.text.trainer import (
     DivergedError,
     RunLimits,
     TextTrainer,
-    TrainConfig,
     load_checkpoint,
     run_training,
 )

@@ -24,11 +24,11 @@ from dualtape.text import cli as text_cli
 from dualtape.text import console
 from dualtape.text import model as text
 from dualtape.text import trainer as text_train
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import TextError, generate, read_corpus
 from dualtape.text.trainer import (
     RunLimits,
     TextTrainer,
-    TrainConfig,
     estimate_memory,
     load_checkpoint,
     run_training,

@@ -18,7 +18,7 @@ What a resumed run reads: FILE when given; else the built-in corpus when the che
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
-stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
+stored configuration passes the same checks (``config.CONFIG_RULES``) as the options.
 
 The record: every ``--log-every`` steps the loss is read back, printed (above the bar on a
 terminal) and appended to the log (``record``: ``--log PATH``, else ``CHECKPOINT.log.csv``
@@ -466,8 +466,9 @@ def sample_text(args: argparse.Namespace) -> int:
     was printed)."""
     import numpy as np
 
+    from .config import CONFIG_RULES
     from .model import TextError, generate
-    from .trainer import CONFIG_RULES, load_checkpoint
+    from .trainer import load_checkpoint
 
     output = Output(StopRequest())
     try:

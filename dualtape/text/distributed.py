@@ -47,14 +47,7 @@ from .console import StopRequest
 from .lock import hold_run_lock
 from .model import TextError, fingerprint
 from .prepare import Prepared, prepare
-from .trainer import (
-    DivergedError,
-    Reporter,
-    RunLimits,
-    RunResult,
-    TextTrainer,
-    run_training,
-)
+from .trainer import DivergedError, Reporter, RunLimits, RunResult, TextTrainer, run_training
 
 Runner = Callable[[TextTrainer, RunLimits, Reporter, StopRequest], RunResult]
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # set by MPICH's and Open MPI's mpiexec
