@@ -25,14 +25,9 @@ from dualtape.text import console
 from dualtape.text import model as text
 from dualtape.text import trainer as text_train
 from dualtape.text.config import TrainConfig
+from dualtape.text.memory import estimate_memory
 from dualtape.text.model import TextError, generate, read_corpus
-from dualtape.text.trainer import (
-    RunLimits,
-    TextTrainer,
-    estimate_memory,
-    load_checkpoint,
-    run_training,
-)
+from dualtape.text.trainer import RunLimits, TextTrainer, load_checkpoint, run_training
 
 from .helpers import HOLD_LOCK
 from .test_text import SMALL, TEXT, TINY, Recorder, _rewrite, checkpoint, corpus, fails, run
