@@ -17,6 +17,7 @@ from dualtape.io import load_with_extra, save
 from dualtape.text import trainer as trainer_module
 from dualtape.text.model import TextError, random_windows, windows_at
 from dualtape.text.record import TrainingLog, bits_per_char, read_log
+from dualtape.text.split import split_held_out
 from dualtape.text.streams import (
     StreamPosition,
     advance,
@@ -24,13 +25,7 @@ from dualtape.text.streams import (
     layout,
     stream_starts,
 )
-from dualtape.text.trainer import (
-    RunLimits,
-    TextTrainer,
-    load_checkpoint,
-    run_training,
-    split_held_out,
-)
+from dualtape.text.trainer import RunLimits, TextTrainer, load_checkpoint, run_training
 
 from .conftest import np64
 from .test_text import TEXT, TINY, Recorder, _losses, fails, run

@@ -85,6 +85,7 @@ from .model import (
     windows_at,
 )
 from .record import Row, TrainingLog, bits_per_char, worse_than_uniform
+from .split import check_length, split_held_out
 from .streams import StreamPosition, advance, check_streams, layout, stream_starts
 
 TEXT_FORMAT = 1
@@ -116,16 +117,6 @@ dropout, stateful windows and the held-out split were added: those are Grenade's
 dropout, on random windows over the whole corpus); any other missing field is damage."""
 
 
-def check_length(ids: np.ndarray, seq_len: int) -> np.ndarray:
-    """``ids`` if they hold at least one window of ``seq_len + 1``; else ``TextError``."""
-    if len(ids) < seq_len + 1:
-        raise TextError(
-            f"the corpus has {len(ids)} symbols but --seq-len {seq_len} needs at least "
-            f"{seq_len + 1}; use a longer text or a smaller --seq-len"
-        )
-    return ids
-
-
 HELD_OUT_CHARS = 2**17
 """The most held-out symbols a held-out loss reads: the held-out part's first ones (the rest
 is still never trained on)."""
@@ -135,27 +126,6 @@ streams, each from the initial state, so a model is scored with the context it h
 writes (as ``sample`` does), not only a window's."""
 HELD_OUT_CHUNK = 256
 """Steps per forward pass of the held-out loss."""
-
-
-def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(training, held_out)``: the corpus's last ``fraction`` of symbols held out (None
-    for 0), so that no training window, of ``seq_len + 1`` symbols within the first part,
-    overlaps it; ``TextError`` when either part is too short."""
-    check_length(ids, seq_len)
-    held = round(len(ids) * fraction)
-    if not fraction:
-        return ids, None
-    if held < 2:
-        raise TextError(f"--valid {fraction:g} of {len(ids):,} symbols holds out {held}, "
-                        "fewer than the 2 a loss needs; use a larger --valid or 0 for none")
-    training = ids[:len(ids) - held]
-    if len(training) < seq_len + 1:
-        raise TextError(
-            f"--valid {fraction:g} leaves {len(training):,} of the corpus's {len(ids):,} "
-            f"symbols for training, but --seq-len {seq_len} needs at least {seq_len + 1}; use "
-            "a smaller --valid or --seq-len, or a longer text")
-    return training, ids[len(ids) - held:]
 
 
 def _generator(state: Any) -> np.random.Generator:
