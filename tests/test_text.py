@@ -21,6 +21,7 @@ from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
 from dualtape.text import console
+from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import TrainConfig
 from dualtape.text.model import (
     CAPITAL,
@@ -38,13 +39,7 @@ from dualtape.text.model import (
     restore_capitals,
     sample,
 )
-from dualtape.text.trainer import (
-    DivergedError,
-    RunLimits,
-    TextTrainer,
-    load_checkpoint,
-    run_training,
-)
+from dualtape.text.trainer import DivergedError, RunLimits, TextTrainer, run_training
 
 from .helpers import assert_params_equal, host_params, numeric_gradient
 

@@ -466,9 +466,9 @@ def sample_text(args: argparse.Namespace) -> int:
     was printed)."""
     import numpy as np
 
+    from .checkpoint import load_checkpoint
     from .config import CONFIG_RULES
     from .model import TextError, generate
-    from .trainer import load_checkpoint
 
     output = Output(StopRequest())
     try:

@@ -194,8 +194,9 @@ class Prepared(NamedTuple):
 
 def prepare(args: argparse.Namespace) -> Prepared:
     """The trainer the arguments describe (new or resumed), checked, with its header note."""
+    from .checkpoint import load_checkpoint
     from .model import TextError
-    from .trainer import TextTrainer, load_checkpoint
+    from .trainer import TextTrainer
 
     _check_run_args(args)
     explicit = threads.parse_threads(args.threads)
