@@ -359,7 +359,8 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
     from dualtape.text.config import TrainConfig
     from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
-    from dualtape.text.trainer import RunLimits, TextTrainer
+    from dualtape.text.loop import RunLimits
+    from dualtape.text.trainer import TextTrainer
 
     asks = iter([0, 0, 0, code])  # the other rank asks to stop before the fourth step
     comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
@@ -377,7 +378,8 @@ def test_a_rank_that_does_not_write_stops_at_the_save_point_where_the_model_dive
     from dualtape.text.config import TrainConfig
     from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
-    from dualtape.text.trainer import RunLimits, TextTrainer
+    from dualtape.text.loop import RunLimits
+    from dualtape.text.trainer import TextTrainer
 
     comm = FakeComm(others=lambda buffer: np.zeros_like(buffer), rank=1)
     trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),

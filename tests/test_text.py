@@ -23,6 +23,7 @@ from dualtape.text import cli as text_cli
 from dualtape.text import console
 from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import TrainConfig
+from dualtape.text.loop import RunLimits, run_training
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -39,7 +40,7 @@ from dualtape.text.model import (
     restore_capitals,
     sample,
 )
-from dualtape.text.trainer import DivergedError, RunLimits, TextTrainer, run_training
+from dualtape.text.trainer import DivergedError, TextTrainer
 
 from .helpers import assert_params_equal, host_params, numeric_gradient
 

@@ -27,9 +27,10 @@ from dualtape.text import model as text
 from dualtape.text import trainer as text_train
 from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import TrainConfig
+from dualtape.text.loop import RunLimits, run_training
 from dualtape.text.memory import estimate_memory
 from dualtape.text.model import TextError, generate, read_corpus
-from dualtape.text.trainer import RunLimits, TextTrainer, run_training
+from dualtape.text.trainer import TextTrainer
 
 from .helpers import HOLD_LOCK
 from .test_text import SMALL, TEXT, TINY, Recorder, _rewrite, checkpoint, corpus, fails, run

@@ -282,8 +282,8 @@ def train_text(args: argparse.Namespace) -> int:
 def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     from .. import allocator
     from .lock import hold_run_lock
+    from .loop import run_training
     from .model import TextError
-    from .trainer import run_training
 
     run: Runner = run_training
     memory = allocator.describe(allocator.keep_freed_memory())
@@ -406,8 +406,9 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     """The run itself, after the header: every way it ends, in one line and a status."""
     import numpy as np
 
+    from .loop import RunLimits
     from .model import TextError
-    from .trainer import DivergedError, RunLimits
+    from .trainer import DivergedError
 
     trainer = prepared.trainer
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
