@@ -833,6 +833,7 @@ def test_a_vocabulary_that_does_not_fit_the_network_is_refused(capsys, checkpoin
 def test_import_dualtape_stays_cheap():
     code = ("import sys, dualtape, dualtape.cli; "
             "bad = [m for m in ('tqdm', 'dualtape.text.model', 'dualtape.text.trainer', "
+            "'dualtape.text.config', 'dualtape.text.checkpoint', 'dualtape.text.loop', "
             "'dualtape.benchmarks.report', 'dualtape.benchmarks.references') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

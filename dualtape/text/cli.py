@@ -1,7 +1,7 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
 Only ``argparse``, ``console`` and ``threads`` (the standard library alone) are imported here;
-the model code (``model``, ``trainer``) and tqdm are imported when a command runs, so
+the model code (``model``, ``trainer``, ``loop``, ...) and tqdm are imported when a command runs, so
 ``dualtape info`` stays quick. Bad input is reported as one line on stderr with exit status 1,
 never a traceback.
 
