@@ -24,9 +24,10 @@ import numpy as np
 import dualtape
 from dualtape import distributed
 from dualtape.backend import resolve_backend
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import read_corpus
 from dualtape.text.threads import limited_threads
-from dualtape.text.trainer import TextTrainer, TrainConfig
+from dualtape.text.trainer import TextTrainer
 
 WARMUP = 3
 

@@ -23,8 +23,9 @@ from dualtape.benchmarks import char_model
 from dualtape.benchmarks.measure import Result
 from dualtape.benchmarks.runners import BackendRunner
 from dualtape.benchmarks.workloads import SEED, WORKLOADS
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import random_windows
-from dualtape.text.trainer import TextTrainer, TrainConfig
+from dualtape.text.trainer import TextTrainer
 
 MAIN_JOB = next(w for w in WORKLOADS if w.op == "text")
 

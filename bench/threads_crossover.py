@@ -21,9 +21,10 @@ import numpy as np
 
 from dualtape.backend import resolve_backend
 from dualtape.text import threads
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import MAX_CORPUS_MB, read_corpus
 from dualtape.text.threads import limited_threads
-from dualtape.text.trainer import TextTrainer, TrainConfig
+from dualtape.text.trainer import TextTrainer
 
 
 def size(text: str) -> tuple[int, int]:

@@ -356,9 +356,11 @@ class Silent:
 
 @pytest.mark.parametrize(("code", "reason"), [(143, "interrupted"), (1, "time")])
 def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, reason):
+    from dualtape.text.config import TrainConfig
     from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
-    from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
+    from dualtape.text.loop import RunLimits
+    from dualtape.text.trainer import TextTrainer
 
     asks = iter([0, 0, 0, code])  # the other rank asks to stop before the fourth step
     comm = FakeComm(others=lambda buffer: np.array([next(asks)]))
@@ -373,9 +375,11 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
 
 def test_a_rank_that_does_not_write_stops_at_the_save_point_where_the_model_diverged(
         fake_mpi, tmp_path, monkeypatch):
+    from dualtape.text.config import TrainConfig
     from dualtape.text.console import StopRequest
     from dualtape.text.distributed import _runner
-    from dualtape.text.trainer import RunLimits, TextTrainer, TrainConfig
+    from dualtape.text.loop import RunLimits
+    from dualtape.text.trainer import TextTrainer
 
     comm = FakeComm(others=lambda buffer: np.zeros_like(buffer), rank=1)
     trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
@@ -560,7 +564,7 @@ def test_ranks_that_differ_or_fail_at_start_are_refused_in_one_line(rank_0, rank
 @pytest.mark.mpi
 def test_two_ranks_train_on_rank_0s_windows_and_the_stream_jumped_once(tmp_path, monkeypatch):
     from dualtape.text import trainer as text_train
-    from dualtape.text.trainer import TrainConfig
+    from dualtape.text.config import TrainConfig
 
     checkpoint = tmp_path / "model.npz"
     done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--clip", "0", "--steps", "4",
@@ -594,7 +598,7 @@ def _same_as_alone(checkpoint: Path, config, steps: int = 4) -> None:
 
 @pytest.mark.mpi
 def test_two_stateful_ranks_read_the_streams_one_process_reads_at_their_global_batch(tmp_path):
-    from dualtape.text.trainer import TrainConfig
+    from dualtape.text.config import TrainConfig
 
     checkpoint = tmp_path / "model.npz"
     done = run_ranks(["-m", "dualtape.cli", *TEXT_RUN, "--clip", "0", "--steps", "25",

@@ -20,8 +20,9 @@ import dualtape.io
 from dualtape import files
 from dualtape.backend import resolve_backend
 from dualtape.text import trainer as text_train
+from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.model import TextError
-from dualtape.text.trainer import TextTrainer, load_checkpoint
+from dualtape.text.trainer import TextTrainer
 
 from .helpers import deep_net
 from .test_io import path

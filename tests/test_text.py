@@ -21,6 +21,9 @@ from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
 from dualtape.text import console
+from dualtape.text.checkpoint import load_checkpoint
+from dualtape.text.config import TrainConfig
+from dualtape.text.loop import RunLimits, run_training
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -37,14 +40,7 @@ from dualtape.text.model import (
     restore_capitals,
     sample,
 )
-from dualtape.text.trainer import (
-    DivergedError,
-    RunLimits,
-    TextTrainer,
-    TrainConfig,
-    load_checkpoint,
-    run_training,
-)
+from dualtape.text.trainer import DivergedError, TextTrainer
 
 from .helpers import assert_params_equal, host_params, numeric_gradient
 
@@ -837,6 +833,7 @@ def test_a_vocabulary_that_does_not_fit_the_network_is_refused(capsys, checkpoin
 def test_import_dualtape_stays_cheap():
     code = ("import sys, dualtape, dualtape.cli; "
             "bad = [m for m in ('tqdm', 'dualtape.text.model', 'dualtape.text.trainer', "
+            "'dualtape.text.config', 'dualtape.text.checkpoint', 'dualtape.text.loop', "
             "'dualtape.benchmarks.report', 'dualtape.benchmarks.references') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

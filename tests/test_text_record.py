@@ -19,8 +19,10 @@ from dualtape import cli
 from dualtape.backend import resolve_backend
 from dualtape.text import cli as text_cli
 from dualtape.text import console, plot, record
+from dualtape.text.checkpoint import load_checkpoint
+from dualtape.text.loop import RunLimits, run_training
 from dualtape.text.record import COLUMNS, LogError, Row, TrainingLog, read_log
-from dualtape.text.trainer import RunLimits, TextTrainer, load_checkpoint, run_training
+from dualtape.text.trainer import TextTrainer
 
 from .test_text import SMALL, TEXT, TINY, Recorder, corpus, fails, run
 from .test_text_safety import on_terminal, wait_for_line

@@ -20,19 +20,17 @@ import numpy as np
 import pytest
 
 from dualtape.backend import resolve_backend
+from dualtape.text import checkpoint as text_checkpoint
 from dualtape.text import cli as text_cli
 from dualtape.text import console
 from dualtape.text import model as text
 from dualtape.text import trainer as text_train
+from dualtape.text.checkpoint import load_checkpoint
+from dualtape.text.config import TrainConfig
+from dualtape.text.loop import RunLimits, run_training
+from dualtape.text.memory import estimate_memory
 from dualtape.text.model import TextError, generate, read_corpus
-from dualtape.text.trainer import (
-    RunLimits,
-    TextTrainer,
-    TrainConfig,
-    estimate_memory,
-    load_checkpoint,
-    run_training,
-)
+from dualtape.text.trainer import TextTrainer
 
 from .helpers import HOLD_LOCK
 from .test_text import SMALL, TEXT, TINY, Recorder, _rewrite, checkpoint, corpus, fails, run
@@ -121,7 +119,7 @@ def drop_in(*keys):
 
 
 REQUIRED_FIELDS = [f.name for f in dataclasses.fields(TrainConfig)
-                   if f.name not in text_train.OPTIONAL_FIELDS]
+                   if f.name not in text_checkpoint.OPTIONAL_FIELDS]
 DAMAGED = "the checkpoint's training state is damaged"
 EDITED_STATE = [
     *[(set_in("text_format", value=v), "text_format must be a format number from 1")
@@ -559,7 +557,7 @@ def test_whatever_io_raises_while_reading_a_checkpoint_is_one_line(capsys, check
     def refuses(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(text_train, "load_with_extra", refuses)
+    monkeypatch.setattr(text_checkpoint, "load_with_extra", refuses)
     fails(capsys, "sample", str(checkpoint), match=str(error.args[-1]))
 
 
@@ -919,7 +917,7 @@ def test_a_checkpoint_too_large_for_memory_is_one_line(capsys, checkpoint, monke
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(text_train, "load_with_extra", no_memory)
+    monkeypatch.setattr(text_checkpoint, "load_with_extra", no_memory)
     fails(capsys, "sample", str(checkpoint), match="does not fit in memory")
 
 

@@ -15,8 +15,11 @@ import dualtape
 from dualtape.backend import resolve_backend
 from dualtape.io import load_with_extra, save
 from dualtape.text import trainer as trainer_module
+from dualtape.text.checkpoint import load_checkpoint
+from dualtape.text.loop import RunLimits, run_training
 from dualtape.text.model import TextError, random_windows, windows_at
 from dualtape.text.record import TrainingLog, bits_per_char, read_log
+from dualtape.text.split import split_held_out
 from dualtape.text.streams import (
     StreamPosition,
     advance,
@@ -24,13 +27,7 @@ from dualtape.text.streams import (
     layout,
     stream_starts,
 )
-from dualtape.text.trainer import (
-    RunLimits,
-    TextTrainer,
-    load_checkpoint,
-    run_training,
-    split_held_out,
-)
+from dualtape.text.trainer import TextTrainer
 
 from .conftest import np64
 from .test_text import TEXT, TINY, Recorder, _losses, fails, run

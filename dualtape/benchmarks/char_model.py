@@ -27,7 +27,7 @@ ADAM_RATE = 0.01
 def config(workload: Any, dtype: str, seed: int) -> Any:
     """The ``TrainConfig`` of ``workload``: ``layers`` LSTMs of ``size``, windows of
     ``steps`` x ``batch``, Adam 0.01 without clipping, in ``dtype``."""
-    from ..text.trainer import TrainConfig
+    from ..text.config import TrainConfig
 
     return TrainConfig(hidden=[workload.size] * workload.layers, seq_len=workload.steps,
                        batch=workload.batch, optimizer="adam", rate=ADAM_RATE, clip=0.0,
@@ -72,8 +72,9 @@ def windows(data: dict[str, Any]) -> Callable[[], np.ndarray]:
 
 def trainer(backend: Backend, data: dict[str, Any]) -> Any:
     """A ``TextTrainer`` on ``backend`` starting from ``data``'s parameters, config and ids."""
+    from ..text.config import make_optimizer
     from ..text.model import build_text_network
-    from ..text.trainer import TextTrainer, make_optimizer
+    from ..text.trainer import TextTrainer
 
     cfg, vocab = data["config"], data["vocab"]
     with use_backend(backend.name, backend.device):

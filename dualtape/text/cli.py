@@ -1,7 +1,7 @@
 """The ``train-text`` and ``sample`` commands: arguments, checks and console output.
 
 Only ``argparse``, ``console`` and ``threads`` (the standard library alone) are imported here;
-the model code (``model``, ``trainer``) and tqdm are imported when a command runs, so
+the model code (``model``, ``trainer``, ``loop``, ...) and tqdm are imported when a command runs, so
 ``dualtape info`` stays quick. Bad input is reported as one line on stderr with exit status 1,
 never a traceback.
 
@@ -18,7 +18,7 @@ What a resumed run reads: FILE when given; else the built-in corpus when the che
 trained on it; else the checkpoint's recorded corpus path, only when that is a regular file
 whose text still has the SHA-256 recorded at save (a checkpoint edited to name another file,
 a changed corpus, or one from before the fingerprint was recorded needs FILE). A checkpoint's
-stored configuration passes the same checks (``trainer.CONFIG_RULES``) as the options.
+stored configuration passes the same checks (``config.CONFIG_RULES``) as the options.
 
 The record: every ``--log-every`` steps the loss is read back, printed (above the bar on a
 terminal) and appended to the log (``record``: ``--log PATH``, else ``CHECKPOINT.log.csv``
@@ -282,8 +282,8 @@ def train_text(args: argparse.Namespace) -> int:
 def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     from .. import allocator
     from .lock import hold_run_lock
+    from .loop import run_training
     from .model import TextError
-    from .trainer import run_training
 
     run: Runner = run_training
     memory = allocator.describe(allocator.keep_freed_memory())
@@ -406,8 +406,9 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     """The run itself, after the header: every way it ends, in one line and a status."""
     import numpy as np
 
+    from .loop import RunLimits
     from .model import TextError
-    from .trainer import DivergedError, RunLimits
+    from .trainer import DivergedError
 
     trainer = prepared.trainer
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
@@ -466,8 +467,9 @@ def sample_text(args: argparse.Namespace) -> int:
     was printed)."""
     import numpy as np
 
+    from .checkpoint import load_checkpoint
+    from .config import CONFIG_RULES
     from .model import TextError, generate
-    from .trainer import CONFIG_RULES, load_checkpoint
 
     output = Output(StopRequest())
     try:

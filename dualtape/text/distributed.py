@@ -45,16 +45,10 @@ from .. import distributed
 from ..backend import to_numpy
 from .console import StopRequest
 from .lock import hold_run_lock
+from .loop import Reporter, RunLimits, RunResult, run_training
 from .model import TextError, fingerprint
 from .prepare import Prepared, prepare
-from .trainer import (
-    DivergedError,
-    Reporter,
-    RunLimits,
-    RunResult,
-    TextTrainer,
-    run_training,
-)
+from .trainer import DivergedError, TextTrainer
 
 Runner = Callable[[TextTrainer, RunLimits, Reporter, StopRequest], RunResult]
 LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # set by MPICH's and Open MPI's mpiexec

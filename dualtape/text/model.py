@@ -1,7 +1,8 @@
 """Character-level text models: the vocabulary, training windows, the network and sampling.
 
-The pieces behind ``dualtape train-text`` and ``dualtape sample`` (the training loop and
-checkpoints are in ``trainer``, the command line in ``cli``):
+The pieces behind ``dualtape train-text`` and ``dualtape sample`` (training and saving
+checkpoints are in ``trainer``, reading them in ``checkpoint``, the loop in ``loop``, the
+command line in ``cli``):
 
 - ``Vocabulary``: the N most frequent characters of a text plus one unknown symbol, optionally
   with Grenade's capital annotation (an uppercase letter becomes a marker and its lowercase

@@ -77,8 +77,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
 
 def _check_config(config: Any) -> None:
     """The run's configuration against the rules a checkpoint's must pass too, named by flag."""
+    from .config import config_problem
     from .model import TextError
-    from .trainer import config_problem
 
     problem = config_problem(config)
     if problem is not None:
@@ -137,8 +137,8 @@ def resolve(name: str) -> Any:
 
 
 def _new_config(args: argparse.Namespace) -> Any:
+    from .config import DEFAULT_RATES, TrainConfig
     from .model import parse_hidden
-    from .trainer import DEFAULT_RATES, TrainConfig
 
     config = TrainConfig()
     for name in ARCHITECTURE + TUNABLE:
@@ -194,8 +194,9 @@ class Prepared(NamedTuple):
 
 def prepare(args: argparse.Namespace) -> Prepared:
     """The trainer the arguments describe (new or resumed), checked, with its header note."""
+    from .checkpoint import load_checkpoint
     from .model import TextError
-    from .trainer import TextTrainer, load_checkpoint
+    from .trainer import TextTrainer
 
     _check_run_args(args)
     explicit = threads.parse_threads(args.threads)

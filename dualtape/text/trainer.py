@@ -1,4 +1,4 @@
-"""Training a character model: the step, its random state, checkpoints and the loop.
+"""Training a character model: the step, its random state and saving checkpoints.
 
 The loss is the mean cross entropy per character in nats (summed over a window as
 ``losses.py`` does, then divided by ``seq_len``), so ``--rate`` means the same for any window
@@ -36,8 +36,7 @@ by the fraction, is the same on resume.
 
 Saving: every save point checks first that the parameters and the optimizer state are finite;
 a diverged model is never written (``DivergedError``), so the last checkpoint stays. A
-checkpoint is read back only from a regular file, and every field of its training state is
-checked (``load_checkpoint``, ``Checkpoint.trainer``).
+checkpoint is read back, every field of its training state checked, by ``checkpoint.py``.
 """
 
 from __future__ import annotations
@@ -47,35 +46,31 @@ import dataclasses
 import math
 import secrets
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ..backend import (
-    FLOAT_DTYPES,
     Backend,
     device_context,
     from_host,
-    resolve_backend,
     to_numpy,
     use_backend,
 )
-from ..io import load_with_extra, save
+from ..io import save
 from ..layers.base import Array
 from ..losses import softmax_cross_entropy
-from ..optim import SGD, Adam, Optimizer
+from ..optim import Optimizer
 from ..recurrent import RecurrentNetwork
 from ..training import backpropagate_sequence, clip_gradients, mean_over_processes
-from .cells import CELL_NAMES, cell_name
+from .config import TrainConfig, make_optimizer
+from .memory import check_memory
 from .model import (
     TextError,
     Vocabulary,
     build_text_network,
-    check_text_network,
     dropout_layers,
     evaluating,
     layer_seeds,
@@ -84,15 +79,11 @@ from .model import (
     sample,
     windows_at,
 )
-from .record import Row, TrainingLog, bits_per_char, worse_than_uniform
+from .split import check_length, split_held_out
 from .streams import StreamPosition, advance, check_streams, layout, stream_starts
 
 TEXT_FORMAT = 1
 """Version of the train-text checkpoint contents (on top of ``io``'s file format)."""
-DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
-OPTIMIZERS = tuple(DEFAULT_RATES)
-OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
-"""Arrays of optimizer state per parameter (momentum; Adam's two moments)."""
 DIVERGED_FACTOR = 100
 """A network whose loss per character exceeds this many times ``ln V`` (a uniform guess over
 ``V`` symbols costs ``ln V``) has diverged, though its weights may still be finite: one step at
@@ -114,169 +105,6 @@ class DivergedError(FloatingPointError):
     ranks; the parameters are the same on every rank)."""
 
 
-@dataclass
-class TrainConfig:
-    """Everything that defines a training run (stored in checkpoints)."""
-
-    hidden: list[int] = field(default_factory=lambda: [80, 80])
-    cell: str = "LSTM"
-    dropout: float = 0.0
-    vocab: int = 100
-    annotate_capitals: bool = False
-    seq_len: int = 50
-    batch: int = 32
-    optimizer: str = "sgd"
-    rate: float = DEFAULT_RATES["sgd"]
-    momentum: float = 0.95
-    l2: float = 1e-6
-    clip: float = 1.0
-    dtype: str = "float32"
-    seed: int = 0
-    stateful: bool = False
-    valid: float = 0.0
-    corpus: str | None = None
-    encoding: str = "utf-8"
-    corpus_sha256: str | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.cell, str):  # a former name (older checkpoints): the class name
-            self.cell = cell_name(self.cell)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _is_real(x: Any) -> bool:
-    return (_is_int(x) or isinstance(x, (float, np.floating))) and math.isfinite(x)
-
-
-POSITIVE_INT = ("a positive integer", lambda x: _is_int(x) and x > 0)
-CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "hidden": ("a list of positive layer sizes",
-               lambda h: isinstance(h, list) and bool(h) and all(POSITIVE_INT[1](n) for n in h)),
-    "cell": (f"one of {', '.join(CELL_NAMES)}", lambda c: isinstance(c, str) and c in CELL_NAMES),
-    "dropout": ("a number in [0, 1)", lambda p: _is_real(p) and 0 <= p < 1),
-    "vocab": POSITIVE_INT,
-    "annotate_capitals": ("true or false", lambda b: isinstance(b, bool)),
-    "seq_len": POSITIVE_INT,
-    "batch": POSITIVE_INT,
-    "optimizer": (f"one of {', '.join(OPTIMIZERS)}", lambda o: o in OPTIMIZERS),
-    "rate": ("a positive finite number", lambda r: _is_real(r) and r > 0),
-    "momentum": ("in [0, 1)", lambda m: _is_real(m) and 0 <= m < 1),
-    "l2": ("a finite number, 0 or more", lambda x: _is_real(x) and x >= 0),
-    "clip": ("a finite number, 0 (off) or more", lambda x: _is_real(x) and x >= 0),
-    "dtype": (" or ".join(FLOAT_DTYPES), lambda d: d in FLOAT_DTYPES),
-    "seed": ("an integer from 0 to 2**63 - 1", lambda x: _is_int(x) and 0 <= x < 2**63),
-    "stateful": ("true or false", lambda b: isinstance(b, bool)),
-    "valid": ("a fraction in [0, 0.5]", lambda f: _is_real(f) and 0 <= f <= 0.5),
-    "corpus": ("a file path or null", lambda c: c is None or isinstance(c, str)),
-    "encoding": ("the name of a text encoding", lambda e: isinstance(e, str)),
-    "corpus_sha256": ("a SHA-256 hex digest or null", lambda h: h is None or (
-        isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h))),
-}
-"""What each ``TrainConfig`` field must be: ``(requirement, test)``. The command line and
-``load_checkpoint`` both check a run's configuration against these rules."""
-OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout", "stateful", "valid")
-"""Fields a checkpoint's configuration may lack (format 1 before the fingerprint, the cell,
-dropout, stateful windows and the held-out split were added: those are Grenade's LSTM without
-dropout, on random windows over the whole corpus); any other missing field is damage."""
-
-
-def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
-    """The first field of ``config`` that breaks ``CONFIG_RULES``, as ``(field, requirement,
-    value)``; None when every field is valid."""
-    for name, (need, ok) in CONFIG_RULES.items():
-        value = getattr(config, name)
-        if not ok(value):
-            return name, need, value
-    return None
-
-
-def make_optimizer(config: TrainConfig) -> Optimizer:
-    """SGD with momentum and L2 (Grenade's rule) or Adam, as ``config`` says."""
-    try:
-        if config.optimizer == "sgd":
-            return SGD(config.rate, config.momentum, config.l2)
-        if config.optimizer == "adam":
-            return Adam(config.rate)
-    except ValueError as exc:
-        raise TextError(str(exc).replace("regulariser", "l2")) from None
-    raise TextError(f"unknown optimizer {config.optimizer!r}; choose one of {OPTIMIZERS}")
-
-
-CELL_PARAMS: dict[str, Callable[[int, int], int]] = {
-    "LSTM": lambda i, o: 4 * o * i + 3 * o * o + 4 * o,  # W, U (no candidate), b
-    "StandardLSTM": lambda i, o: 4 * o * (i + o + 2),  # W_ih, W_hh, b_ih, b_hh
-    "GRU": lambda i, o: 3 * o * (i + o + 2),
-}
-"""Parameters of one recurrent layer of each cell, from its inputs and outputs."""
-
-
-def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
-    """Bytes a training step needs at its peak, from above: parameters with their gradients,
-    clipped gradients, update temporaries and optimizer state, plus the step's one-hot windows
-    and, per layer, the sequence tape and its backward buffers (``seq_len · batch`` rows).
-    On numpy it is 1.1-1.9 times the traced peak (``tests/test_text_safety.py``)."""
-    itemsize = np.dtype(config.dtype).itemsize
-    rows = config.seq_len * config.batch
-    params = activations = 0
-    n_in = vocab_size
-    for k, n_out in enumerate(config.hidden):
-        params += CELL_PARAMS.get(config.cell, CELL_PARAMS["StandardLSTM"])(n_in, n_out)
-        activations += rows * (16 * n_out + n_in)  # gates, cells, projections, their grads
-        if k and config.dropout:  # the mask and output, the host's draw (float64) and grads
-            activations += rows * n_in * (3 + 24 // itemsize)
-        n_in = n_out
-    params += vocab_size * (n_in + 1)
-    activations += rows * 4 * vocab_size  # logits, softmax, its gradient, targets
-    activations += (rows + config.batch) * (vocab_size * (itemsize + 1) + 8)  # one-hot, ids
-    copies = 4 + OPTIMIZER_SLOTS.get(config.optimizer, 2)
-    return (copies * params + activations) * itemsize
-
-
-def available_memory(backend: Backend) -> int | None:
-    """Bytes free where ``backend`` allocates (the host's available memory on the CPU, the
-    device's free memory on a GPU); None when it cannot be told."""
-    try:
-        if backend.name == "cupy":
-            import cupy
-
-            with cupy.cuda.Device(backend.device.id):
-                return int(cupy.cuda.runtime.memGetInfo()[0])
-        if backend.name == "torch" and getattr(backend.device, "type", "cpu") == "cuda":
-            import torch
-
-            return int(torch.cuda.mem_get_info(backend.device)[0])
-        with open("/proc/meminfo") as f:
-            fields = dict(line.split(":", 1) for line in f)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except Exception:  # no /proc, no driver: the estimate cannot be compared
-        return None
-
-
-def check_memory(config: TrainConfig, vocab_size: int, backend: Backend) -> None:
-    """``TextError`` when ``estimate_memory`` is more than ``backend`` has free."""
-    need, free = estimate_memory(config, vocab_size), available_memory(backend)
-    if free is not None and need > free:
-        raise TextError(
-            f"training --hidden {','.join(map(str, config.hidden))} with windows of "
-            f"{config.seq_len} x batch {config.batch} needs about {need / 2**30:,.1f} GiB but "
-            f"{backend.name} has {free / 2**30:,.1f} GiB free; use a smaller --hidden, "
-            "--batch or --seq-len"
-        )
-
-
-def check_length(ids: np.ndarray, seq_len: int) -> np.ndarray:
-    """``ids`` if they hold at least one window of ``seq_len + 1``; else ``TextError``."""
-    if len(ids) < seq_len + 1:
-        raise TextError(
-            f"the corpus has {len(ids)} symbols but --seq-len {seq_len} needs at least "
-            f"{seq_len + 1}; use a longer text or a smaller --seq-len"
-        )
-    return ids
-
-
 HELD_OUT_CHARS = 2**17
 """The most held-out symbols a held-out loss reads: the held-out part's first ones (the rest
 is still never trained on)."""
@@ -286,27 +114,6 @@ streams, each from the initial state, so a model is scored with the context it h
 writes (as ``sample`` does), not only a window's."""
 HELD_OUT_CHUNK = 256
 """Steps per forward pass of the held-out loss."""
-
-
-def split_held_out(ids: np.ndarray, fraction: float, seq_len: int
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(training, held_out)``: the corpus's last ``fraction`` of symbols held out (None
-    for 0), so that no training window, of ``seq_len + 1`` symbols within the first part,
-    overlaps it; ``TextError`` when either part is too short."""
-    check_length(ids, seq_len)
-    held = round(len(ids) * fraction)
-    if not fraction:
-        return ids, None
-    if held < 2:
-        raise TextError(f"--valid {fraction:g} of {len(ids):,} symbols holds out {held}, "
-                        "fewer than the 2 a loss needs; use a larger --valid or 0 for none")
-    training = ids[:len(ids) - held]
-    if len(training) < seq_len + 1:
-        raise TextError(
-            f"--valid {fraction:g} leaves {len(training):,} of the corpus's {len(ids):,} "
-            f"symbols for training, but --seq-len {seq_len} needs at least {seq_len + 1}; use "
-            "a smaller --valid or --seq-len, or a longer text")
-    return training, ids[len(ids) - held:]
 
 
 def _generator(state: Any) -> np.random.Generator:
@@ -647,362 +454,3 @@ class TextTrainer:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # empty: a failed save leaves nothing in it
         raise TextError("; ".join(errors) + "; nothing was saved")
-
-
-@dataclass
-class Checkpoint:
-    """What ``load_checkpoint`` read: the network (on the asked backend) and its training
-    state."""
-
-    net: Any
-    vocab: Vocabulary
-    config: TrainConfig
-    step: int
-    optimizer_state: dict[str, np.ndarray]
-    rngs: dict[str, Any]
-    streams: tuple[dict[str, int], list[np.ndarray]] | None = None
-    """A stateful run's position and carried states (``TextTrainer.stream_extra``)."""
-    held_out: dict[str, list] | None = None
-    """The held-out losses seen (``TextTrainer.held_out``)."""
-
-    def trainer(self, ids: np.ndarray, config: TrainConfig | None = None,
-                reseed: bool = False) -> TextTrainer:
-        """A trainer continuing from here (``config`` may change rates, windows, seed). The
-        optimizer state must fit the network, cover every parameter or none, and have taken
-        as many steps as the checkpoint records; else ``TextError``."""
-        config = config or self.config
-        check_memory(config, len(self.vocab), self.net.backend)
-        optimizer = make_optimizer(config)
-        try:
-            optimizer.load_state_dict(self.optimizer_state, self.net.params)
-        except ValueError as exc:
-            raise TextError(f"the checkpoint's optimizer state does not fit: {exc}") from None
-        count = sum(len(group) for group in self.net.params)
-        if optimizer.state and len(optimizer.state) != count:
-            raise TextError(f"the checkpoint's optimizer state covers {len(optimizer.state)} of "
-                            f"the {count} parameters; the file was edited or damaged")
-        if optimizer.steps != self.step:
-            raise TextError(f"the checkpoint's optimizer has taken {optimizer.steps} steps but "
-                            f"the checkpoint is at step {self.step}; the file was edited or "
-                            "damaged")
-        return TextTrainer(self.net, self.vocab, config, optimizer, ids, step=self.step,
-                           rngs=None if reseed else self.rngs, streams=self.streams,
-                           held_out=self.held_out)
-
-
-def load_checkpoint(path: str | Path, backend: str | Backend = "numpy") -> Checkpoint:
-    """A train-text checkpoint read onto ``backend``; any problem raises ``TextError``."""
-    where = backend if isinstance(backend, Backend) else resolve_backend(backend)
-    try:
-        net, extra = load_with_extra(path, backend=where.name, device=where.device)
-    except OSError as exc:
-        raise TextError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise TextError(str(exc)) from None
-    except MemoryError:
-        raise TextError(f"{path}: the network it describes does not fit in memory") from None
-    version = extra.get("text_format")
-    if version is None:
-        raise TextError(f"{path} holds a dualtape network but is not a train-text checkpoint "
-                        "(it has no vocabulary)")
-    if not _is_int(version) or version < 1:
-        raise TextError(f"{path}: the checkpoint's text_format must be a format number from 1, "
-                        f"got {version!r}; the file was edited or damaged")
-    if version > TEXT_FORMAT:
-        raise TextError(f"{path} is a train-text checkpoint of format {version!r}, newer than "
-                        f"this dualtape reads ({TEXT_FORMAT}); upgrade dualtape")
-    try:
-        vocab, config, step, rngs = _training_state(extra)
-        streams, held_out = _stream_state(extra), _held_out(extra)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise TextError(f"{path}: the checkpoint's training state is damaged ({exc})") from None
-    problem = config_problem(config)
-    if problem is None and not (_is_int(step) and step >= 0):
-        problem = "step", "an integer, 0 or more", step
-    if problem is not None:
-        name, need, value = problem
-        raise TextError(f"{path}: the checkpoint's {name} must be {need}, got {value!r}; "
-                        "the file was edited or damaged")
-    if not all(np.all(np.isfinite(to_numpy(p))) for group in net.params for p in group.values()):
-        raise TextError(f"{path}: the network's weights hold NaN or infinity; the checkpoint "
-                        "was saved from a diverged run or damaged, and cannot be used")
-    try:
-        layout = check_text_network(net, len(vocab))
-    except TextError as exc:
-        raise TextError(f"{path}: {exc}") from None
-    state = {k[len("optimizer/"):]: v for k, v in extra.items() if k.startswith("optimizer/")}
-    mismatch = _mismatch(config, net, vocab, layout, state)
-    if mismatch is None and len(rngs.get(DROPOUT, [])) != len(dropout_layers(net)):
-        mismatch = (f"its rng holds {len(rngs.get(DROPOUT, []))} dropout generator states but "
-                    f"the network has {len(dropout_layers(net))} Dropout layers")
-    if mismatch is not None:
-        raise TextError(f"{path}: {mismatch}; the file was edited or damaged")
-    return Checkpoint(net, vocab, config, int(step), state, rngs, streams, held_out)
-
-
-def _held_out(extra: dict[str, Any]) -> dict[str, list] | None:
-    """The held-out losses a checkpoint recorded; ``ValueError`` when malformed."""
-    record = extra.get("held_out")
-    if record is None:
-        return None
-    if not isinstance(record, dict) or not set(record) <= {"last", "best"} or not all(
-            isinstance(v, list) and len(v) == 2 and _is_int(v[0]) and v[0] >= 0
-            and _is_real(v[1]) and v[1] >= 0 for v in record.values()):
-        raise ValueError(f"held_out is {record!r}, not [step, loss] pairs last and best")
-    return record
-
-
-def _stream_state(extra: dict[str, Any]) -> tuple[dict[str, int], list[np.ndarray]] | None:
-    """A stateful run's stored position and carried states, None when it stored none;
-    ``TypeError`` or ``ValueError`` naming what is malformed."""
-    where = extra.get("streams")
-    count = sum(name.startswith(STREAM_STATE) for name in extra)
-    names = [f"{STREAM_STATE}{k}" for k in range(count)]
-    if not all(name in extra for name in names):
-        raise ValueError(f"its carried states are not numbered {STREAM_STATE}0 on")
-    states = [np.asarray(extra[name]) for name in names]
-    if where is None:
-        if states:
-            raise ValueError("it holds carried states but no stream position")
-        return None
-    fields = {"epoch": 0, "window": 0, "count": 1, "seq_len": 1}
-    if not isinstance(where, dict) or sorted(where) != sorted(fields) or not all(
-            _is_int(where[name]) and where[name] >= least for name, least in fields.items()):
-        raise ValueError(f"streams is {where!r}, not whole numbers epoch, window >= 0 and "
-                         "count, seq_len >= 1")
-    return {name: int(where[name]) for name in fields}, states
-
-
-def _training_state(extra: dict[str, Any]) -> tuple[Vocabulary, TrainConfig, Any, dict]:
-    """The vocabulary, configuration, step and generator states a checkpoint's ``extra``
-    holds; ``KeyError``, ``TypeError``, ``ValueError`` or ``OverflowError`` naming what is
-    missing or malformed."""
-    vocab = Vocabulary.from_json(extra.get("vocabulary"))
-    stored = extra["config"]
-    if not isinstance(stored, dict):
-        raise TypeError(f"config is a {type(stored).__name__}, not a mapping")
-    missing = [f.name for f in dataclasses.fields(TrainConfig)
-               if f.name not in stored and f.name not in OPTIONAL_FIELDS]
-    if missing:
-        raise KeyError(f"config lacks {', '.join(missing)}")
-    config = TrainConfig(**stored)
-    rngs = extra["rng"]
-    if not isinstance(rngs, dict) or sorted(set(rngs) - {DROPOUT}) != sorted(GENERATORS):
-        raise ValueError(f"rng holds {sorted(rngs) if isinstance(rngs, dict) else rngs!r}, "
-                         f"not the states of {' and '.join(GENERATORS)}")
-    dropout = rngs.get(DROPOUT, [])
-    if not isinstance(dropout, list):
-        raise TypeError(f"rng's {DROPOUT} is a {type(dropout).__name__}, not a list of states")
-    for state in [rngs[name] for name in GENERATORS] + dropout:
-        _generator(state)
-    return vocab, config, extra["step"], dict(rngs)
-
-
-def _mismatch(config: TrainConfig, net: Any, vocab: Vocabulary, layout: Any,
-              state: dict[str, np.ndarray]) -> str | None:
-    """How a checkpoint's configuration contradicts its network (``layout``:
-    ``check_text_network``'s), vocabulary or optimizer state; None when they agree."""
-    if layout.hidden != list(config.hidden):
-        return (f"the network's hidden sizes {layout.hidden} differ from its recorded "
-                f"configuration {config.hidden}")
-    if layout.cell != config.cell:
-        return (f"the network's cell {layout.cell} differs from its recorded configuration's "
-                f"{config.cell}")
-    if layout.dropout != config.dropout:
-        return (f"the network's dropout {layout.dropout:g} differs from its recorded "
-                f"configuration's {config.dropout:g}")
-    if net.dtype != config.dtype:
-        return f"the network is {net.dtype} but its configuration says {config.dtype}"
-    if vocab.annotate_capitals != config.annotate_capitals:
-        return (f"the vocabulary's capital annotation ({vocab.annotate_capitals}) differs from "
-                f"its configuration's ({config.annotate_capitals})")
-    if vocab.characters > config.vocab:
-        return (f"the vocabulary keeps {vocab.characters} characters, more than its "
-                f"configuration's --vocab {config.vocab}")
-    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype.kind == "f"):
-        return "the optimizer state holds NaN or infinity"
-    return None
-
-
-class Reporter(Protocol):
-    """Where the training loop reports (a progress bar or plain lines)."""
-
-    def advance(self) -> None:
-        """One step done."""
-
-    def progress(self, step: int, loss: float, chars_per_second: float,
-                 valid_loss: float | None = None) -> None:
-        """A loss read back at ``step``, the speed since the previous read and, when one was
-        measured, the held-out loss."""
-
-    def text(self, message: str) -> None:
-        """A message or a sample, printed whole."""
-
-    def warn(self, message: str) -> None:
-        """A warning, printed whole where the user will see it."""
-
-
-@dataclass
-class RunLimits:
-    """When the loop stops, reports, samples, saves and reads the held-out loss (None or 0
-    = never; the held-out loss is also read at the end). ``writes`` False (MPI ranks other
-    than 0) checks the model at every save point without writing it, nor the ``log`` (a row
-    at each loss reading)."""
-
-    steps: int | None = None
-    time_limit: float | None = None
-    log_every: int = 10
-    sample_every: int = 200
-    sample_chars: int = 200
-    temperature: float = 0.8
-    save: str | None = None
-    save_every: int = 0
-    writes: bool = True
-    valid_every: int = 200
-    log: TrainingLog | None = None
-
-
-@dataclass
-class RunResult:
-    """How a run ended: ``reason`` (``"steps"``, ``"time"`` or ``"interrupted"``), the steps
-    it made, its wall time up to the final save, the part of it spent training (sampling,
-    saving and held-out readings left out) and its mean speed over that part."""
-
-    reason: str
-    steps: int
-    seconds: float
-    training_seconds: float
-    chars_per_second: float
-
-
-def run_training(
-    trainer: TextTrainer,
-    limits: RunLimits,
-    reporter: Reporter,
-    stop_requested: Callable[[], bool] = lambda: False,
-) -> RunResult:
-    """Train until a limit or a stop request (without limits: until a stop request).
-
-    With ``save``, it saves every ``save_every`` steps (a failed save warns and training goes
-    on) and at the end (falling back to a path next to it, see ``save_or_fall_back``). Every
-    save point first checks that the model is finite: a diverged one is never written, and
-    ``DivergedError`` (also raised for a NaN loss) ends the run with the last checkpoint kept.
-    Any other exception in the loop (a failed sample, step or report) saves first and is then
-    raised. Ends with a sample unless one was just printed, after the final save, so an abort
-    while sampling loses nothing. The first held-out loss worse than a uniform guess over the
-    vocabulary is followed by a line that says so."""
-    start = last = time.perf_counter()
-    done = since_log = 0
-    paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
-    explained = False  # whether a held-out loss worse than a uniform guess was explained
-
-    def log(valid: float | None = None) -> None:
-        nonlocal last, since_log, paused
-        loss = trainer.read_loss()
-        now = time.perf_counter()
-        if loss is not None:
-            seconds = max(now - last - paused, 1e-9)
-            record(loss, since_log * trainer.chars_per_step / seconds, now - start, valid)
-        last, since_log, paused = now, 0, 0.0
-
-    def record(loss: float, speed: float, seconds: float, valid: float | None = None) -> None:
-        nonlocal explained
-        reporter.progress(trainer.step_count, loss, speed, valid)
-        worse = "" if valid is None or explained else worse_than_uniform(valid,
-                                                                          len(trainer.vocab))
-        if worse:
-            assert valid is not None  # worse says how a held-out loss compares
-            explained = True
-            reporter.text(f"(held-out {bits_per_char(valid):.3f} bits/char{worse}: the model "
-                          "has not learnt the text's symbol frequencies yet)")
-        if limits.log is not None and limits.writes:
-            problem = limits.log.write(Row(trainer.step_count, seconds, loss, valid, speed,
-                                           trainer.config.rate))
-            if problem is not None:
-                reporter.warn(problem)
-
-    def pause(action: Callable[[], Any]) -> Any:
-        """``action()``, its time left out of the speed."""
-        nonlocal paused, total_paused
-        began = time.perf_counter()
-        result = action()
-        spent = time.perf_counter() - began
-        paused += spent
-        total_paused += spent
-        return result
-
-    def log_with_held_out() -> None:
-        """A reading with the held-out loss beside it (read before, its time left out of
-        the speed), unless the held-out loss was read at this step already."""
-        fresh = trainer.held_out.get("last", [None])[0] != trainer.step_count
-        log(pause(trainer.held_out_loss) if fresh else None)
-
-    def show_sample() -> None:
-        if limits.sample_chars > 0:
-            text = trainer.sample(limits.sample_chars, limits.temperature)
-            reporter.text(f"--- sample at step {trainer.step_count} (temperature "
-                          f"{limits.temperature:g}) ---\n{text}\n---")
-
-    def checkpoint() -> None:
-        if not limits.writes:
-            trainer.check_finite()
-            return
-        assert limits.save is not None  # saves are made only with a path to save to
-        try:
-            trainer.save(limits.save)
-        except TextError as exc:
-            reporter.warn(f"warning: {exc}; training goes on and tries again at the next save")
-            return
-        reporter.text(f"saved {limits.save} at step {trainer.step_count}")
-
-    def final_checkpoint() -> None:
-        trainer.check_finite()
-        if limits.writes:
-            assert limits.save is not None  # saves are made only with a path to save to
-            where = trainer.save_or_fall_back(limits.save, reporter.warn)
-            reporter.text(f"saved {where} at step {trainer.step_count}")
-
-    def rescue() -> None:
-        """Save what was trained before a failure ended the loop; a failure to save warns."""
-        if limits.save and limits.writes:
-            try:
-                final_checkpoint()
-            except Exception as exc:
-                reporter.warn(f"warning: {exc}")
-
-    def stop_reason() -> str | None:
-        if limits.steps is not None and done >= limits.steps:
-            return "steps"
-        if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
-            return "time"
-        return "interrupted" if stop_requested() else None
-
-    try:
-        reason = stop_reason()
-        while reason is None:
-            trainer.step()
-            done += 1
-            since_log += 1
-            reporter.advance()
-            reason = stop_reason()  # known before the reading, so the last one has it all
-            if reason or (limits.valid_every and done % limits.valid_every == 0):
-                log_with_held_out()
-            elif limits.log_every and done % limits.log_every == 0:
-                log()
-            if limits.sample_every and done % limits.sample_every == 0:
-                pause(show_sample)
-            if limits.save and limits.save_every and done % limits.save_every == 0:
-                pause(checkpoint)
-    except DivergedError:
-        raise
-    except Exception:
-        rescue()
-        raise
-    seconds = time.perf_counter() - start
-    training = max(seconds - total_paused, 1e-9)
-    speed = done * trainer.chars_per_step / training
-    if limits.save:
-        final_checkpoint()
-    if not (limits.sample_every and done and done % limits.sample_every == 0):
-        show_sample()
-    return RunResult(reason, done, seconds, training, speed)

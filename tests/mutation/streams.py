@@ -5,6 +5,7 @@ from run_mutants import Mutant
 
 STREAMS = "dualtape/text/streams.py"
 TRAINER = "dualtape/text/trainer.py"
+SPLIT = "dualtape/text/split.py"
 TESTS = ("tests/test_text_streams.py",)
 MUTANTS = [
     Mutant(STREAMS, "    offset = epoch % seq_len\n", "    offset = 0\n",
@@ -48,9 +49,9 @@ MUTANTS = [
     Mutant(TRAINER, "        if nats < self.held_out.get(\"best\", [0, math.inf])[1]:",
            "        if nats > self.held_out.get(\"best\", [0, math.inf])[1]:",
            "the worst held-out loss kept as the best", TESTS),
-    Mutant(TRAINER, "    training = ids[:len(ids) - held]", "    training = ids",
+    Mutant(SPLIT, "    training = ids[:len(ids) - held]", "    training = ids",
            "the held-out symbols trained on too", TESTS),
-    Mutant(TRAINER, "    if held < 2:", "    if held < 1:",
+    Mutant(SPLIT, "    if held < 2:", "    if held < 1:",
            "a held-out part of one symbol (no loss) accepted", TESTS),
     Mutant("dualtape/text/record.py", "    return nats / math.log(2)",
            "    return nats / math.log(10)",

@@ -5,6 +5,8 @@ paths and the ranks' agreement."""
 from run_mutants import Mutant
 
 TRAINER = "dualtape/text/trainer.py"
+CHECKPOINT = "dualtape/text/checkpoint.py"
+LOOP = "dualtape/text/loop.py"
 CLI = "dualtape/text/cli.py"
 PREPARE = "dualtape/text/prepare.py"
 CONSOLE = "dualtape/text/console.py"
@@ -26,6 +28,14 @@ STOPS = ("tests/test_text_safety.py", "-k", "stop or pipe or full or hang or sig
 
 def trainer(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
     return Mutant(TRAINER, old, new, why, tests)
+
+
+def checkpoint(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
+    return Mutant(CHECKPOINT, old, new, why, tests)
+
+
+def loop(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
+    return Mutant(LOOP, old, new, why, tests)
 
 
 def cli(old: str, new: str, why: str, tests: tuple[str, ...] = TEXT) -> Mutant:
@@ -65,54 +75,54 @@ MUTANTS = [
     trainer("        except ValueError as exc:  # a destination io refuses\n"
             "            raise TextError(f\"cannot write checkpoint {path}: {exc}\") from None\n",
             "", "a ValueError from io's save is not a failed save (it ends the run)"),
-    trainer("    except DivergedError:\n        raise\n    except Exception:",
-            "    except Exception:",
-            "a diverged run is saved on the way out like any other failure"),
-    trainer("        rescue()\n        raise", "        raise",
-            "a failure in the loop (a sample, a step) ends the run unsaved"),
-    trainer("        if not limits.writes:\n            trainer.check_finite()\n"
-            "            return\n        assert limits.save",
-            "        if not limits.writes:\n            return\n        assert limits.save",
-            "ranks that do not write skip the check at periodic save points (they then hang)",
-            MPI),
+    loop("    except DivergedError:\n        raise\n    except Exception:",
+         "    except Exception:",
+         "a diverged run is saved on the way out like any other failure"),
+    loop("        rescue()\n        raise", "        raise",
+         "a failure in the loop (a sample, a step) ends the run unsaved"),
+    loop("        if not limits.writes:\n            trainer.check_finite()\n"
+         "            return\n        assert limits.save",
+         "        if not limits.writes:\n            return\n        assert limits.save",
+         "ranks that do not write skip the check at periodic save points (they then hang)",
+         MPI),
     # --- reading checkpoints -------------------------------------------------------------------
-    trainer("if not _is_int(version) or version < 1:", "if not _is_int(version) or version < 0:",
-            "text_format 0 is read as a known format", SAFETY),
-    trainer("    if missing:\n", "    if missing and False:\n",
-            "a checkpoint whose config lacks a field resumes with the default", SAFETY),
-    trainer("sorted(set(rngs) - {DROPOUT}) != sorted(GENERATORS)",
-            "not set(rngs) - {DROPOUT} <= set(GENERATORS)",
-            "a checkpoint whose generator states lack an entry is accepted", SAFETY),
-    trainer("(KeyError, TypeError, ValueError, OverflowError) as exc",
-            "(KeyError, TypeError, ValueError) as exc",
-            "a generator state with an out-of-range number escapes as a traceback", SAFETY),
-    trainer("    for state in [rngs[name] for name in GENERATORS] + dropout:\n"
-            "        _generator(state)\n", "",
-            "generator states are not checked when the checkpoint is read", SAFETY),
-    trainer("if problem is None and not (_is_int(step) and step >= 0):",
-            "if problem is None and not step >= 0:", "a fractional step is accepted", SAFETY),
-    trainer("    if layout.hidden != list(config.hidden):",
-            "    if len(layout.hidden) != len(config.hidden):",
-            "hidden sizes are compared by count only", SAFETY),
-    trainer("    if net.dtype != config.dtype:", "    if net.dtype is None:",
-            "a config dtype that contradicts the network is accepted", SAFETY),
-    trainer("    if vocab.annotate_capitals != config.annotate_capitals:",
-            "    if vocab.annotate_capitals and not config.annotate_capitals:",
-            "a config that claims capital annotation the vocabulary lacks is accepted", SAFETY),
-    trainer("if vocab.characters > config.vocab:", "if vocab.characters > config.vocab + 1:",
-            "an off-by-one in the vocabulary size check", SAFETY),
-    trainer("    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype"
-            ".kind == \"f\"):",
-            "    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype"
-            ".kind == \"i\"):",
-            "non-finite optimizer state in a checkpoint is accepted", SAFETY),
-    trainer("if optimizer.state and len(optimizer.state) != count:",
-            "if len(optimizer.state) > count:",
-            "optimizer state for only some parameters is accepted", SAFETY),
-    trainer("if optimizer.steps != self.step:", "if optimizer.steps > self.step:",
-            "an optimizer that took fewer steps than the checkpoint is accepted", SAFETY),
-    trainer("rngs=None if reseed else self.rngs, streams", "rngs=self.rngs, streams",
-            "--seed when resuming keeps the stored generators", TEXT),
+    checkpoint("if not _is_int(version) or version < 1:", "if not _is_int(version) or version < 0:",
+               "text_format 0 is read as a known format", SAFETY),
+    checkpoint("    if missing:\n", "    if missing and False:\n",
+               "a checkpoint whose config lacks a field resumes with the default", SAFETY),
+    checkpoint("sorted(set(rngs) - {DROPOUT}) != sorted(GENERATORS)",
+               "not set(rngs) - {DROPOUT} <= set(GENERATORS)",
+               "a checkpoint whose generator states lack an entry is accepted", SAFETY),
+    checkpoint("(KeyError, TypeError, ValueError, OverflowError) as exc",
+               "(KeyError, TypeError, ValueError) as exc",
+               "a generator state with an out-of-range number escapes as a traceback", SAFETY),
+    checkpoint("    for state in [rngs[name] for name in GENERATORS] + dropout:\n"
+               "        _generator(state)\n", "",
+               "generator states are not checked when the checkpoint is read", SAFETY),
+    checkpoint("if problem is None and not (_is_int(step) and step >= 0):",
+               "if problem is None and not step >= 0:", "a fractional step is accepted", SAFETY),
+    checkpoint("    if layout.hidden != list(config.hidden):",
+               "    if len(layout.hidden) != len(config.hidden):",
+               "hidden sizes are compared by count only", SAFETY),
+    checkpoint("    if net.dtype != config.dtype:", "    if net.dtype is None:",
+               "a config dtype that contradicts the network is accepted", SAFETY),
+    checkpoint("    if vocab.annotate_capitals != config.annotate_capitals:",
+               "    if vocab.annotate_capitals and not config.annotate_capitals:",
+               "a config that claims capital annotation the vocabulary lacks is accepted", SAFETY),
+    checkpoint("if vocab.characters > config.vocab:", "if vocab.characters > config.vocab + 1:",
+               "an off-by-one in the vocabulary size check", SAFETY),
+    checkpoint("    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype"
+               ".kind == \"f\"):",
+               "    if not all(np.isfinite(v).all() for v in state.values() if np.asarray(v).dtype"
+               ".kind == \"i\"):",
+               "non-finite optimizer state in a checkpoint is accepted", SAFETY),
+    checkpoint("if optimizer.state and len(optimizer.state) != count:",
+               "if len(optimizer.state) > count:",
+               "optimizer state for only some parameters is accepted", SAFETY),
+    checkpoint("if optimizer.steps != self.step:", "if optimizer.steps > self.step:",
+               "an optimizer that took fewer steps than the checkpoint is accepted", SAFETY),
+    checkpoint("rngs=None if reseed else self.rngs, streams", "rngs=self.rngs, streams",
+               "--seed when resuming keeps the stored generators", TEXT),
     # --- the command line: destinations --------------------------------------------------------
     prep("    if not (same or overwrite):", "    if not overwrite:",
         "--save onto the checkpoint being resumed needs --overwrite"),
@@ -362,12 +372,12 @@ MUTANTS = [
     Mutant(RECORD, "            if found.st_size == 0:\n                os.write(fd, header",
            "            if True:\n                os.write(fd, header",
            "a resumed run writes the header again in the middle of the log", RECORD_TESTS),
-    trainer("        if limits.log is not None and limits.writes:",
-            "        if limits.log is not None:",
-            "every rank of a distributed run writes the log", RECORD_TESTS),
-    trainer("            if problem is not None:\n                reporter.warn(problem)",
-            "            if problem is not None:\n                pass",
-            "a log that cannot be written stops silently", RECORD_TESTS),
+    loop("        if limits.log is not None and limits.writes:",
+         "        if limits.log is not None:",
+         "every rank of a distributed run writes the log", RECORD_TESTS),
+    loop("            if problem is not None:\n                reporter.warn(problem)",
+         "            if problem is not None:\n                pass",
+         "a log that cannot be written stops silently", RECORD_TESTS),
     Mutant(CONSOLE, "        emit(self.remember(step, loss, chars_per_second, valid_loss))",
            "        self.remember(step, loss, chars_per_second, valid_loss)",
            "plain output prints no readings", RECORD_TESTS),
@@ -417,13 +427,13 @@ MUTANTS = [
            "    if nats <= math.log2(symbols):",
            "nats compared with log2 V bits: worse than uniform is said too early",
            ("tests/test_text_streams.py",)),
-    trainer("            explained = True\n", "",
-            "every held-out reading worse than uniform repeats the remark",
-            ("tests/test_text_streams.py",)),
-    trainer("        worse = \"\" if valid is None or explained else",
-            "        worse = \"\" if valid is None or True else",
-            "a held-out reading worse than uniform during the run is not explained",
-            ("tests/test_text_streams.py",)),
+    loop("            explained = True\n", "",
+         "every held-out reading worse than uniform repeats the remark",
+         ("tests/test_text_streams.py",)),
+    loop("        worse = \"\" if valid is None or explained else",
+         "        worse = \"\" if valid is None or True else",
+         "a held-out reading worse than uniform during the run is not explained",
+         ("tests/test_text_streams.py",)),
     Mutant("dualtape/text/lock.py",
            "    lock = os.path.realpath(path) + SUFFIX", "    lock = path + SUFFIX",
            "a second run through a link to the checkpoint takes another lock", LOCK_TESTS),
