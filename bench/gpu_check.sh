@@ -48,12 +48,13 @@ python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.ve
 dualtape info'
 
 # 1. Correctness: every gpu-marked test, on the fused path (the default) and the generic path;
+#    in one process (addopts without pytest-xdist's -n: the machine lacks it, and has one GPU);
 #    the fused tests include o = 512 at batch 64, and the standard cells' kernels
 #    (standard_lstm_gru.cu) against torch's committed numbers (test_cells_torch.py).
 DUALTAPE_FUSED=1 step gpu-tests-fused 100 "$OUT/gpu-tests-fused.log" \
-  python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider
+  python3 -m pytest -q -rs -o addopts=--benchmark-disable -m gpu tests -p no:cacheprovider
 DUALTAPE_FUSED=0 step gpu-tests-generic 60 "$OUT/gpu-tests-generic.log" \
-  python3 -m pytest -q -rs -m gpu tests -p no:cacheprovider
+  python3 -m pytest -q -rs -o addopts=--benchmark-disable -m gpu tests -p no:cacheprovider
 
 # 2. Kernel launches per time step (JSON on stdout, everything else in the log).
 step launches 35 "$OUT/launches.log" bash -c "python3 bench/gpu_launches.py > '$OUT/launches.json'"

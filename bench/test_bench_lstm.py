@@ -1,12 +1,12 @@
 """Grenade's ``bench-lstm`` groups in pytest-benchmark, on every available backend and dtype.
 
 ``pytest bench/`` (the project's addopts hold ``--benchmark-disable``) runs each workload once as
-a test, with the batch-32/256 variants cut to 2 time steps; ``pytest bench/ --benchmark-enable``
-measures them at full size. Timings on a GPU wait for the device before the clock stops. Speed
-is never asserted: ``dualtape bench`` is where the numbers are compared. For one-thread numbers,
-set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1`` in the environment of that run. The groups
-``dualtape bench`` runs only on request (memory: minutes and GBs a call) are not in the suite;
-``test_memory_bench.py`` tests them.
+a test, with the batch-32/256 variants cut to 2 time steps; ``pytest bench/ -n 0
+--benchmark-enable`` measures them at full size, in one process. Timings on a GPU wait for the
+device before the clock stops. Speed is never asserted: ``dualtape bench`` is where the numbers
+are compared. For one-thread numbers, set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1`` in the
+environment of that run. The groups ``dualtape bench`` runs only on request (memory: minutes and
+GBs a call) are not in the suite; ``test_memory_bench.py`` tests them.
 """
 
 from __future__ import annotations

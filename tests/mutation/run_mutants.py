@@ -79,7 +79,8 @@ def run(mutant: Mutant, tree: Path, timeout: float) -> str:
     target.write_text(original.replace(mutant.old, mutant.new))
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     tests = subprocess.Popen(  # in a session of its own: whatever it starts goes with it
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+        [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+         *mutant.tests],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
     try:
