@@ -59,8 +59,7 @@ def openblas_rerun(args: argparse.Namespace) -> str:
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_TUNING}
     command = [sys.executable, str(Path(__file__).resolve()), "--backends", "numpy",
                "--references", "none", "--workloads", "train", "--dtypes", args.dtypes]
-    if args.threads:
-        command += ["--threads", str(args.threads)]
+    command += ["--threads", args.threads]
     if args.quick:
         command.append("--quick")
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
@@ -110,7 +109,7 @@ def sections(args: argparse.Namespace, results: Sequence[Result], meta: dict[str
     if args.profile:
         from bench.profile_train import section
 
-        found.append(section(args.threads or 1))
+        found.append(section(int(args.threads) if args.threads.isdigit() else 1))
     return found
 
 

@@ -28,9 +28,13 @@ def torch_without_cuda() -> None:
     pytest.skip("torch works on CUDA here")
 
 
+THREADS_WORDS = "--threads must be auto, unset or a whole number of threads, 1 or more, got"
+
+
 @pytest.mark.parametrize(("options", "says"), [
-    (["--threads", "0"], "--threads must be at least 1, got 0"),
-    (["--threads", "-2"], "--threads must be at least 1, got -2"),
+    (["--threads", "0"], f"{THREADS_WORDS} 0"),
+    (["--threads", "-2"], f"{THREADS_WORDS} -2"),
+    (["--threads", "two"], f"{THREADS_WORDS} two"),
     (["--workloads", ","], "--workloads needs at least one name"),
     (["--workloads", ""], "--workloads needs at least one name"),
     (["--workloads", "lstm,lstm"], "--workloads names lstm more than once"),

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from dualtape.backend import available_backends, resolve_backend
-from dualtape.benchmarks import report
+from dualtape.benchmarks import cli, report
 from dualtape.benchmarks.bound import LABEL as BOUND_LABEL
 from dualtape.benchmarks.measure import QUICK, Result, measure_workload
 from dualtape.benchmarks.runners import BackendRunner
@@ -28,7 +28,8 @@ def test_bench_command_writes_json_markdown_and_plot(tmp_path, capsys):
     assert "| lstm/forwards-60 | ref:naive | float64 |" in printed
     records = json.loads(out["json"].read_text())
     assert {r["runner"] for r in records["results"]} == {"numpy", "naive"}
-    assert records["meta"]["threads"]["requested"] is None
+    assert records["meta"]["threads"]["requested"] == "auto"
+    assert {r["threads"] for r in records["results"]} == {1}, "small rows run on one thread"
     assert "Re-run with" in out["md"].read_text()
     assert out["png"].stat().st_size > 0
 
@@ -120,8 +121,8 @@ def test_without_comparisons_there_is_no_ratio_column_and_no_threads_none(capsys
                         "--workloads", "update/matrix-60x60")
     assert status == 0
     assert "None" not in out
-    assert ("- threads: not limited (the default; --threads N limits them), so each library's "
-            "own: ") in out
+    assert ("- threads: --threads auto, train-text's rule for each row's time loop: 1 for every "
+            "row; --threads N or unset overrides: ") in out
     assert "| update/matrix-60x60 | numpy | float64 |" in out
     assert "faster than numpy |" not in out and "1.00×" not in out
     assert out.rstrip().splitlines()[-1].startswith("Read: the median ms per call")
@@ -131,7 +132,10 @@ def test_the_requested_thread_limit_is_in_the_header(capsys):
     pytest.importorskip("threadpoolctl")
     status, out = bench(capsys, "--backends", "numpy", "--references", "none", "--threads", "1",
                         "--workloads", "update/matrix-60x60")
-    assert status == 0 and "- threads: --threads 1 limits BLAS/OpenMP and torch to 1: " in out
+    assert status == 0 and "- threads: --threads 1: " in out
+    status, out = bench(capsys, "--backends", "numpy", "--references", "none", "--threads",
+                        "unset", "--workloads", "update/matrix-60x60")
+    assert status == 0 and "- threads: --threads unset: " in out
 
 
 def timed(runner: str, ms: float, key: str = "train/one-time-step",
@@ -211,4 +215,41 @@ def test_the_header_names_the_blas_kernels_and_whether_the_environment_chose_the
 def test_without_an_openblas_coretype_setting_none_is_recorded(monkeypatch):
     pytest.importorskip("threadpoolctl")
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
-    assert all("coretype" not in p for p in report.thread_info(None)["pools"])
+    assert all("coretype" not in p for p in report.thread_info("auto", "")["pools"])
+
+
+def test_auto_threads_are_train_texts_rule_for_each_rows_time_loop(monkeypatch):
+    # On an idle 4-core machine only the rows whose loop product passes 8 M multiply-adds (the
+    # 512-unit train rows from batch 32: 32 · 512 · 3 · 512 = 25 M) get more than one thread.
+    monkeypatch.setattr(cli, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cli, "load_average", lambda: 0.0)
+    monkeypatch.setattr(cli, "threadpoolctl_installed", lambda: True)
+    chosen = cli._threads("auto", WORKLOADS)
+    assert {k: c.count for k, c in chosen.items() if c.count != 1} == {
+        f"train/fifty-time-steps-batch-{b}": 4 for b in (32, 64, 256)}
+    assert chosen["text/char-model-80x80-batch-32"].count == 1  # the main job, as train-text
+    line = cli.threads_summary("auto", chosen)
+    assert line.startswith("--threads auto, train-text's rule for each row's time loop: 1 for "
+                           "every row but: 4 for train/fifty-time-steps-batch-32, ")
+    assert cli.jax_limit(chosen) is None and cli.jax_limit({"a": chosen["lstm/forwards-60"]}) == 1
+    monkeypatch.setattr(cli, "load_average", lambda: 3.0)  # three cores busy: one is left
+    assert cli._threads("auto", WORKLOADS)["train/fifty-time-steps-batch-256"].count == 1
+    assert {c.count for c in cli._threads("unset", WORKLOADS).values()} == {None}
+    assert {c.count for c in cli._threads("3", WORKLOADS).values()} == {3}
+
+
+def test_each_row_runs_under_the_threads_chosen_for_it(monkeypatch, capsys):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    seen = []
+
+    def measure(workload, *args):
+        seen.append({p["internal_api"]: p["num_threads"]
+                     for p in threadpoolctl.threadpool_info()}.get("openblas"))
+        return []
+
+    monkeypatch.setattr(cli, "measure_workload", measure)
+    monkeypatch.setattr(cli, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cli, "load_average", lambda: 0.0)
+    status, _ = bench(capsys, "--backends", "numpy", "--references", "none", "--workloads",
+                      "lstm/forwards-60,train/fifty-time-steps-batch-32")
+    assert status == 0 and seen == [1, 2]  # auto: the small row on one, batch 32 x 512 on two

@@ -139,7 +139,7 @@ def test_the_chars_per_second_table_has_every_timed_text_row_and_its_ratio():
 
 
 def test_the_markdown_page_has_chars_per_second_only_with_text_rows(tmp_path):
-    meta = {**report.system_info(None, ["numpy"]), "command": "dualtape bench"}
+    meta = {**report.system_info("auto", "auto", ["numpy"]), "command": "dualtape bench"}
     page = tmp_path / "page.md"
     report.write_markdown(str(page), [text_row("numpy", 16.0, reference=False)], meta)
     text = page.read_text()

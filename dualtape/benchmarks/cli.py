@@ -11,7 +11,10 @@ full disk) is a line on stderr and exit status 1, as is a failed row.
 
 Before timing, the process keeps freed memory for reuse (``allocator.keep_freed_memory``, as
 ``train-text`` does; every row runs under it) and the header says so, with the threads and the
-CPU LSTM loop in use.
+CPU LSTM loop in use. ``--threads auto`` (the default) gives each row the threads train-text's
+rule gives its time loop (``text/threads.py``: one thread below 8 M multiply-adds in the loop's
+largest product, so every row but the largest batches runs on one); ``unset`` leaves the
+libraries at their own defaults; N limits every row to N.
 """
 
 from __future__ import annotations
@@ -26,7 +29,17 @@ from typing import Any
 
 from ..allocator import keep_freed_memory
 from ..backend import Backend, BackendUnavailable, available_backends
-from ..text.threads import limited_threads
+from ..text.threads import (
+    AUTO,
+    UNSET,
+    ThreadChoice,
+    choose_threads,
+    limited_threads,
+    load_average,
+    parse_threads,
+    threadpoolctl_installed,
+    usable_cores,
+)
 from .bound import BoundRunner
 from .measure import FULL, QUICK, Result, Timing, measure_workload, require_threadpoolctl
 from .memory import compare_to_full_tape
@@ -40,7 +53,7 @@ NO_JAX = "no JAX reference row (jax, text group): JAX is not installed; `pip ins
 NO_LIBRARY = {"torch": NO_TORCH, "jax": NO_JAX}
 """The note ``--references all`` prints when a library of reference rows is missing."""
 OUTPUTS = ("json", "markdown", "plot")
-DEFAULTS = {"dtypes": ",".join(DTYPES), "references": "all"}
+DEFAULTS = {"dtypes": ",".join(DTYPES), "references": "all", "threads": AUTO}
 
 
 def _refused(message: str) -> SystemExit:
@@ -145,12 +158,41 @@ def _dtypes(text: str) -> list[str]:
     return dtypes
 
 
-def _threads(n: int | None) -> int | None:
-    if n is not None:
-        if n < 1:
-            raise _refused(f"--threads must be at least 1, got {n}")
+def _threads(text: str, workloads: Sequence[Workload]) -> dict[str, ThreadChoice]:
+    """Each workload's threads (by key) as ``--threads`` asks: a count >= 1 for every row
+    (needs threadpoolctl), ``unset``, or ``auto``: train-text's rule for the row's time loop,
+    on this process's cores and the load average now."""
+    try:
+        option = parse_threads(text)
+    except ValueError as exc:
+        raise _refused(str(exc)) from None
+    if isinstance(option, int):
         require_threadpoolctl()
-    return n
+    cores, load, can_limit = usable_cores(), load_average(), threadpoolctl_installed()
+    return {w.key: choose_threads(option, w.time_loop()[0], w.batch, gates=w.time_loop()[1],
+                                  cores=cores, load=load, can_limit=can_limit)
+            for w in workloads}
+
+
+def threads_summary(option: str, chosen: dict[str, ThreadChoice]) -> str:
+    """The header's account of the rows' threads: the count of every row, and why."""
+    counts = {c.count for c in chosen.values()}
+    if parse_threads(option) != AUTO or len(counts) == 1 and None in counts:
+        return next(iter(chosen.values())).why
+    by_count: dict[int | None, list[str]] = {}
+    for key, choice in chosen.items():
+        by_count.setdefault(choice.count, []).append(key)
+    usual = max(by_count, key=lambda n: len(by_count[n]))
+    others = "; ".join(f"{n} for {', '.join(keys)}" for n, keys in by_count.items()
+                       if n != usual)
+    return (f"--threads auto, train-text's rule for each row's time loop: {usual} for every "
+            f"row{' but: ' + others if others else ''}; --threads N or unset overrides")
+
+
+def jax_limit(chosen: dict[str, ThreadChoice]) -> int | None:
+    """The one thread limit JAX gets for the whole run (XLA takes it once, at start): 1 when
+    every row runs on one thread, else none."""
+    return 1 if {c.count for c in chosen.values()} == {1} else None
 
 
 def _outputs(args: argparse.Namespace) -> dict[str, str]:
@@ -187,21 +229,22 @@ class Request:
     notes: list[str]
     outputs: dict[str, str]
     timing: Timing
-    threads: int | None
+    threads: dict[str, ThreadChoice]
+    threads_line: str
 
 
 def check(args: argparse.Namespace) -> Request:
     """Every option of ``args`` checked before anything is timed; a refusal raises
     ``SystemExit`` with one line."""
-    threads = _threads(args.threads)
+    workloads = _workloads(args.workloads, args.quick)
+    threads = _threads(args.threads, workloads)
     outputs = _outputs(args)
     dtypes = _dtypes(args.dtypes)
-    workloads = _workloads(args.workloads, args.quick)
     backends, notes = parse_backends(args.backends)
-    references, reference_notes = reference_runners(args.references, threads)
+    references, reference_notes = reference_runners(args.references, jax_limit(threads))
     runners: list[Runner] = [*(BackendRunner(b) for b in backends), *references]
     return Request(dtypes, workloads, runners, notes + reference_notes, outputs,
-                   QUICK if args.quick else FULL, threads)
+                   QUICK if args.quick else FULL, threads, threads_summary(args.threads, threads))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -226,9 +269,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="fewer, shorter samples, no run above batch 32 and no memory row "
                              "above 1,000 steps (under a minute)")
-    parser.add_argument("--threads", type=int, metavar="N",
-                        help="limit BLAS/OpenMP and torch threads to N (threadpoolctl); "
-                             "default: not limited; the project's targets are measured with "
+    parser.add_argument("--threads", default=AUTO, metavar="N",
+                        help=f"{AUTO} (default): each row the BLAS/OpenMP and torch threads "
+                             "train-text's rule gives its time loop (one, but for the largest "
+                             f"batches); {UNSET}: the libraries' own; N: N for every row "
+                             "(threadpoolctl); the project's targets are measured with "
                              "--threads 1")
     parser.add_argument("--json", metavar="FILE", help="write all samples and machine details")
     parser.add_argument("--markdown", metavar="FILE", help="write the table as a results page")
@@ -304,14 +349,21 @@ def execute(args: argparse.Namespace, command: str | None = None,
         print(f"note: {note}")
     results: list[Result] = []
     memory = keep_freed_memory()
-    with limited_threads(request.threads):
-        meta = report.system_info(request.threads, [r.label for r in request.runners], memory)
-        print(report.header_text(meta), flush=True)
-        started = time.perf_counter()
-        for workload in request.workloads:
-            print(f"... {workload.key}", file=sys.stderr, flush=True)
-            results += measure_workload(workload, request.runners, request.dtypes,
-                                        request.timing, request.threads)
+    first = request.threads[request.workloads[0].key].count
+    with limited_threads(first):  # the header shows the libraries' pools under a row's limit
+        meta = report.system_info(args.threads, request.threads_line,
+                                  [r.label for r in request.runners], memory)
+    print(report.header_text(meta), flush=True)
+    started = time.perf_counter()
+    for workload in request.workloads:
+        print(f"... {workload.key}", file=sys.stderr, flush=True)
+        count = request.threads[workload.key].count
+        with limited_threads(count):
+            found = measure_workload(workload, request.runners, request.dtypes,
+                                     request.timing, count)
+        for result in found:
+            result.threads = count
+        results += found
     compare_to_full_tape(results)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["command"] = command or command_line(args)

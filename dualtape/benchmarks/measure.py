@@ -54,6 +54,8 @@ class Result:
     number: int = 1
     error: str | None = None
     memory: memory.Memory | None = None
+    threads: int | None = None
+    """The BLAS/OpenMP and torch thread limit the row ran under (None: the libraries' own)."""
 
     @property
     def median_ms(self) -> float:
@@ -86,6 +88,7 @@ class Result:
             "max_ms": self.max_ms, "chars_per_call": w.chars_per_call,
             "chars_per_s": self.chars_per_second, "calls_per_sample": self.number,
             "samples_ms": [1e3 * s for s in self.samples], "error": self.error,
+            "threads": self.threads,
             **({"tape": w.tape, "memory": self.memory.as_dict()} if self.memory else {}),
         }
 

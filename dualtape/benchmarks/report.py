@@ -71,9 +71,10 @@ def versions() -> dict[str, str]:
     return found
 
 
-def thread_info(requested: int | None) -> dict[str, Any]:
-    """Thread counts now: threadpoolctl's pools (BLAS, OpenMP) and torch's intra-op threads."""
-    info: dict[str, Any] = {"requested": requested}
+def thread_info(requested: str, line: str) -> dict[str, Any]:
+    """``--threads`` as given (``requested``), what it chose for the rows (``line``), and the
+    thread counts now: threadpoolctl's pools (BLAS, OpenMP) and torch's intra-op threads."""
+    info: dict[str, Any] = {"requested": requested, "line": line}
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -93,7 +94,7 @@ def thread_info(requested: int | None) -> dict[str, Any]:
     return info
 
 
-def system_info(threads: int | None, runners: Sequence[str],
+def system_info(threads: str, threads_line: str, runners: Sequence[str],
                 memory: str | None = None) -> dict[str, Any]:
     """Everything needed to compare two runs: date, machine, versions, threads, the CPU LSTM
     loop, the allocator (``memory``: what ``allocator.keep_freed_memory()`` returned), BLAS
@@ -111,7 +112,7 @@ def system_info(threads: int | None, runners: Sequence[str],
         "cpus_usable": len(affinity(0)) if affinity else os.cpu_count(),
         "gpus": gpu_models(),
         "versions": versions(),
-        "threads": thread_info(threads),
+        "threads": thread_info(threads, threads_line),
         "cpu_loops": path if why is None else f"{path} ({why})",
         "memory": allocator.describe(memory),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
@@ -148,17 +149,13 @@ def header_text(meta: dict[str, Any]) -> str:
     gpus = ", ".join(meta["gpus"]) or "none"
     env = ", ".join(f"{k}={v}" for k, v in meta["env"].items()) or "none set"
     libs = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-    requested = meta["threads"]["requested"]
-    limit = (f"--threads {requested} limits BLAS/OpenMP and torch to {requested}"
-             if requested is not None else
-             "not limited (the default; --threads N limits them), so each library's own")
     lines = [
         f"- date: {meta['date']}",
         f"- CPU: {meta['cpu']} ({meta['cpus_usable']} of {meta['cpus']} CPUs usable); "
         f"GPU: {gpus}",
         f"- platform: {meta['platform']}",
         f"- versions: {libs}",
-        f"- threads: {limit}: {_threads_text(meta['threads'])}",
+        f"- threads: {meta['threads']['line']}: {_threads_text(meta['threads'])}",
         f"- LSTM loops on numpy: {meta['cpu_loops']}",
         f"- {meta['memory']}",
         f"- environment: {env}",

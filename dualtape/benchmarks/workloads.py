@@ -75,6 +75,22 @@ class Workload:
         """``group/name``, e.g. ``train/fifty-time-steps``."""
         return f"{self.group}/{self.name}"
 
+    def time_loop(self) -> tuple[list[int], int]:
+        """The widths of the LSTMs whose time loop the row runs, and the recurrent weights'
+        rows per unit of its cell (``text.threads.RECURRENT_GATES``): what train-text's thread
+        rule reads. No recurrent layer (update, conv): ``([], 3)``."""
+        from ..text.threads import RECURRENT_GATES
+
+        if self.op in ("forwards", "backwards"):
+            return [self.size], 3
+        if self.op in ("train", "memory"):
+            return [self.size, self.n_in], 3
+        if self.op == "text":
+            return [self.size] * self.layers, 3
+        if self.op == "cell":
+            return [self.size], RECURRENT_GATES[self.cell]
+        return [], 3
+
     def smoke(self) -> Workload:
         """The same code path, cheap enough for a test run: batched variants and the memory
         rows (up to 100,000 steps) run 2 steps."""

@@ -59,8 +59,9 @@ LSTM ``W_hh`` (4o, o), the GRU's (3o, o)."""
 
 def product_work(hidden: Sequence[int], batch: int, gates: int = 3) -> int:
     """Multiply-adds of the largest matrix product inside a time loop: ``c Uᵀ`` of the widest
-    LSTM, ``batch · o · 3o`` (``gates · o`` for a cell with other recurrent weights)."""
-    return max(batch * n * gates * n for n in hidden)
+    LSTM, ``batch · o · 3o`` (``gates · o`` for a cell with other recurrent weights); 0 for no
+    LSTM."""
+    return max((batch * n * gates * n for n in hidden), default=0)
 
 
 def usable_cores() -> int:

@@ -82,9 +82,16 @@ MUTANTS = [
          "        raise _refused(\"--quick leaves", "--quick leaving no workload not refused"),
     _cli("if set(dtypes) - set(DTYPES):", "if set(DTYPES) - set(dtypes):",
          "dtype check the wrong way round (float16 accepted, float32 alone refused)"),
-    _cli("        if n < 1:", "        if n < 0:", "--threads 0 accepted"),
-    _cli("        require_threadpoolctl()\n    return n", "    return n",
+    _cli("        raise _refused(str(exc)) from None\n    if isinstance(option, int):",
+         "        option = AUTO\n    if isinstance(option, int):", "a bad --threads taken as auto"),
+    _cli("    if isinstance(option, int):\n        require_threadpoolctl()\n", "",
          "--threads without threadpoolctl found only when timing starts"),
+    _cli("        with limited_threads(count):\n", "        with limited_threads(None):\n",
+         "the rows run on the libraries' own threads, not those chosen for them"),
+    _cli("    return 1 if {c.count for c in chosen.values()} == {1} else None",
+         "    return None", "JAX left on XLA's threads when every row runs on one"),
+    _cli("row{' but: ' + others if others else ''}", "row",
+         "the header hides the rows that run on more threads"),
     _cli("            if name == \"plot\":\n                report.plot_format(path)\n", "",
          "an unknown plot format found after the run"),
     _cli("        if target in targets:", "        if False:",
@@ -254,7 +261,8 @@ MUTANTS = [
          "a torch or JAX reference without its library said to be unknown"),
     _cli("chosen, notes = found, [NO_LIBRARY[library] for library in missing]",
          "chosen, notes = found, []", "no note when the torch or JAX rows are missing"),
-    Mutant(CLI, "references, reference_notes = reference_runners(args.references, threads)",
+    Mutant(CLI, "references, reference_notes = reference_runners(args.references, "
+           "jax_limit(threads))",
            "references, reference_notes = reference_runners(args.references)",
            "--threads 1 does not reach the JAX row", ROW_TESTS),
     # --- the report of the text group (report.py) -------------------------------------------
@@ -266,9 +274,6 @@ MUTANTS = [
     Mutant(REPORT, "        *([f\"## Characters per second\\n\\n{chars}\"] if (chars := "
            "throughput(results)) else []),\n", "", "chars/s left off the markdown page",
            ROW_TESTS),
-    _report("else\n             \"not limited (the default; --threads N limits them), so each "
-            "library's own\")", "else\n             \"not limited\")",
-            "the header does not say what the default threads are"),
     # --- the references' maths (jax_text.py, torch_text.py, torch_lstm.py) ------------------
     Mutant(JAX_TEXT, "    t = t + 1\n", "", "JAX's Adam without its step count (t = 0)",
            CHAR_TESTS),

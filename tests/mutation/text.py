@@ -277,7 +277,7 @@ MUTANTS = [
     Mutant(THREADS, "def product_work(hidden: Sequence[int], batch: int, gates: int = 3)",
            "def product_work(hidden: Sequence[int], batch: int, gates: int = 4)",
            "the recurrent product counted with four blocks (U has three)", THREAD_TESTS),
-    Mutant(THREADS, "return max(batch * n * gates * n for n in hidden)",
+    Mutant(THREADS, "return max((batch * n * gates * n for n in hidden), default=0)",
            "return sum(batch * n * gates * n for n in hidden)",
            "the layers' products added up, though they run one at a time", THREAD_TESTS),
     Mutant(THREADS, "wanted = max(1, work // PER_THREAD_WORK)",
