@@ -130,7 +130,7 @@ def prepare_ids(
             f"{owner}: {what} holds ids from {int(xp.min(ids))} to {int(xp.max(ids))}, but "
             f"{taker} takes ids in [0, {vocab})"
         )
-    if copy and not fresh:
+    if not fresh and copy:  # (the cast and the conversion above made copies)
         ids = ids.copy() if isinstance(ids, np.ndarray) else xp.asarray(ids, copy=True)
     single = ids.ndim == len(leading) - 1
     if single:
