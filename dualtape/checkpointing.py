@@ -29,7 +29,7 @@ POLICIES = ("full", "sqrt")
 
 
 class CheckpointedTape(NamedTuple):
-    """A checkpointed tape: the inputs ``xs`` (T, B, n_in), ``states``
+    """A checkpointed tape: the inputs ``xs`` (T, B, n_in), or ids (T, B), ``states``
     (per segment, the list of every recurrent layer's state at its start), ``every`` (the
     segment length), ``rng_states`` (per segment, each Dropout layer's generator state at its
     start), ``steps``, ``batch``, and ``last``: the last segment's own full tape, which
@@ -115,11 +115,13 @@ def checkpointed_backward(
     before they are added. ``RuntimeError`` when a layer's parameters changed since the
     forward pass; ``ValueError`` for a tape of another number of layers or inputs."""
     first = layers[0]
-    if len(tape.last.tapes) != len(layers) or tape.xs.shape[-1] != first.n_in:
+    example, wanted = tuple(tape.xs.shape[2:]), first.input_shape  # (n_in,), or () for ids
+    if len(tape.last.tapes) != len(layers) or (wanted is not None and example != wanted):
         owner = repr(first) if len(layers) == 1 else "RecurrentNetwork"
+        given = f"inputs of {example[0]}" if example else "ids"
         raise ValueError(f"{owner}: the checkpointed tape is of {len(tape.last.tapes)} layers "
-                         f"and inputs of {tape.xs.shape[-1]}, not this one's; pass the tape "
-                         "its forward_sequence returned")
+                         f"and {given}, not this one's; pass the tape its forward_sequence "
+                         "returned")
     dropouts = _dropouts(layers)
     after = [layer.rng.bit_generator.state for layer in dropouts]
     grads: list[dict[str, Array]] | None = None

@@ -12,7 +12,8 @@ targets)``.
 - ``cross_entropy``: −Σ t·log y on probabilities (a network ending in ``Softmax``).
 
 Targets have ``y``'s shape; the cross entropies also take integer class labels of shape
-``y.shape[:-1]`` (on the network's backend, like any target; Python lists go there); other
+``y.shape[:-1]`` (on the network's backend, like any target; Python lists go there), with no
+one-hot target built (the value is read at the labels, the gradient's 1 subtracted there); other
 non-float labels (boolean, complex, strings) raise ``TypeError``, as do integer targets for
 ``squared_error`` and float targets shaped like labels (each saying what to do instead).
 ``check_loss_for`` refuses, before training, a loss that cannot fit the network's output.
@@ -32,32 +33,44 @@ from .layers.edges import prepare_like
 Loss = Callable[..., tuple[Array, Array]]
 
 
-def _dense_target(xp: Any, y: Array, target: Any, labels_allowed: bool) -> Array:
-    """``target`` checked against ``y``; integer labels become one-hot rows (where
-    ``labels_allowed``; else they raise ``TypeError`` naming the losses that take them)."""
+def _dense_target(xp: Any, y: Array, target: Any) -> Array:
+    """``target`` checked against ``y`` for ``squared_error``: integer labels raise
+    ``TypeError`` naming the losses that take them."""
+    target = _on_device(y, target)
+    try:
+        return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+    except TypeError:
+        if _is_integer_array(target):
+            raise TypeError(
+                f"squared_error: the target holds integers ({target.dtype}), as class "
+                "labels do: train with loss='softmax_cross_entropy' (a network ending in "
+                "logits) or loss='cross_entropy' (one ending in Softmax); real-valued "
+                "targets must be floating point: convert them with t.astype(float)"
+            ) from None
+        raise
+
+
+def _on_device(y: Array, target: Any) -> Any:
+    """A Python list or tuple of targets as an array where ``y`` lives; else ``target``."""
     if isinstance(target, list | tuple):
-        target = from_host(np.asarray(target), backend_of(y))
-    if not labels_allowed:
-        try:
-            return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
-        except TypeError:
-            if _is_integer_array(target):
-                raise TypeError(
-                    f"squared_error: the target holds integers ({target.dtype}), as class "
-                    "labels do: train with loss='softmax_cross_entropy' (a network ending in "
-                    "logits) or loss='cross_entropy' (one ending in Softmax); real-valued "
-                    "targets must be floating point: convert them with t.astype(float)"
-                ) from None
-            raise
+        return from_host(np.asarray(target), backend_of(y))
+    return target
+
+
+def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
+    """``target`` checked against ``y`` for a cross entropy: ``(labels, True)`` for integer
+    class labels (of shape ``y.shape[:-1]``, each in ``[0, n)``), else ``(t, False)`` for a
+    dense target of ``y``'s shape."""
+    target = _on_device(y, target)
     if _is_label_array(target):
-        return _one_hot(xp, y, target)
+        return _checked_labels(xp, y, target), True
     shape = tuple(np.shape(target))
     if y.shape[-1] > 1 and shape == tuple(y.shape[:-1]):
         raise TypeError(
             f"loss: a target of shape {shape} holds class labels, which must be integers: "
             f"convert them (t.astype(int)), or give targets of shape {tuple(y.shape)}"
         )
-    return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
+    return prepare_like(target, tuple(y.shape), y, "loss", "target")[1], False
 
 
 def _is_integer_array(target: Any) -> bool:
@@ -83,7 +96,9 @@ def _is_label_array(target: Any) -> bool:
     return True
 
 
-def _one_hot(xp: Any, y: Array, labels: Array) -> Array:
+def _checked_labels(xp: Any, y: Array, labels: Array) -> Array:
+    """Class labels of ``y``'s shape less its class axis (a trailing axis of 1 there taken
+    too), each in ``[0, n)``; the range check reads one value from the device."""
     check_same_place(labels, y, "target", "the network output")
     n, shape = y.shape[-1], tuple(y.shape[:-1])
     allowed = [shape] + ([shape[:-1]] if shape[-1] == 1 else [])
@@ -92,7 +107,17 @@ def _one_hot(xp: Any, y: Array, labels: Array) -> Array:
     labels = xp.reshape(labels, shape)
     if bool(xp.any((labels < 0) | (labels >= n))):
         raise ValueError(f"loss: class labels must lie in [0, {n}), got one outside")
-    return xp.astype(labels[..., None] == xp.arange(n, device=y.device), y.dtype)
+    return labels
+
+
+def _at_labels(xp: Any, a: Array, labels: Array) -> Array:
+    """``a[..., labels]``: each row's entry at its label, shape ``labels.shape``."""
+    return xp.take_along_axis(a, xp.astype(labels, xp.int64)[..., None], axis=-1)[..., 0]
+
+
+def _hits(xp: Any, y: Array, labels: Array) -> Array:
+    """Booleans of ``y``'s shape, True at each row's label."""
+    return labels[..., None] == xp.arange(y.shape[-1], device=y.device)
 
 
 def _weighted(xp: Any, per_example: Array, diff: Array, weights: Array | None):
@@ -108,27 +133,41 @@ def _weighted(xp: Any, per_example: Array, diff: Array, weights: Array | None):
 
 def squared_error(xp: Any, y: Array, target: Any, weights: Array | None = None):
     """½·Σ(y − t)² per example, averaged over the batch."""
-    diff = y - _dense_target(xp, y, target, labels_allowed=False)
+    diff = y - _dense_target(xp, y, target)
     per_example, diff = _weighted(xp, 0.5 * xp.sum(diff * diff, axis=-1), diff, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, diff / batch
 
 
 def softmax_cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
-    """Cross entropy of softmax(y) against ``target``, averaged over the batch."""
-    t = _dense_target(xp, y, target, labels_allowed=True)
+    """Cross entropy of softmax(y) against ``target``, averaged over the batch. With class
+    labels, ``−log_p`` at each label and ``softmax(y)`` less 1 there: no one-hot target."""
+    t, labelled = _class_target(xp, y, target)
     z = y - xp.max(y, axis=-1, keepdims=True)
     log_p = z - xp.log(xp.sum(xp.exp(z), axis=-1, keepdims=True))
-    per_example, diff = _weighted(xp, -xp.sum(t * log_p, axis=-1), xp.exp(log_p) - t, weights)
+    p = xp.exp(log_p)
+    if labelled:
+        per_example, diff = -_at_labels(xp, log_p, t), xp.where(_hits(xp, y, t), p - 1, p)
+    else:
+        per_example, diff = -xp.sum(t * log_p, axis=-1), p - t
+    per_example, diff = _weighted(xp, per_example, diff, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, diff / batch
 
 
 def cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
-    """−Σ t·log y for probabilities ``y``, averaged over the batch; ``dy = −t / y``."""
-    t = _dense_target(xp, y, target, labels_allowed=True)
-    safe = xp.where(t > 0, y, xp.ones_like(y))
-    per_example, grad = _weighted(xp, -xp.sum(t * xp.log(safe), axis=-1), -t / safe, weights)
+    """−Σ t·log y for probabilities ``y``, averaged over the batch; ``dy = −t / y``. With
+    class labels, ``−log y`` at each label and ``−1 / y`` there, 0 elsewhere."""
+    t, labelled = _class_target(xp, y, target)
+    if labelled:
+        hits = _hits(xp, y, t)
+        safe = xp.where(hits, y, xp.ones_like(y))
+        per_example = -xp.log(_at_labels(xp, y, t))
+        grad = xp.where(hits, -1 / safe, xp.zeros_like(y))
+    else:
+        safe = xp.where(t > 0, y, xp.ones_like(y))
+        per_example, grad = -xp.sum(t * xp.log(safe), axis=-1), -t / safe
+    per_example, grad = _weighted(xp, per_example, grad, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, grad / batch
 

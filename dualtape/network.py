@@ -20,7 +20,8 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
     feature_count,
     forward_chain,
 )
-from .layers.edges import prepare_input, prepare_like, read_only, restore
+from .layers.edges import prepare_ids, prepare_input, prepare_like, read_only, restore
+from .layers.embedding import Embedding
 from .layers.sequential import Sequential, as_layers
 
 
@@ -107,6 +108,11 @@ class Chain:
     def _prepare(
         self, x: Any, leading: tuple[str, ...] = ("batch",), what: str = "input", copy: bool = False
     ):
+        first = self.layers[0]
+        if isinstance(first, Embedding):
+            return prepare_ids(x, vocab=first.vocab, reference=self._reference(),
+                               owner=type(self).__name__, taker=f"layer 0 {first!r}",
+                               leading=leading, what=what, copy=copy)
         return prepare_input(
             x,
             n_features=self.in_shape,
@@ -117,6 +123,11 @@ class Chain:
             what=what,
             copy=copy,
         )
+
+    def _gradient_reference(self, first_tape: Any) -> Array:
+        """What an output gradient must match in place and dtype: the first layer's tape's
+        first array, or, when that holds ids (an ``Embedding`` first), the parameters."""
+        return self._reference() if self.layers[0].takes_ids else tape_array(first_tape)
 
     def _check_tapes(self, tapes: Any) -> None:
         """Raise ``ValueError`` unless ``tapes`` has one tape per layer, each of its layer."""
@@ -147,16 +158,16 @@ class Network(Chain):
         tapes, y = self._forward(xp, x)
         return tapes, read_only(restore(y, single, batch_axis=0))
 
-    def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array]:
+    def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array | None]:
         """``(grads, dx)``: one gradient dict per parameter group (aligned with ``params``:
         one per layer, a composite layer's one per layer inside it), and the input's
-        gradient."""
+        gradient (None when the input is ids: an ``Embedding`` first)."""
         self._check_tapes(tapes)
         shape = self.layers[-1]._output_shape(tapes[-1])
-        xp, dy, single = prepare_like(dy, shape, tape_array(tapes[0]), "Network", "dy",
-                                      batch_axis=0)
+        xp, dy, single = prepare_like(dy, shape, self._gradient_reference(tapes[0]), "Network",
+                                      "dy", batch_axis=0)
         grads, dx = self._backward(xp, tapes, dy)
-        return grads, restore(dx, single, batch_axis=0)
+        return grads, None if dx is None else restore(dx, single, batch_axis=0)
 
     def predict(self, x: Any) -> Array:
         """The output for ``x``, without keeping tapes."""

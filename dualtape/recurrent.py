@@ -115,9 +115,9 @@ class RecurrentNetwork(Chain):
             )
         if isinstance(tape, RecurrentNetworkTape):
             self._check_tapes(tape.tapes)
-            reference = tape.tapes[0][0]
+            reference = self._gradient_reference(tape.tapes[0])
         else:
-            reference = tape.xs
+            reference = self._reference() if self.layers[0].takes_ids else tape.xs
         width = self.n_out if self.n_out is not None else reference.shape[-1]
         shape = (tape.steps, tape.batch, width)
         xp, dys, single = prepare_like(dys, shape, reference, "RecurrentNetwork", "dys")
@@ -125,7 +125,8 @@ class RecurrentNetwork(Chain):
         if dstate_T is not None:
             dstates, _ = self._check_states(dstate_T, tape.batch)
         grads, dstates, dxs = self._backward_sequence(xp, tape, dstates, dys)
-        return grads, [restore(d, single) for d in dstates], restore(dxs, single)
+        return (grads, [restore(d, single) for d in dstates],
+                None if dxs is None else restore(dxs, single))
 
     def step(self, state: Any, x: Any) -> tuple[list[Array], Array]:
         """``predict_step``'s former name, kept working (``step`` also names an optimizer's

@@ -1,5 +1,6 @@
 """A stack of layers over a sequence: each recurrent layer through its sequence protocol, each
-feed-forward one over all ``T·batch`` rows at once; forward keeps one tape per layer, backward
+feed-forward one over all ``T·batch`` rows at once (ids ``(T, batch)`` as ``T·batch`` ids);
+forward keeps one tape per layer, backward
 runs them last to first.
 
 This is the private protocol every recurrent thing shares: states as a list (one per recurrent
@@ -29,7 +30,7 @@ def stack_forward(
 ) -> tuple[RecurrentNetworkTape, list[Array], Array]:
     """``(tape, states_T, ys)`` of ``layers`` over ``xs`` ``(T, batch, n_in)`` from
     ``states``, one per recurrent layer."""
-    steps, batch, _ = xs.shape
+    steps, batch = xs.shape[:2]
     tapes, new_states, pending = [], [], iter(states)
     h = xs
     for layer in layers:
@@ -37,7 +38,7 @@ def stack_forward(
             tape, state, h = layer._forward_sequence(xp, next(pending), h)
             new_states.append(state)
         else:
-            tape, y = layer._forward(xp, xp.reshape(h, (steps * batch, h.shape[-1])))
+            tape, y = layer._forward(xp, xp.reshape(h, (steps * batch, *h.shape[2:])))
             h = xp.reshape(y, (steps, batch, y.shape[-1]))
         tapes.append(tape)
     return RecurrentNetworkTape(tapes, steps, batch), new_states, h
@@ -50,9 +51,10 @@ def stack_backward(
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
     """``(grads, dstates_0, dxs)`` by backprop through time; ``dstates`` None (or an entry
     None) is zeros. The input gradient is None when not ``need_dxs`` and the first layer is
-    recurrent, the initial states' gradients None unless ``need_dstates`` (training skips
-    those products). ``grads_out`` (``recurrent.gradient_buffers``: one entry per layer)
-    receives the recurrent layers' gradients where it has arrays."""
+    recurrent, and when the input is ids (an ``Embedding`` first gives none); the initial
+    states' gradients None unless ``need_dstates`` (training skips those products).
+    ``grads_out`` (``recurrent.gradient_buffers``: one entry per layer) receives the
+    recurrent layers' gradients where it has arrays."""
     steps, batch = tape.steps, tape.batch
     grads: list[dict[str, Array]] = [{} for _ in layers]
     pending = list(dstates) if dstates is not None else \
@@ -72,5 +74,5 @@ def stack_backward(
         else:
             grads[k], dx = layer._backward(
                 xp, tape.tapes[k], xp.reshape(dh, (steps * batch, dh.shape[-1])))
-            dh = xp.reshape(dx, (steps, batch, dx.shape[-1]))
+            dh = None if dx is None else xp.reshape(dx, (steps, batch, dx.shape[-1]))
     return grads, dstates_0, dh

@@ -1,5 +1,7 @@
 """Weights across frameworks: ``torch.nn.LSTM`` / ``torch.nn.GRU`` state dicts to and from
-dualtape's ``StandardLSTM`` / ``GRU`` layers, with no torch needed at run time.
+dualtape's ``StandardLSTM`` / ``GRU`` layers, and ``torch.nn.Embedding``'s (its one
+``weight``, ``(vocab, n)`` in both) to and from ``Embedding``, with no torch needed at run
+time.
 
 In torch: ``sd = {k: v.numpy() for k, v in module.state_dict().items()}`` (CPU tensors;
 ``np.asarray(v)`` works too), then ``layers = dualtape.from_torch(sd)``; back:
@@ -15,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .backend import backend_of, from_host, get_backend, to_numpy
-from .layers import GRU, StandardLSTM
+from .backend import backend_of, from_host, get_backend, to_numpy, use_backend
+from .layers import GRU, Embedding, StandardLSTM
 from .layers.base import Array
 from .layers.edges import check_dtype
+from .layers.initial import placeholder_params
 
 CELLS: dict[int, type[StandardLSTM] | type[GRU]] = {4: StandardLSTM, 3: GRU}
 """The dualtape layer for a torch module, by its number of gates."""
@@ -28,9 +31,10 @@ _KEY = re.compile(r"(weight|bias)_(ih|hh)(?:_l(0|[1-9][0-9]*))?")
 
 def from_torch(
     state_dict: Mapping[str, Any], *, dtype: str | None = None
-) -> list[StandardLSTM | GRU]:
+) -> list[StandardLSTM | GRU] | list[Embedding]:
     """One ``StandardLSTM`` or ``GRU`` per layer of a ``torch.nn.LSTM`` / ``nn.GRU`` (any
-    ``num_layers``) or ``nn.LSTMCell`` / ``nn.GRUCell`` state dict, on the current backend.
+    ``num_layers``) or ``nn.LSTMCell`` / ``nn.GRUCell`` state dict, on the current backend;
+    ``[Embedding]`` for an ``nn.Embedding``'s (its one key, ``weight``, a 2-D array).
 
     Values are host arrays (numpy, or anything ``np.asarray`` takes: CPU tensors); the cell
     kind comes from the shapes (``weight_ih`` has 4·hidden rows for an LSTM, 3·hidden for a
@@ -45,6 +49,8 @@ def from_torch(
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"from_torch: expected a state dict (a mapping of names to arrays), "
                         f"got a {type(state_dict).__name__}")
+    if list(state_dict) == ["weight"]:
+        return [_embedding(_host("weight", state_dict["weight"]), dtype)]
     layers: dict[int, dict[str, np.ndarray]] = {}
     forms: set[bool] = set()  # whether each key is a cell's (no _l index)
     for key, value in state_dict.items():
@@ -86,7 +92,12 @@ def to_torch(layers: Sequence[Any]) -> dict[str, np.ndarray]:
     """The state dict of the ``torch.nn.LSTM`` or ``nn.GRU`` that ``layers`` (a stack of
     ``StandardLSTM`` or of ``GRU`` layers, or one layer) make, as numpy arrays keyed
     ``weight_ih_l0`` ... in torch's order: build the module with ``num_layers=len(layers)``,
-    ``input_size=layers[0].n_in``, ``hidden_size=layers[0].n_out``."""
+    ``input_size=layers[0].n_in``, ``hidden_size=layers[0].n_out``. For an ``Embedding`` (or
+    ``[Embedding]``), ``{"weight": ...}`` of ``nn.Embedding(layer.vocab, layer.n)``."""
+    if isinstance(layers, Embedding) or (
+            isinstance(layers, Sequence) and len(layers) == 1 and isinstance(layers[0], Embedding)):
+        layer = layers if isinstance(layers, Embedding) else layers[0]
+        return {"weight": to_numpy(layer.params["weight"]).copy()}
     layers = _layers("to_torch", [layers] if isinstance(layers, StandardLSTM | GRU) else layers)
     state = {}
     for k, layer in enumerate(layers):
@@ -193,4 +204,18 @@ def _layer(k: int, arrays: dict[str, np.ndarray], dtype: str | None) -> Standard
     backend = get_backend()
     layer.params = {key: from_host(np.array(v, dtype=name), backend)
                     for key, v in params.items()}
+    return layer
+
+
+def _embedding(weight: np.ndarray, dtype: str | None) -> Embedding:
+    """The ``Embedding`` holding ``weight`` ``(vocab, n)``, in ``dtype`` (None: its own, as
+    ``_kept_dtype`` says)."""
+    if weight.ndim != 2 or 0 in weight.shape:
+        raise ValueError(f"from_torch: an nn.Embedding's weight is (vocab, n), got "
+                         f"{weight.shape}")
+    name = _kept_dtype(weight) if dtype is None else check_dtype("from_torch", dtype)
+    backend = get_backend()
+    with use_backend("numpy"), placeholder_params():  # no weights drawn, no memory held
+        layer = Embedding(*weight.shape, dtype=name)
+    layer.params = {"weight": from_host(np.array(weight, dtype=name), backend)}
     return layer

@@ -94,6 +94,22 @@ def test_integer_labels_give_the_same_as_one_hot_targets(backend, name):
     np.testing.assert_allclose(from_labels[1], from_one_hot[1], rtol=1e-14)
 
 
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+def test_sequence_labels_with_a_mask_equal_one_hot_targets(backend, name):
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=(4, 3, 5))
+    if name == "cross_entropy":
+        y = np.exp(y) / np.exp(y).sum(axis=-1, keepdims=True)
+    labels = rng.integers(0, 5, (4, 3))
+    weights = dualtape.asarray((rng.random((4, 3)) < 0.6).astype(np.float64))
+    xp, loss = dualtape.get_backend().xp, losses.loss_function(name)
+    value, dy = loss(xp, dualtape.asarray(y), dualtape.asarray(labels), weights)
+    dense_value, dense_dy = loss(xp, dualtape.asarray(y), dualtape.asarray(np.eye(5)[labels]),
+                                 weights)
+    assert float(value) == pytest.approx(float(dense_value), rel=1e-14)
+    np.testing.assert_allclose(np64(dy), np64(dense_dy), rtol=1e-14, atol=1e-17)
+
+
 @pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2]])
 def test_labels_out_of_range_raise(backend, labels):
     with pytest.raises(ValueError, match=r"\[0, 3\)"):

@@ -8,6 +8,7 @@ from .crop import Crop
 from .deconvolution import Deconvolution
 from .dropout import Dropout
 from .elu import Elu
+from .embedding import Embedding
 from .fully_connected import FullyConnected
 from .gru import GRU
 from .logit import Logit
@@ -28,7 +29,7 @@ from .trivial import Trivial
 LAYER_KINDS: dict[str, type[Layer]] = {cls.kind: cls for cls in (
     FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
     BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution,
-    Sequential, Merge, Concat)}
+    Sequential, Merge, Concat, Embedding)}
 
 __all__ = [
     "GRU",
@@ -42,6 +43,7 @@ __all__ = [
     "Deconvolution",
     "Dropout",
     "Elu",
+    "Embedding",
     "FullyConnected",
     "Layer",
     "Logit",

@@ -98,6 +98,9 @@ class Layer:
     spatial: ClassVar[bool] = False
     """Whether the layer works on images ``(channels, height, width)`` (or turns features
     into them): such layers chain in a ``Network``, not in a ``RecurrentNetwork``."""
+    takes_ids: ClassVar[bool] = False
+    """Whether the layer's input is integer ids, an example one id (``Embedding``): it goes
+    first in a ``Network`` or ``RecurrentNetwork``, whose input is then ids too."""
     composite: ClassVar[bool] = False
     """Whether the layer runs other layers (``Sequential``, ``Merge``, ``Concat``): it has no
     parameters of its own, its layers' are in ``param_groups``."""

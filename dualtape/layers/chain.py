@@ -43,6 +43,8 @@ def check_chain(layers: list[Layer], owner: str, shape: tuple | None = None
 def _words(shape: tuple, bare: bool = False) -> str:
     """``4 features`` (``4`` when ``bare``) for a feature count, else ``examples of shape
     (3, height, width)``."""
+    if shape == ():
+        return "integer ids"
     if feature_count(shape) is None:
         return f"examples of shape {shape_text(shape)}"
     return str(shape[0]) if bare else f"{shape[0]} features"

@@ -42,6 +42,10 @@ class Composite(Layer):
             if child.recurrent:
                 raise TypeError(f"{self.kind}: {self.child_word} {k} {child!r} is recurrent; "
                                 "composite layers run feed-forward layers")
+            if child.takes_ids:
+                raise TypeError(f"{self.kind}: {self.child_word} {k} {child!r} takes integer "
+                                "ids; it goes first in a Network or RecurrentNetwork, not "
+                                "inside a composite layer")
         check_same_params(self.leaves(), self.kind)
         check_distinct(self.leaves(), self.kind)
         self.keeps_input = any(c.keeps_input for c in self.children)

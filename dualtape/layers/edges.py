@@ -85,6 +85,59 @@ def prepare_input(
     return xp, x, single
 
 
+def prepare_ids(
+    ids: Any,
+    *,
+    vocab: int,
+    reference: Array,
+    owner: str,
+    taker: str,
+    leading: tuple[str, ...] = ("batch",),
+    what: str = "input",
+    copy: bool = False,
+) -> tuple[Any, Array, bool]:
+    """Check integer ids at the public edge of ``taker`` (the layer that looks them up, an
+    ``Embedding``, named in messages with ``owner``); return ``(xp, ids, single)``.
+
+    ``ids`` must have shape ``leading`` (``(batch,)``, or ``(time, batch)`` in a sequence) or
+    the same without its last axis (a single example, given an axis of 1 here), hold integers
+    (not booleans: ``TypeError``) in ``[0, vocab)`` (``ValueError``, which costs one read
+    from the device) and live where ``reference`` does. They come back as int64 (what every
+    backend's gathers and scatters take); ``copy=True`` as for ``prepare_input``."""
+    fresh = isinstance(ids, list | tuple | int | np.integer)
+    if fresh:
+        ids = from_host(np.asarray(ids), backend_of(reference))
+    try:
+        xp = namespace_of(ids)
+    except TypeError:
+        raise TypeError(f"{owner}: {what} must be an array of integer ids for {taker}, got "
+                        f"{type(ids).__name__}") from None
+    check_same_place(ids, reference, what, owner)
+    if not xp.isdtype(ids.dtype, "integral"):
+        raise TypeError(
+            f"{owner}: {what} must hold integer ids for {taker}, got {ids.dtype}; convert "
+            "with ids.astype(int) (booleans and floats are not ids)"
+        )
+    if ids.ndim not in (len(leading), len(leading) - 1):
+        raise ValueError(
+            f"{owner}: {what} must be integer ids of shape {shape_text(leading)} or "
+            f"{shape_text(leading[:-1])} for {taker}, got {tuple(ids.shape)}"
+        )
+    if ids.dtype != xp.int64:  # before the range check: uint64 past int64 turns negative
+        ids, fresh = xp.astype(ids, xp.int64), True
+    if bool(xp.any((ids < 0) | (ids >= vocab))):
+        raise ValueError(
+            f"{owner}: {what} holds ids from {int(xp.min(ids))} to {int(xp.max(ids))}, but "
+            f"{taker} takes ids in [0, {vocab})"
+        )
+    if not fresh and copy:  # (the cast and the conversion above made copies)
+        ids = ids.copy() if isinstance(ids, np.ndarray) else xp.asarray(ids, copy=True)
+    single = ids.ndim == len(leading) - 1
+    if single:
+        ids = xp.expand_dims(ids, axis=len(leading) - 1)
+    return xp, ids, single
+
+
 def pattern_of(n_features: int | tuple | None) -> tuple:
     """An example's shape pattern: ``n_features`` as a tuple, ``("features",)`` for None."""
     if n_features is None:

@@ -7,6 +7,8 @@ PARAMS = "dualtape/layers/params.py"
 EDGES = "dualtape/layers/edges.py"
 BASE, LSTM_PY = "dualtape/layers/base.py", "dualtape/layers/lstm.py"
 FC = "dualtape/layers/fully_connected.py"
+EMBEDDING, SCATTER = "dualtape/layers/embedding.py", "dualtape/kernels/scatter.py"
+EMB = ("tests/test_embedding.py",)
 FF = ("tests/test_layers.py", "tests/test_aliasing.py", "tests/test_network.py")
 RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
        "tests/test_recurrent.py")
@@ -99,4 +101,23 @@ MUTANTS = [
     Mutant(LINEAR_ALGEBRA, "np.matmul(np.ones(a.shape[0], dtype=a.dtype), a, out=out)",
            "np.matmul(np.ones(a.shape[0], dtype=a.dtype)[:-1], a[1:], out=out)",
            "the bias gradient's BLAS sum skips the first row", (*FF, *RNN)),
+    # Embedding
+    Mutant(SCATTER, "np.add.reduceat(rows[order], starts, axis=0)", "rows[order][starts]",
+           "numpy's row sums keep the first row of each id, dropping repeats", EMB),
+    Mutant(SCATTER, "return out.index_add_(0, ids, rows)", "return out.index_copy_(0, ids, rows)",
+           "torch's row sums keep one row of each id, dropping repeats", EMB),
+    Mutant(EMBEDDING, "pieces.append(xp.sum(sorted_rows[start:stop, ...], axis=0, keepdims=True))",
+           "pieces.append(sorted_rows[start:start + 1, ...])",
+           "the generic row sums drop repeated ids", EMB),
+    Mutant(EMBEDDING, "        if row > filled:\n", "        if row > filled + 1:\n",
+           "the generic row sums drop a gap of one absent id", EMB),
+    Mutant(EDGES, "(ids < 0) | (ids >= vocab)", "(ids < 0) | (ids > vocab)",
+           "id vocab accepted (off by one)", EMB),
+    Mutant(EDGES, "(ids < 0) | (ids >= vocab)", "(ids >= vocab)", "negative ids accepted", EMB),
+    Mutant(EDGES, "    if not xp.isdtype(ids.dtype, \"integral\"):",
+           "    if xp.isdtype(ids.dtype, \"real floating\"):", "boolean ids accepted", EMB),
+    Mutant(EDGES, "    if not fresh and copy:", "    if False:",
+           "the tape shares the caller's ids", EMB),
+    Mutant("dualtape/stack.py", "(steps * batch, *h.shape[2:])", "(steps * batch, h.shape[-1])",
+           "ids (T, B) reshaped as if they had a feature axis", EMB),
 ]

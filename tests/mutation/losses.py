@@ -25,10 +25,10 @@ MUTANTS = [
     Mutant(P, "    if not txp.isdtype(target.dtype, \"integral\"):",
            "    if txp.isdtype(target.dtype, \"complex floating\"):",
            "boolean labels accepted", TESTS),
-    Mutant(P, "            if _is_integer_array(target):", "            if False:",
+    Mutant(P, "        if _is_integer_array(target):", "        if False:",
            "integer labels reach squared error's generic cast message", TESTS),
     Mutant(P, "    if isinstance(target, list | tuple):\n"
-              "        target = from_host(np.asarray(target), backend_of(y))\n", "",
+              "        return from_host(np.asarray(target), backend_of(y))\n", "",
            "a list of labels is not taken", TESTS),
     Mutant(P, "    if y.shape[-1] > 1 and shape == tuple(y.shape[:-1]):", "    if False:",
            "float labels get a shape error, not how to convert them", TESTS),
@@ -37,4 +37,10 @@ MUTANTS = [
     Mutant(P, "    if name != \"squared_error\" and n_out == 1:",
            "    if name == \"cross_entropy\" and n_out == 1:",
            "a softmax cross entropy over one output accepted", TESTS),
+    # class labels without a one-hot target
+    Mutant(P, "xp.where(_hits(xp, y, t), p - 1, p)", "p - 1",
+           "the label's 1 subtracted from every class", TESTS),
+    Mutant(P, "        grad = xp.where(hits, -1 / safe, xp.zeros_like(y))",
+           "        grad = -1 / safe", "cross entropy's label gradient leaks into other classes",
+           TESTS),
 ]
