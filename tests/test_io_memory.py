@@ -38,7 +38,7 @@ def test_load_peaks_at_the_model_plus_its_read_buffers(tmp_path, layers):
 PARAMETERISED = [
     dualtape.FullyConnected(3, 4), dualtape.LSTM(3, 4, init="scaled"),
     dualtape.StandardLSTM(3, 4), dualtape.GRU(3, 4), dualtape.BasicRecurrent(3, 4),
-    dualtape.Convolution(2, 3, 2, 1), dualtape.Deconvolution(2, 3, 2, 1),
+    dualtape.Convolution(2, 3, 2, 1), dualtape.Deconvolution(2, 3, 2, 1), dualtape.Embedding(5, 4),
 ]
 
 

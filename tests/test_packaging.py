@@ -286,6 +286,7 @@ def test_python_m_dualtape_is_the_dualtape_command(capsys):
 def test_python_m_dualtape_exits_with_the_commands_status():
     refused = dualtape_module("bench", "--threads", "0")
     assert refused.returncode == 1
-    assert refused.stderr == "dualtape bench: --threads must be at least 1, got 0\n"
+    assert refused.stderr == ("dualtape bench: --threads must be auto, unset or a whole number "
+                              "of threads, 1 or more, got 0\n")
     usage = dualtape_module()
     assert usage.returncode == 2 and usage.stderr.startswith("usage: dualtape")
