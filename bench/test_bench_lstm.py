@@ -31,11 +31,17 @@ over its first 10 steps it moves by 1e-6. ``test_comparisons_are_well_conditione
 every compared quantity to that standard."""
 
 
+SATURATED_STEPS = 5
+"""The train steps compared for the saturated row (weights 30x Grenade's), in either dtype: it
+is chaotic sooner (one rounding of the inputs moves its 50-step float64 loss by 80%; at 10
+steps the float32 comparison is already too close to its tolerance)."""
+
+
 def compared(workload: Workload, dtype: str) -> Workload:
     """The workload whose result is compared with the oracle: the smoke run, its train time
     steps cut to ``COMPARED_STEPS`` (the same inputs' first steps)."""
     workload = workload.smoke()
-    steps = COMPARED_STEPS.get(dtype)
+    steps = SATURATED_STEPS if workload.gain != 1 else COMPARED_STEPS.get(dtype)
     if workload.op == "train" and steps is not None and workload.steps > steps:
         return replace(workload, steps=steps)
     return workload

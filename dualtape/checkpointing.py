@@ -20,6 +20,7 @@ import math
 from typing import Any, NamedTuple
 
 from .backend import out_module
+from .kernels.flush import flushed_for
 from .stack import RecurrentNetworkTape, stack_backward, stack_forward
 
 Array = Any
@@ -65,9 +66,10 @@ def sequence_forward(
     """``(tape, states_T, ys)`` of ``layers`` over ``xs`` from ``states``: the full tape when
     ``every`` is None, else a checkpointed one of segments of ``every`` steps
     (``segment_length`` gives ``every`` from a tape policy)."""
-    if every is None:
-        return stack_forward(layers, xp, states, xs)
-    return checkpointed_forward(layers, xp, states, xs, every)
+    with flushed_for(xp):  # subnormals flushed to zero on the fast paths (kernels.flush)
+        if every is None:
+            return stack_forward(layers, xp, states, xs)
+        return checkpointed_forward(layers, xp, states, xs, every)
 
 
 def sequence_backward(
@@ -77,10 +79,12 @@ def sequence_backward(
 ) -> tuple[list[dict[str, Array]], list[Array | None], Array | None]:
     """``(grads, dstates_0, dxs)`` from either kind of tape ``sequence_forward`` makes;
     the arguments as ``stack.stack_backward``'s."""
-    if isinstance(tape, CheckpointedTape):
-        return checkpointed_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out,
-                                     need_dstates)
-    return stack_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out, need_dstates)
+    with flushed_for(xp):
+        if isinstance(tape, CheckpointedTape):
+            return checkpointed_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out,
+                                         need_dstates)
+        return stack_backward(layers, xp, tape, dstates, dys, need_dxs, grads_out,
+                              need_dstates)
 
 
 def checkpointed_forward(

@@ -7,7 +7,9 @@ The workloads are Grenade's criterion suite ``bench-lstm``:
 - ``update``: matrix-60x60, matrix-512x512: one SGD step with momentum on one parameter;
 - ``train``: one-, ten- and fifty-time-steps of ``train_recurrent`` on
   ``[LSTM(40, 512), LSTM(512, 40)]``, ``SGD(rate=0.1)``, target = input, batch 1, and fifty time
-  steps at batch 32 and 256;
+  steps at batch 32 and 256, and fifty steps with the weights 30 times Grenade's, so that most
+  gates saturate (σ of pre-activations in the hundreds: the subnormal numbers ``kernels.flush``
+  keeps out of the fast paths; Grenade's own initialisation already saturates a few);
 - ``text``: the main job, one ``TextTrainer.step`` of train-text's default model with Adam
   (``char_model.py``); its rows also report characters per second;
 - ``cells``: the standard LSTM and the GRU at the main job's sizes, one sequence forwards and
@@ -52,7 +54,7 @@ class Workload:
     the output channels (conv); ``n_in`` the width of the input and, in train, of the output
     (in text, the vocabulary; in conv, the input channels); ``steps`` the time steps (in text,
     the window length); ``cell`` the layer kind of the cells group; ``tape`` the tape policy
-    of the memory group."""
+    of the memory group; ``gain`` the factor on the LSTMs' initial weights (train group)."""
 
     group: str
     name: str
@@ -64,6 +66,7 @@ class Workload:
     layers: int = 1
     cell: str = ""
     tape: str = ""
+    gain: float = 1.0
 
     @property
     def chars_per_call(self) -> int | None:
@@ -129,7 +132,8 @@ class Workload:
                 "x": uniform(1, n_in), "c": uniform(1, n), "dc": uniform(1, n), "dh": uniform(1, n),
             }
         return {
-            "params": [lstm_host_params(n_in, n, 1, dtype), lstm_host_params(n, n_in, 2, dtype)],
+            "params": [lstm_host_params(n_in, n, 1, dtype, self.gain),
+                       lstm_host_params(n, n_in, 2, dtype, self.gain)],
             "xs": uniform(self.steps, self.batch, n_in),
         }
 
@@ -144,6 +148,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("train", "one-time-step", "train", 512, 1, 1),
     Workload("train", "ten-time-steps", "train", 512, 1, 10),
     Workload("train", "fifty-time-steps", "train", 512, 1, 50),
+    Workload("train", "fifty-time-steps-saturated-gates", "train", 512, 1, 50, gain=30.0),
     Workload("train", "fifty-time-steps-batch-32", "train", 512, 32, 50),
     Workload("train", "fifty-time-steps-batch-64", "train", 512, 64, 50),
     Workload("train", "tiny-4-8-4-fifty-time-steps", "train", 8, 1, 50, n_in=4),
@@ -163,10 +168,13 @@ TRAIN_RATE = 0.1
 UPDATE_RATE, UPDATE_MOMENTUM = 0.1, 0.9
 
 
-def lstm_host_params(n_in: int, n_out: int, seed: int, dtype: str) -> dict[str, np.ndarray]:
-    """Grenade-initialised LSTM parameters on the host, drawn as ``LSTM(..., seed=seed)``."""
+def lstm_host_params(n_in: int, n_out: int, seed: int, dtype: str, gain: float = 1.0
+                     ) -> dict[str, np.ndarray]:
+    """Grenade-initialised LSTM parameters on the host, drawn as ``LSTM(..., seed=seed)``,
+    times ``gain``."""
     with use_backend("numpy"):
-        return dict(LSTM(n_in, n_out, seed=seed, dtype=dtype).params)
+        params = LSTM(n_in, n_out, seed=seed, dtype=dtype).params
+    return {k: (v * gain).astype(dtype) if gain != 1 else v for k, v in params.items()}
 
 
 def select_workloads(names: Sequence[str] | None = None, quick: bool = False) -> list[Workload]:

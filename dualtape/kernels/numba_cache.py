@@ -2,11 +2,11 @@
 rebuilt when damaged (imports numba).
 
 ``load(name)`` imports a module of ``@njit(cache=True)`` functions (``_numba_lstm``,
-``_numba_standard_lstm_gru``) and, before anything is read from disk, checks the folder numba
-caches them in (``cache_folder``'s rule). A folder others could write to is refused with one
-warning naming it, and the functions compile in memory for the process: their dispatchers get
-the ``NullCache`` that one made with ``cache=False`` holds, so numba neither reads nor writes
-there.
+``_numba_standard_lstm_gru``, ``_numba_flush``) and, before anything is read from disk, checks
+the folder numba caches them in (``cache_folder``'s rule). A folder others could write to is
+refused with one warning naming it, and the functions compile in memory for the process: their
+dispatchers get the ``NullCache`` that one made with ``cache=False`` holds, so numba neither
+reads nor writes there.
 
 ``checked(name, check)`` runs a self-check of those functions. When it fails after something
 was loaded from the cache, or raises while the cache is in use (a truncated, garbled or

@@ -11,6 +11,9 @@ RULE, CACHED = ("tests/test_cache_folder.py",), ("tests/test_numba_cache.py",)
 JIT = ("tests/test_numba_lstm.py", "tests/test_kernels.py", "tests/test_lstm.py")
 T = ("tests/test_kernels.py", "tests/test_lstm.py", "tests/test_aliasing.py")
 LAYOUTS = ("tests/test_layouts.py",)
+FLUSH = "dualtape/kernels/flush.py"
+FLUSH_TESTS = ("tests/test_flush.py",)
+
 MUTANTS = [
     Mutant(SEQ, "    carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout "
                 "of dc_last\n    carry[...] = dc_last\n",
@@ -161,4 +164,18 @@ MUTANTS = [
                                                          lambda: self_check(path, like))):""",
            "                                  lambda: self_check(path, like)):",
            "the Grenade loops' damaged cache never rebuilt", CACHED),
+    # --- subnormals flushed to zero (flush.py, checkpointing.py) --------------------------------
+    Mutant(FLUSH, "    registers.set_control(saved | FTZ_DAZ)",
+           "    registers.set_control(saved | 0x8000)",
+           "only FTZ: subnormal operands still computed with", FLUSH_TESTS),
+    Mutant(FLUSH, "    finally:\n        registers.set_control(saved)",
+           "    finally:\n        pass",
+           "the control bits left set after the block", FLUSH_TESTS),
+    Mutant("dualtape/checkpointing.py", "    with flushed_for(xp):\n        if isinstance(tape",
+           "    if True:\n        if isinstance(tape", "the backward pass keeps subnormals",
+           FLUSH_TESTS),
+    Mutant("dualtape/checkpointing.py",
+           "    with flushed_for(xp):  # subnormals flushed to zero on the fast paths",
+           "    if True:  # subnormals flushed to zero on the fast paths",
+           "the forward pass keeps subnormals", FLUSH_TESTS),
 ]

@@ -45,8 +45,8 @@ MUTANTS = [
                      "batch, ys))",
            "        value, dys = objective(xp, ys, targets)", "the mask ignored",
            ("tests/test_recurrent.py",)),
-    Mutant("dualtape/checkpointing.py", "    if isinstance(tape, CheckpointedTape):\n"
-           "        return checkpointed_backward(",
-           "    if False:\n        return checkpointed_backward(",
+    Mutant("dualtape/checkpointing.py", "        if isinstance(tape, CheckpointedTape):\n"
+           "            return checkpointed_backward(",
+           "        if False:\n            return checkpointed_backward(",
            "a checkpointed tape taken for a full one", VERBS),
 ]

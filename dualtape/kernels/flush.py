@@ -1,0 +1,79 @@
+"""Subnormal floats flushed to zero inside the fast CPU loops.
+
+A saturated gate (σ of a pre-activation far below zero) and the products it enters are
+subnormal floats (below 1.2e-38 in float32, 2.2e-308 in float64), and Intel cores compute
+with those through a slow microcode path, many times slower than with normal numbers (AMD's
+do not). So on numpy with the fast paths on, a recurrent sequence forwards and back (every
+layer of it: the LSTM's compiled and ufunc loops, the standard cells' compiled loops, the
+products around them; ``checkpointing.sequence_forward``/``sequence_backward``) runs with the
+x86 control bits FTZ (a subnormal result is 0) and DAZ (a subnormal operand is read as 0) set
+on the calling thread, restored after (``flushed_for``). Its results then differ from the
+generic code's (``DUALTAPE_FUSED=0``, the reference, which keeps IEEE subnormals) only where
+that has subnormal values: 0 here, an absolute difference below the dtype's smallest normal
+number (``numpy.finfo(dtype).tiny``). BLAS's own threads keep their settings; their inputs
+from these loops hold no subnormals. Where the bits cannot be set (not x86-64, or numba
+absent or not loading: the ufunc loop without numba) nothing changes (``unavailable`` says
+why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import platform
+from collections.abc import Iterator
+from typing import Any
+
+import array_api_compat
+
+FTZ_DAZ = 0x8040
+"""MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)."""
+
+
+@functools.cache
+def _registers() -> Any:
+    """The compiled MXCSR functions, or the reason they cannot run here (a string)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"the CPU is {platform.machine()}, not x86-64"
+    if importlib.util.find_spec("numba") is None:
+        return "numba is not installed"
+    try:
+        from . import numba_cache
+
+        module = numba_cache.load("_numba_flush")
+        module.set_control(module.control())
+    except Exception as exc:  # an llvmlite or numba that does not load on this machine
+        return f"numba does not load here: {type(exc).__name__}: {exc}"
+    return module
+
+
+def unavailable() -> str | None:
+    """Why subnormals are not flushed here, or None when they are."""
+    found = _registers()
+    return found if isinstance(found, str) else None
+
+
+def flushed_for(xp: Any) -> contextlib.AbstractContextManager[None]:
+    """``flushed()`` for arrays of ``xp`` on numpy with the fast paths on, else nothing."""
+    from . import _generic_only
+
+    if _generic_only() or not array_api_compat.is_numpy_namespace(xp):
+        return contextlib.nullcontext()
+    return flushed()
+
+
+@contextlib.contextmanager
+def flushed() -> Iterator[None]:
+    """FTZ and DAZ set on this thread inside the block, its own bits restored after (also on
+    an exception); nothing where ``unavailable``."""
+    registers = _registers()
+    if isinstance(registers, str):
+        yield
+        return
+    saved = registers.control()
+    registers.set_control(saved | FTZ_DAZ)
+    try:
+        yield
+    finally:
+        registers.set_control(saved)
