@@ -253,3 +253,15 @@ def test_each_row_runs_under_the_threads_chosen_for_it(monkeypatch, capsys):
     status, _ = bench(capsys, "--backends", "numpy", "--references", "none", "--workloads",
                       "lstm/forwards-60,train/fifty-time-steps-batch-32")
     assert status == 0 and seen == [1, 2]  # auto: the small row on one, batch 32 x 512 on two
+
+
+def test_the_header_names_the_cpus_family_model_and_vector_width(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+                    "model name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t\t: fpu sse2 avx "
+                    "avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: another\n")
+    assert report.cpu_model(str(info)) == ("Intel(R) Xeon(R) Platinum 8481C (family 6, "
+                                           "model 143, AVX-512)")
+    info.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx avx2\n")
+    assert report.cpu_model(str(info)) == "AMD EPYC (AVX2)"
+    assert report.cpu_model(str(tmp_path / "missing")) != ""

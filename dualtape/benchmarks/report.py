@@ -36,14 +36,28 @@ CONVENTION = (f"{FASTER} = dualtape-on-numpy's median / the row's median, same w
               "dtype (> 1: faster than dualtape on numpy)")
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name with its family, model and widest vector instructions, from the
+    first processor of ``cpuinfo`` on Linux (``AMD EPYC (family 26, model 2, AVX-512)``: a
+    virtual machine may name only the brand, and kernels and speed differ by generation);
+    else ``platform.processor()``."""
+    fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+                if not line.strip():
+                    break  # the first processor only
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    flags = fields.get("flags", "").split()
+    vector = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"),
+                                           ("avx", "AVX")) if flag in flags), None)
+    details = [f"family {fields['cpu family']}" if "cpu family" in fields else None,
+               f"model {fields['model']}" if "model" in fields else None, vector]
+    found = ", ".join(d for d in details if d)
+    return f"{fields['model name']} ({found})" if found else fields["model name"]
 
 
 def gpu_models() -> list[str]:
