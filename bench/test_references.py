@@ -95,3 +95,19 @@ def test_reference_runs_its_workloads(runner):
             runner.synchronize()
             covered += 1
     assert covered > 0
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_jax_matches_dualtape(batch):
+    pytest.importorskip("jax")
+    from dualtape.benchmarks.jax_train import JaxGrenadeNetwork
+
+    params, xs, targets = _case(batch)
+    loss, _, updated = _dualtape(params, xs, targets)
+    net = JaxGrenadeNetwork(params, xs, rate=0.1)
+    value = net.train_step(xs, targets)
+    net.block()
+    assert float(value) == pytest.approx(loss, rel=1e-12)
+    for mine, theirs in zip(updated, net.parameters(), strict=True):
+        for key in "WUb":
+            np.testing.assert_allclose(theirs[key], mine[key], rtol=1e-10, atol=1e-12)

@@ -49,7 +49,8 @@ from .workloads import DTYPES, QUICK_STEPS, SPEED_BACKENDS_EXCLUDED, Workload, s
 
 NO_TORCH = ("no torch reference rows (torch-autograd, torch.nn.LSTM, torch.nn): torch is not "
             "installed; `pip install torch` adds them")
-NO_JAX = "no JAX reference row (jax, text group): JAX is not installed; `pip install jax` adds it"
+NO_JAX = ("no JAX reference row (jax, text and train groups): JAX is not installed; `pip install "
+          "jax` adds it")
 NO_LIBRARY = {"torch": NO_TORCH, "jax": NO_JAX}
 """The note ``--references all`` prints when a library of reference rows is missing."""
 OUTPUTS = ("json", "markdown", "plot")

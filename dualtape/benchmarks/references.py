@@ -158,8 +158,9 @@ class NNCellRunner(_TorchRunner):
 
 
 class JaxRunner:
-    """dualtape's character model in JAX, one ``jax.jit`` per step (``jax_text.py``); the text
-    group only. ``threads`` is the benchmark's thread limit (``jax_threads`` applies it)."""
+    """dualtape's maths in JAX, one ``jax.jit`` per call: the character model's step
+    (``jax_text.py``) and the train group's ``train_recurrent`` (``jax_train.py``). ``threads``
+    is the benchmark's thread limit (``jax_threads`` applies it)."""
 
     label = "jax"
     reference = True
@@ -169,14 +170,24 @@ class JaxRunner:
         self.models: list[Any] = []
 
     def prepare(self, workload: Workload, dtype: str) -> Callable[[], Any] | None:
-        """The text group only; the step is compiled here, before timing."""
-        if workload.op != "text":
-            return None
-        from .jax_text import JaxCharModel
+        """The text and train groups; the step is compiled here, before timing."""
+        if workload.op == "text":
+            from .jax_text import JaxCharModel
 
-        model = JaxCharModel(workload.host_data(dtype))
-        self.models.append(model)
-        return model.step
+            model = JaxCharModel(workload.host_data(dtype))
+            self.models.append(model)
+            return model.step
+        if workload.op != "train":
+            return None
+        import jax
+
+        from .jax_train import JaxGrenadeNetwork
+
+        data = workload.host_data(dtype)
+        net = JaxGrenadeNetwork(data["params"], data["xs"], TRAIN_RATE)
+        self.models.append(net)
+        xs = jax.device_put(data["xs"], net.device)
+        return lambda: net.train_step(xs, xs)
 
     def synchronize(self) -> None:
         """Wait for every model's last step (JAX dispatches asynchronously)."""
