@@ -72,7 +72,24 @@ def train_step(params: Any, state: tuple, ids: Any) -> tuple[Any, tuple, Any]:
     return params, state, value
 
 
-class JaxCharModel:
+class JaxSteps:
+    """What the JAX references share: ``params`` (a list of dicts of device arrays, dualtape's
+    layout) and ``value``, the last step's loss, not waited for."""
+
+    params: Any
+    value: Any = None
+
+    def block(self) -> None:
+        """Wait until the last step has finished."""
+        if self.value is not None:
+            self.value.block_until_ready()
+
+    def parameters(self) -> list[dict[str, np.ndarray]]:
+        """The current parameters as host arrays, dualtape's layout."""
+        return [{k: np.asarray(v) for k, v in p.items()} for p in self.params]
+
+
+class JaxCharModel(JaxSteps):
     """The model on JAX's CPU device from ``data``'s parameters; ``step()`` trains on the next
     window (``char_model.windows``) and returns the loss as a device array (not waited for:
     ``block()`` waits)."""
@@ -91,19 +108,9 @@ class JaxCharModel:
         ids = jax.ShapeDtypeStruct((cfg.seq_len + 1, cfg.batch), np.int32)
         self._step = jax.jit(train_step, donate_argnums=(0, 1)).lower(
             self.params, self.state, ids).compile()  # compiled once, here, not in a timed call
-        self.value: Any = None
 
     def step(self) -> Any:
         """One training step on the next window; the loss before the update."""
         ids = jax.device_put(self.next_window().astype(np.int32), self.device)
         self.params, self.state, self.value = self._step(self.params, self.state, ids)
         return self.value
-
-    def block(self) -> None:
-        """Wait until the last step has finished."""
-        if self.value is not None:
-            self.value.block_until_ready()
-
-    def parameters(self) -> list[dict[str, np.ndarray]]:
-        """The current parameters as host arrays, dualtape's layout."""
-        return [{k: np.asarray(v) for k, v in p.items()} for p in self.params]

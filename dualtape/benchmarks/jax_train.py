@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .jax_text import lstm_sequence
+from .jax_text import JaxSteps, lstm_sequence
 
 
 def loss(params: list[dict[str, Any]], xs: Any, targets: Any) -> Any:
@@ -29,7 +29,7 @@ def loss(params: list[dict[str, Any]], xs: Any, targets: Any) -> Any:
     return 0.5 * jnp.sum((h - targets) ** 2) / xs.shape[1]
 
 
-class JaxGrenadeNetwork:
+class JaxGrenadeNetwork(JaxSteps):
     """The train group's network on JAX's CPU device from host parameters (dualtape's layout);
     ``train_step(xs, targets)`` is one SGD step at ``rate`` and returns the loss before it as a
     device array (not waited for: ``block()`` waits)."""
@@ -48,18 +48,8 @@ class JaxGrenadeNetwork:
         shape = jax.ShapeDtypeStruct(xs.shape, xs.dtype)
         self._step = jax.jit(step, donate_argnums=(0,)).lower(
             self.params, shape, shape).compile()  # compiled once, here, not in a timed call
-        self.value: Any = None
 
     def train_step(self, xs: Any, targets: Any) -> Any:
         """One SGD step on ``xs`` (device arrays); the loss before it."""
         self.params, self.value = self._step(self.params, xs, targets)
         return self.value
-
-    def block(self) -> None:
-        """Wait until the last step has finished."""
-        if self.value is not None:
-            self.value.block_until_ready()
-
-    def parameters(self) -> list[dict[str, np.ndarray]]:
-        """The current parameters as host arrays, dualtape's layout."""
-        return [{k: np.asarray(v) for k, v in p.items()} for p in self.params]
