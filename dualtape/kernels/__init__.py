@@ -104,7 +104,7 @@ def spatial_loops(kind: str, like: Any, self_check: Callable[[Any, Any], str | N
     like)`` says how they disagree with the layer's generic code, or returns None; it runs once per
     kind and dtype before they are first used."""
     if type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64) or \
-            _generic_only() or cpu_path()[0] != "compiled":
+            cpu_path()[0] != "compiled":  # also "generic" under DUALTAPE_FUSED=0
         return None
     from . import numba_spatial
 

@@ -63,7 +63,7 @@ MUTANTS = [
     Mutant(NS, "(shape[3] - kernel[1]) // stride[1] + 1)",
            "(shape[3] - kernel[1]) // stride[0] + 1)",
            "fast paths: the row stride used to count columns", FAST),
-    Mutant(KINIT, "            _generic_only() or cpu_path()", "            cpu_path()",
+    Mutant(KINIT, '            cpu_path()[0] != "compiled":', '            False:',
            "DUALTAPE_FUSED=0 does not keep the spatial layers' generic code", FAST),
     Mutant(KINIT, "type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64)",
            "type(like) is not np.ndarray",
