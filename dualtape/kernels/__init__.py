@@ -4,8 +4,9 @@
 the generic code everywhere; unset or on (``1``) = the fast paths. On numpy: the compiled
 loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else the in-place
 ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
-loop. On CuPy: the fused ``lstm.cu`` kernels. The compiled loops (per dtype) and the CUDA
-kernels (per device and dtype) first pass a self-check against the generic code (on a
+loop. On CuPy: the fused ``lstm.cu`` kernels. The spatial layers on numpy: compiled window
+loops (``numba_spatial``) where the compiled LSTM loops run. The compiled loops (per dtype)
+and the CUDA kernels (per device and dtype) first pass a self-check against the generic code (on a
 mismatch: one warning, then the generic code); a compiled loop's failure that a fresh compile
 cures is a damaged disk cache, rebuilt with its own warning (``numba_cache``).
 """
@@ -94,6 +95,22 @@ def cell_loops(cell: str, like: Any, self_check: Callable[[Any], str | None]) ->
 
     return loops if selfcheck.verified(key, f"fast {cell} loops", where,
                                        check) else None
+
+
+def spatial_loops(kind: str, like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled window loops (``numba_spatial``) for layer ``kind`` (``"Convolution"``,
+    ``"Deconvolution"``, ``"Pooling"``) on float32/float64 numpy arrays of ``like``'s dtype
+    where the compiled LSTM loops run, or None for the generic code. ``self_check(loops,
+    like)`` says how they disagree with the layer's generic code, or returns None; it runs once per
+    kind and dtype before they are first used."""
+    if type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64) or \
+            cpu_path()[0] != "compiled":  # also "generic" under DUALTAPE_FUSED=0
+        return None
+    from . import numba_spatial
+
+    return numba_spatial if selfcheck.verified(
+        ("numba", kind, like.dtype), f"compiled {kind} loops", _on_the_cpu(like.dtype),
+        lambda: _cache_checked("_numba_spatial", lambda: self_check(numba_spatial, like))) else None
 
 
 def cpu_path() -> tuple[str, str | None]:

@@ -7,11 +7,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..backend import host_rng
+from ..kernels import spatial_loops
 from .base import Array, Layer
 from .edges import check_size
+from .gated import disagreement
 from .initial import initial_params
 from .linear_algebra import batch_outer, batch_sum
 from .spatial import (
+    Pair,
     Setting,
     check_example,
     check_pair,
@@ -96,8 +99,10 @@ class Convolution(FilterLayer):
     Grenade's initialisation (``FilterLayer``).
 
     The product: ``W`` as a matrix times the windows unfolded into a matrix
-    (channels_in·kernel, batch·rows·cols), thinc's and Chainer's ``im2col`` way; on numpy and
-    CuPy the windows are a strided view copied once (``kernels.windows``). The tape keeps
+    (channels_in·kernel, batch·rows·cols), thinc's and Chainer's ``im2col`` way; on CuPy and
+    torch the windows are a strided view copied once (``kernels.windows``); on numpy with
+    numba a compiled loop unfolds them into one matrix per image, the product's layout
+    (``kernels.numba_spatial``: forwards and back 2x faster here). The tape keeps
     the input, not the unfolded matrix, which is about ``kernel rows·cols / (stride
     rows·cols)`` times larger: measured on numpy (float32, one thread, batch 32) it is 7.8x
     the input for 8 channels of 28x28 through a 3x3 kernel, 18x for one channel through
@@ -118,18 +123,52 @@ class Convolution(FilterLayer):
     def _forward(self, xp: Any, x: Array) -> tuple[ConvolutionTape, Array]:
         check_example(self, x)
         p = self.params
-        _, rows, cols = self.output_shape(tuple(x.shape[1:]))
-        flat = xp.reshape(p["W"], (self.channels_out, -1)) @ unfold(xp, x, self.kernel,
-                                                                       self.stride)
-        y = images_of(xp, flat, (x.shape[0], self.channels_out, rows, cols))
-        return ConvolutionTape(x, p.version), y + xp.reshape(p["b"], (-1, 1, 1))
+        fast = spatial_loops(self.kind, x, fast_disagreement)
+        y = generic_forward(xp, x, p["W"], p["b"], self.stride) if fast is None else \
+            fast.convolution_forward(x, p["W"], p["b"], self.stride)
+        return ConvolutionTape(x, p.version), y
 
     def _backward(self, xp: Any, tape: ConvolutionTape, dy: Array
                   ) -> tuple[dict[str, Array], Array]:
         self._check_version(tape)
-        W = xp.reshape(self.params["W"], (self.channels_out, -1))
-        d = rows_of(xp, dy)
-        cols = unfold(xp, tape.x, self.kernel, self.stride)
-        grads = {"W": xp.reshape(batch_outer(d.T, cols.T), tuple(self.params["W"].shape)),
-                 "b": batch_sum(xp, d.T)}
-        return grads, fold_matrix(xp, W.T @ d, tuple(tape.x.shape), self.kernel, self.stride)
+        W = self.params["W"]
+        fast = spatial_loops(self.kind, dy, fast_disagreement)
+        dW, db, dx = generic_backward(xp, tape.x, W, dy, self.stride) if fast is None else \
+            fast.convolution_backward(tape.x, W, dy, self.stride)
+        return {"W": dW, "b": db}, dx
+
+
+def generic_forward(xp: Any, x: Array, W: Array, b: Array, stride: Pair) -> Array:
+    """The output (B, O, rows, cols) of filters ``W`` (O, C, kernel rows, kernel cols) and
+    bias ``b`` (O,) over images ``x`` (B, C, H, W): ``W`` as a matrix times the unfolded
+    windows, in the array API alone."""
+    n_out, kernel = W.shape[0], tuple(W.shape[2:])
+    _, rows, cols = windowed_shape(tuple(x.shape[1:]), n_out, kernel, stride)
+    flat = xp.reshape(W, (n_out, -1)) @ unfold(xp, x, kernel, stride)
+    return images_of(xp, flat, (x.shape[0], n_out, rows, cols)) + xp.reshape(b, (-1, 1, 1))
+
+
+def generic_backward(xp: Any, x: Array, W: Array, dy: Array, stride: Pair
+                     ) -> tuple[Array, Array, Array]:
+    """``(dW, db, dx)`` of ``generic_forward`` from its input ``x``, filters ``W`` and the
+    output's gradient ``dy``."""
+    kernel = tuple(W.shape[2:])
+    W2 = xp.reshape(W, (W.shape[0], -1))
+    d = rows_of(xp, dy)
+    cols = unfold(xp, x, kernel, stride)
+    return (xp.reshape(batch_outer(d.T, cols.T), tuple(W.shape)), batch_sum(xp, d.T),
+            fold_matrix(xp, W2.T @ d, tuple(x.shape), kernel, stride))
+
+
+def fast_disagreement(loops: Any, like: Array) -> str | None:
+    """How the fast ``loops`` (``numba_spatial``) differ from ``generic_forward`` and
+    ``generic_backward`` on small random images with a stride and a remainder, in ``like``'s
+    dtype, or None when they agree to float rounding: their first-use self-check."""
+    shapes = {"x": (2, 3, 7, 6), "W": (2, 3, 3, 2), "b": (2,), "dy": (2, 2, 3, 5)}
+    return disagreement(
+        like, shapes,
+        lambda xp, a: (generic_forward(xp, a["x"], a["W"], a["b"], (2, 1)),
+                       *generic_backward(xp, a["x"], a["W"], a["dy"], (2, 1))),
+        lambda a: (loops.convolution_forward(a["x"], a["W"], a["b"], (2, 1)),
+                   *loops.convolution_backward(a["x"], a["W"], a["dy"], (2, 1))),
+        ("y", "dW", "db", "dx"))

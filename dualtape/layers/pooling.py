@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..backend import backend_of, device_context, zeros_like_place
+from ..kernels import spatial_loops
 from .base import Array, Layer
+from .gated import disagreement
 from .spatial import (
     IMAGE,
+    Pair,
     Setting,
     check_example,
     check_pair,
@@ -38,6 +44,7 @@ class Pooling(Layer):
     window the first in row-major order wins, as in torch. NaN propagates: a window holding
     one gives NaN (and its gradient goes to the first NaN; torch's CPU kernel sends it to the
     last). The tape keeps only those positions (``PoolingTape.argmax``), not the input.
+    On numpy with numba each way is one compiled pass (``kernels.numba_spatial``).
     """
 
     kind = "Pooling"
@@ -68,22 +75,59 @@ class Pooling(Layer):
 
     def _forward(self, xp: Any, x: Array) -> tuple[PoolingTape, Array]:
         check_example(self, x)
-        w = windows(xp, x, self.kernel, self.stride)
-        flat = xp.reshape(w, (*w.shape[:4], w.shape[4] * w.shape[5]))
-        positions = flat.shape[-1]
+        positions = self.kernel[0] * self.kernel[1]
         small = xp.int8 if positions <= 127 else xp.int16 if positions <= 32767 else xp.int32
-        argmax = xp.astype(xp.argmax(flat, axis=-1), small)
+        fast = spatial_loops(self.kind, x, fast_disagreement)
+        y, argmax = generic_pool(xp, x, self.kernel, self.stride, small) if fast is None else \
+            fast.max_pool(x, self.kernel, self.stride, small)
         empty = zeros_like_place((0,), x)
-        return PoolingTape(empty, argmax, tuple(x.shape)), xp.max(flat, axis=-1)
+        return PoolingTape(empty, argmax, tuple(x.shape)), y
 
     def _backward(self, xp: Any, tape: PoolingTape, dy: Array) -> tuple[dict[str, Array], Array]:
-        kh, kw = self.kernel
-        with device_context(backend_of(dy)):
-            positions = xp.arange(kh * kw, dtype=tape.argmax.dtype, device=tape.argmax.device)
-        chosen = xp.expand_dims(tape.argmax, axis=-1) == positions
-        column = xp.expand_dims(dy, axis=-1)
-        d = xp.where(chosen, column, xp.zeros_like(column))
-        return {}, fold(xp, xp.reshape(d, (*dy.shape, kh, kw)), tape.shape, self.stride)
+        fast = spatial_loops(self.kind, dy, fast_disagreement)
+        if fast is None:
+            return {}, generic_pool_back(xp, dy, tape.argmax, tape.shape, self.kernel,
+                                         self.stride)
+        return {}, fast.max_pool_back(dy, tape.argmax, tape.shape, self.kernel, self.stride)
 
     def _output_shape(self, tape: PoolingTape) -> tuple[int, ...]:
         return tuple(tape.argmax.shape)
+
+
+def generic_pool(xp: Any, x: Array, kernel: Pair, stride: Pair, small: Any
+                 ) -> tuple[Array, Array]:
+    """Each window's maximum (B, C, rows, cols) and its row-major position in the integer
+    dtype ``small``, in the array API alone (over ``windows``' view)."""
+    w = windows(xp, x, kernel, stride)
+    flat = xp.reshape(w, (*w.shape[:4], w.shape[4] * w.shape[5]))
+    return xp.max(flat, axis=-1), xp.astype(xp.argmax(flat, axis=-1), small)
+
+
+def generic_pool_back(xp: Any, dy: Array, argmax: Array, shape: tuple[int, ...],
+                      kernel: Pair, stride: Pair) -> Array:
+    """The input gradient of ``shape``: each entry of ``dy`` sent where its maximum was."""
+    kh, kw = kernel
+    with device_context(backend_of(dy)):
+        positions = xp.arange(kh * kw, dtype=argmax.dtype, device=argmax.device)
+    chosen = xp.expand_dims(argmax, axis=-1) == positions
+    column = xp.expand_dims(dy, axis=-1)
+    d = xp.where(chosen, column, xp.zeros_like(column))
+    return fold(xp, xp.reshape(d, (*dy.shape, kh, kw)), shape, stride)
+
+
+def fast_disagreement(loops: Any, like: Array) -> str | None:
+    """How the fast ``loops`` (``numba_spatial``) differ from ``generic_pool`` and
+    ``generic_pool_back`` on small random images with overlapping windows and a remainder,
+    in ``like``'s dtype, or None when they agree: their first-use self-check."""
+    shapes: dict[str, tuple[int, ...]] = {"x": (2, 3, 7, 6), "dy": (2, 3, 3, 5)}
+    kernel, stride = (3, 2), (2, 1)
+
+    def run(pool: Any, back: Any, a: dict[str, Array]) -> tuple[Array, ...]:
+        y, argmax = pool(a["x"], kernel, stride, np.int8)
+        return y, argmax, back(a["dy"], argmax, (2, 3, 7, 6), kernel, stride)
+
+    return disagreement(
+        like, shapes,
+        lambda xp, a: run(functools.partial(generic_pool, xp),
+                          functools.partial(generic_pool_back, xp), a),
+        lambda a: run(loops.max_pool, loops.max_pool_back, a), ("y", "argmax", "dx"))

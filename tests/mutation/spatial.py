@@ -1,6 +1,7 @@
 """Mutants of the spatial layers (``dualtape/layers/{convolution,deconvolution,pooling,pad,
-crop,reshape,trivial,sinusoid,spatial}.py``, ``dualtape/kernels/windows.py``) and the shape
-contract they chain by."""
+crop,reshape,trivial,sinusoid,spatial}.py``, ``dualtape/kernels/windows.py``, their compiled
+loops ``dualtape/kernels/{numba_spatial,_numba_spatial}.py``) and the shape contract they
+chain by."""
 
 from run_mutants import Mutant
 
@@ -10,11 +11,63 @@ CONV, POOL, SP = L + "convolution.py", L + "pooling.py", L + "spatial.py"
 DECONV = L + "deconvolution.py"
 PAD, CROP, RESHAPE = L + "pad.py", L + "crop.py", L + "reshape.py"
 WIN = "dualtape/kernels/windows.py"
+NS, CNS, KINIT = ("dualtape/kernels/numba_spatial.py", "dualtape/kernels/_numba_spatial.py",
+                  "dualtape/kernels/__init__.py")
 NET, BASE = "dualtape/network.py", L + "base.py"
 CHAIN = L + "chain.py"
 TESTS = ("tests/test_spatial_golden.py", "tests/test_convolution.py", "tests/test_pooling.py",
          "tests/test_spatial.py", "tests/test_sinusoid.py")
+FAST = ("tests/test_numba_spatial.py", "tests/test_convolution.py", "tests/test_pooling.py")
 MUTANTS = [
+    # the compiled window loops
+    Mutant(CNS, "out[b, c, p, q, i, j] = x[b, c, r, j + q]",
+           "out[b, c, p, q, i, j] = x[b, c, r, j]",
+           "compiled unfold: the kernel column ignored at column stride 1", FAST),
+    Mutant(CNS, "out[b, c, p, q, i, j] = x[b, c, r, j * sw + q]",
+           "out[b, c, p, q, i, j] = x[b, c, r, j * sh + q]",
+           "compiled unfold: the row stride used for columns", FAST),
+    Mutant(CNS, "                        r = i * sh + p\n                        if sw == 1:\n"
+                "                            for j in range(cols):\n"
+                "                                out[",
+           "                        r = i + p\n                        if sw == 1:\n"
+           "                            for j in range(cols):\n"
+           "                                out[",
+           "compiled unfold: the row stride ignored", FAST),
+    Mutant(CNS, "dx[b, c, r, j + q] += grads[b, c, p, q, i, j]",
+           "dx[b, c, r, j + q] = grads[b, c, p, q, i, j]",
+           "compiled fold: overlapping windows overwrite instead of summing", FAST),
+    Mutant(CNS, "dx[b, c, r, j * sw + q] += grads[b, c, p, q, i, j]",
+           "dx[b, c, r, j + q] += grads[b, c, p, q, i, j]",
+           "compiled fold: the column stride ignored", FAST),
+    Mutant(CNS, "if v > best or (v != v and best == best):", "if v > best:",
+           "compiled pooling: a NaN after the window's first element is dropped", FAST),
+    Mutant(CNS, "if v > best or (v != v and best == best):",
+           "if v >= best or (v != v and best == best):",
+           "compiled pooling: the last maximum wins a tie", FAST),
+    Mutant(CNS, "dx[b, c, i * sh + at // kw, j * sw + at % kw]",
+           "dx[b, c, i * sh + at % kw, j * sw + at // kw]",
+           "compiled pooling back: the position's row and column swapped", FAST),
+    Mutant(NS, "    y += np.reshape(b, (-1, 1))\n", "",
+           "fast Convolution: the bias left out", FAST),
+    Mutant(NS, "    db = np.sum(d @ np.ones(d.shape[2], d.dtype), axis=0)",
+           "    db = (d @ np.ones(d.shape[2], d.dtype))[0]",
+           "fast Convolution: the bias gradient of the first image only", FAST),
+    Mutant(NS, "dW = np.reshape(np.sum(np.matmul(d, np.matrix_transpose(cols)), axis=0), W.shape)",
+           "dW = np.reshape(np.matmul(d, np.matrix_transpose(cols))[-1], W.shape)",
+           "fast Convolution: the weight gradient of the last image only", FAST),
+    Mutant(NS, "    y += np.reshape(b, (-1, 1, 1))\n", "",
+           "fast Deconvolution: the bias left out", FAST),
+    Mutant(NS, "    dx = np.matmul(np.reshape(W, (W.shape[0], -1)), cols)",
+           "    dx = np.matmul(np.reshape(W, (W.shape[0], -1)), cols[::-1])",
+           "fast Deconvolution: input gradients of the batch reversed", FAST),
+    Mutant(NS, "(shape[3] - kernel[1]) // stride[1] + 1)",
+           "(shape[3] - kernel[1]) // stride[0] + 1)",
+           "fast paths: the row stride used to count columns", FAST),
+    Mutant(KINIT, '            cpu_path()[0] != "compiled":', '            False:',
+           "DUALTAPE_FUSED=0 does not keep the spatial layers' generic code", FAST),
+    Mutant(KINIT, "type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64)",
+           "type(like) is not np.ndarray",
+           "float16 and integer arrays sent to the compiled window loops", FAST),
     # sizes
     Mutant(SP, "    return (size - kernel) // stride + 1", "    return (size - kernel) // stride",
            "off-by-one in the output size", TESTS),
@@ -36,7 +89,7 @@ MUTANTS = [
            "fold: stride ignored in backward", TESTS),
     Mutant(SP, "dx[at] = dx[at] + grads[..., i, j]", "dx[at] = grads[..., i, j]",
            "fold: overlapping windows overwrite instead of summing", TESTS),
-    Mutant(CONV, '"b": batch_sum(xp, d.T)}', '"b": xp.sum(d, axis=0)}',
+    Mutant(CONV, "batch_sum(xp, d.T),\n", "xp.sum(d, axis=0),\n",
            "bias gradient over the wrong axis", TESTS),
     Mutant(SP, "    return xp.reshape(xp.permute_dims(w, (1, 4, 5, 0, 2, 3)),",
            "    return xp.reshape(xp.permute_dims(w[..., ::-1, ::-1], (1, 4, 5, 0, 2, 3)),",
@@ -52,8 +105,8 @@ MUTANTS = [
     Mutant(CONV, "\"W\": rng.uniform(-1.0, 1.0, size=shapes[\"W\"])",
            "\"W\": rng.uniform(-0.1, 0.1, size=shapes[\"W\"])",
            "not Grenade's initialisation", TESTS),
-    Mutant(POOL, "        argmax = xp.astype(xp.argmax(flat, axis=-1), small)",
-           "        argmax = xp.astype(positions - 1 - xp.argmax(flat[..., ::-1], axis=-1), small)",
+    Mutant(POOL, "xp.astype(xp.argmax(flat, axis=-1), small)",
+           "xp.astype(flat.shape[-1] - 1 - xp.argmax(flat[..., ::-1], axis=-1), small)",
            "argmax tie rule flipped (the last maximum wins)", TESTS),
     Mutant(POOL, "small = xp.int8 if positions <= 127 else",
            "small = xp.int8 if positions <= 255 else",
@@ -97,7 +150,8 @@ MUTANTS = [
            "Sinusoid's tape shares the caller's input", TESTS),
     Mutant(DECONV, "(size - 1) * s + k", "size * s + k - 1",
            "Deconvolution's output size off by the stride", TESTS),
-    Mutant(DECONV, '"b": xp.sum(dy, axis=(0, 2, 3))}', '"b": xp.sum(dy, axis=(0, 2))[:, 0]}',
+    Mutant(DECONV, "xp.sum(dy, axis=(0, 2, 3)), images_of",
+           "xp.sum(dy, axis=(0, 2))[:, 0], images_of",
            "Deconvolution's bias gradient over the wrong axes", TESTS),
     Mutant(DECONV, "        self._check_version(tape)\n", "",
            "Deconvolution's backward takes a stale tape", TESTS),
