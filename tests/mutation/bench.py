@@ -231,9 +231,9 @@ MUTANTS = [
     Mutant(REFERENCES, "        if workload.op not in (\"train\", \"text\"):\n",
            "        if workload.op != \"train\":\n", "no torch.nn.LSTM row for the main job",
            ROW_TESTS),
-    Mutant(REFERENCES, "        if workload.op != \"text\":\n            return None\n        "
-           "from .jax_text", "        if workload.op == \"sgd\":\n            return None\n"
-           "        from .jax_text", "the JAX row tries workloads it has no model for",
+    Mutant(REFERENCES, "        if workload.op != \"train\":\n            return None\n        "
+           "import jax", "        if workload.op == \"sgd\":\n            return None\n"
+           "        import jax", "the JAX row tries workloads it has no model for",
            ("bench/test_references.py",)),
     Mutant(REFERENCES, "        for model in self.models:\n            model.block()",
            "        pass", "the clock stops before JAX has finished", ROW_TESTS),
