@@ -37,6 +37,7 @@ from .layers import (
     StandardLSTM,
     Tanh,
     Trivial,
+    register_layer,
 )
 from .network import Network
 from .optim import SGD, Adam
@@ -84,6 +85,7 @@ __all__ = [
     "StandardLSTM",
     "Tanh",
     "Trivial",
+    "register_layer",
     "asarray",
     "available_backends",
     "backpropagate",

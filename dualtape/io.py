@@ -9,13 +9,14 @@ checkpoints; ``save(..., optimizer=opt)`` stores ``opt.state_dict()`` as the ext
 restores them into ``opt`` for the loaded network.
 
 ``save`` refuses, before the destination is touched, what ``load`` would refuse: a class other
-than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``, a
-layer whose settings (edited since it was built) ``load`` would refuse (``_checked_settings``,
-the check ``load`` makes, with the message it would give), parameters missing, extra, or of
-another shape or dtype than its sizes give, layers whose sizes no longer chain
-(``TypeError``/``ValueError`` naming layer and parameter); ``extra`` values that are not
-JSON-able (``TypeError`` naming the key path); optimizer state that fits no parameter; a
-destination that is a folder, read-only, or not a regular file.
+than ``Network``/``RecurrentNetwork``, a layer that is not exactly one of ``LAYER_KINDS``
+(dualtape's and those registered with ``register_layer``), a layer whose settings (edited since
+it was built) ``load`` would refuse (``_checked_settings``, the check ``load`` makes, with the
+message it would give), parameters missing, extra, or of another shape or dtype than its sizes
+give, layers whose sizes no longer chain (``TypeError``/``ValueError`` naming layer and
+parameter); ``extra`` values that are not JSON-able (``TypeError`` naming the key path);
+optimizer state that fits no parameter; a destination that is a folder, read-only, or not a
+regular file.
 
 ``load`` reads through ``zip_reader`` (a regular file opened without blocking, the zip
 directory checked before any member is inflated, no member read past what is declared) and
@@ -163,8 +164,8 @@ def _layer_spec(layer: Any, where: str, dtype: str, arrays: dict[str, np.ndarray
     kind = LAYER_KINDS.get(getattr(layer, "kind", ""))
     if type(layer) is not kind:
         raise TypeError(f"save: layer {where} is a {type(layer).__name__}, which load cannot "
-                        f"rebuild; it rebuilds only {', '.join(LAYER_KINDS)} (not "
-                        "subclasses)")
+                        "rebuild: register its class with dualtape.register_layer(cls) (a "
+                        f"kind of its own; registered now: {', '.join(LAYER_KINDS)})")
     try:
         config = json.loads(json.dumps(layer.config()))  # what load will read
     except (TypeError, ValueError) as exc:
@@ -372,7 +373,9 @@ def _declare_layer(spec: Any, where: str, dtype: np.dtype, declared: dict[str, D
     named = spec.get("kind") if isinstance(spec, dict) else None
     kind = LAYER_KINDS.get(named) if isinstance(named, str) else None
     if kind is None:
-        raise ValueError(f"{path}: layer {where} has an unknown kind {_short(spec)}")
+        raise ValueError(f"{path}: layer {where} has an unknown kind {_short(spec)}; a layer "
+                         "class of your own loads once registered with "
+                         "dualtape.register_layer(cls), before load")
     config, params = spec.get("config", {}), spec.get("params", {})
     shapes = _checked_settings(kind, config, dtype.name, where, path)
     label = f"{kind.kind}({', '.join(map(str, config.values()))})"

@@ -1,4 +1,5 @@
-"""One file per layer; ``base`` holds the Layer and RecurrentLayer contracts."""
+"""One file per layer; ``base`` holds the Layer and RecurrentLayer contracts, ``registry`` the
+kinds ``load`` builds."""
 
 from .base import Activation, Layer, RecurrentLayer
 from .basic_recurrent import BasicRecurrent
@@ -17,6 +18,7 @@ from .merge import Merge
 from .pad import Pad
 from .params import ParamDict
 from .pooling import Pooling
+from .registry import LAYER_KINDS, register_layer
 from .relu import Relu
 from .reshape import Reshape
 from .sequential import Sequential
@@ -25,11 +27,6 @@ from .softmax import Softmax
 from .standard_lstm import StandardLSTM
 from .tanh import Tanh
 from .trivial import Trivial
-
-LAYER_KINDS: dict[str, type[Layer]] = {cls.kind: cls for cls in (
-    FullyConnected, Logit, Elu, Relu, Tanh, Softmax, Dropout, LSTM, StandardLSTM, GRU,
-    BasicRecurrent, Convolution, Pooling, Pad, Crop, Reshape, Trivial, Sinusoid, Deconvolution,
-    Sequential, Merge, Concat, Embedding)}
 
 __all__ = [
     "GRU",
@@ -60,4 +57,5 @@ __all__ = [
     "StandardLSTM",
     "Tanh",
     "Trivial",
+    "register_layer",
 ]

@@ -5,6 +5,8 @@ from run_mutants import Mutant
 
 IO = "dualtape/io.py"
 READER = "dualtape/zip_reader.py"
+REGISTRY = "dualtape/layers/registry.py"
+REGISTER_TESTS = ("tests/test_register_layer.py",)
 TRAINER = "dualtape/text/trainer.py"
 TESTS = ("tests/test_io.py", "tests/test_io_safety.py", "tests/test_io_destination.py")
 FALLBACK_TESTS = ("tests/test_io_destination.py", "tests/test_text_safety.py")
@@ -202,4 +204,11 @@ MUTANTS = [
     fallback("            with contextlib.suppress(OSError):\n                folder.rmdir()",
              "            with contextlib.suppress(OSError):\n                pass",
              "a failed last fallback leaves its empty folder"),
+    # --- layers of your own (layers/registry.py) ---------------------------------------------
+    Mutant(REGISTRY, "    LAYER_KINDS[kind] = cls\n", "", "register_layer registers nothing",
+           REGISTER_TESTS),
+    Mutant(REGISTRY, "    if known is not None and known is not cls:", "    if False:",
+           "a registered class takes a built-in's kind", REGISTER_TESTS),
+    Mutant(REGISTRY, "    if cls.composite:", "    if False:",
+           "a composite of one's own registered", REGISTER_TESTS),
 ]
