@@ -12,6 +12,7 @@ from .backend import (
     to_numpy,
     use_backend,
 )
+from .gradcheck import GradientCheckError, check_gradients
 from .io import load, load_extra, load_with_extra, save
 from .layers import (
     GRU,
@@ -70,6 +71,7 @@ __all__ = [
     "Elu",
     "Embedding",
     "FullyConnected",
+    "GradientCheckError",
     "Logit",
     "Merge",
     "Network",
@@ -88,6 +90,7 @@ __all__ = [
     "available_backends",
     "backpropagate",
     "backpropagate_sequence",
+    "check_gradients",
     "clip_gradients",
     "from_torch",
     "get_backend",
