@@ -128,6 +128,9 @@ def test_every_failing_array_follows_the_worst_one(monkeypatch):
         dualtape.check_gradients(net, np.ones((2, 3)))
     lines = str(raised.value).splitlines()
     assert len(lines) == 2 and lines[1].startswith("  also layer ")
+    errors = raised.value.errors
+    worst = max(errors, key=errors.__getitem__)
+    assert lines[0].startswith(f"check_gradients: Network: {worst}: ")
 
 
 def test_a_tolerance_can_be_loosened(monkeypatch):
