@@ -12,6 +12,7 @@ from .backend import (
     to_numpy,
     use_backend,
 )
+from .gradcheck import GradientCheckError, check_gradients
 from .io import load, load_extra, load_with_extra, save
 from .layers import (
     GRU,
@@ -71,6 +72,7 @@ __all__ = [
     "Elu",
     "Embedding",
     "FullyConnected",
+    "GradientCheckError",
     "Logit",
     "Merge",
     "Network",
@@ -90,6 +92,7 @@ __all__ = [
     "available_backends",
     "backpropagate",
     "backpropagate_sequence",
+    "check_gradients",
     "clip_gradients",
     "from_torch",
     "get_backend",

@@ -149,7 +149,7 @@ def checkpointed_backward(
             layer.rng.bit_generator.state = state
     assert grads is not None and dstates is not None  # a tape has at least one segment
     whole = None
-    if need_dxs:
+    if need_dxs and dxs[0] is not None:  # None: the input is ids (an Embedding first)
         whole = dxs[0] if len(dxs) == 1 else xp.concat(dxs, axis=0)
     return grads, dstates, whole
 

@@ -1,4 +1,5 @@
-"""Helpers shared by the test modules: finite differences, inputs, networks, misplaced arrays."""
+"""Helpers shared by the test modules: inputs, networks, misplaced arrays (finite differences:
+``dualtape.check_gradients`` and ``dualtape.gradcheck.numeric_gradient``)."""
 
 from __future__ import annotations
 
@@ -7,58 +8,11 @@ import pytest
 
 import dualtape
 
-from .conftest import np64
-
 
 def away_from_kinks(shape, seed: int) -> np.ndarray:
     """Inputs in ±[0.1, 2]: no Relu/Elu kink within a finite-difference step."""
     rng = np.random.default_rng(seed)
     return rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.1, 2.0, size=shape)
-
-
-def numeric_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central finite differences of the scalar function ``f`` at the host array ``x``."""
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        old = x[i]
-        x[i] = old + eps
-        up = f(x)
-        x[i] = old - eps
-        down = f(x)
-        x[i] = old
-        grad[i] = (up - down) / (2 * eps)
-    return grad
-
-
-def check_layer_gradients(layer, x_host: np.ndarray, seed: int = 0) -> None:
-    """backward of ``sum(y * r)`` against central differences, for the input and every parameter
-    (perturbed parameters are put back on the layer's backend); ``y`` of any shape. For a
-    composite layer, every parameter of every group in ``param_groups``."""
-    _, y = layer.forward(dualtape.asarray(x_host))
-    r = np.random.default_rng(seed).normal(size=tuple(y.shape))
-
-    def objective(x: np.ndarray) -> float:
-        return float(np.sum(np64(layer.forward(dualtape.asarray(x))[1]) * r))
-
-    tape, _ = layer.forward(dualtape.asarray(x_host))
-    grads, dx = layer.backward(tape, dualtape.asarray(r))
-    groups, grad_groups = layer.param_groups, grads if layer.composite else [grads]
-    assert [set(g) for g in grad_groups] == [set(p) for p in groups]
-    np.testing.assert_allclose(np64(dx), numeric_gradient(objective, x_host.copy()),
-                               rtol=1e-6, atol=1e-8)
-    x_fixed = x_host.copy()
-    for params, group in zip(groups, grad_groups, strict=True):
-        for name, p in list(params.items()):
-            assert tuple(group[name].shape) == tuple(p.shape)
-            host = np64(p).copy()
-
-            def of_param(value: np.ndarray, params=params, name: str = name) -> float:
-                params[name] = dualtape.asarray(value)
-                return objective(x_fixed)
-
-            expected = numeric_gradient(of_param, host)
-            params[name] = dualtape.asarray(host)
-            np.testing.assert_allclose(np64(group[name]), expected, rtol=1e-6, atol=1e-8)
 
 
 def deep_net(dtype: str = "float64") -> dualtape.Network:

@@ -10,7 +10,7 @@ import dualtape
 from dualtape.backend import backend_of
 
 from .conftest import np64
-from .helpers import away_from_kinks, check_layer_gradients, other_backend_array
+from .helpers import away_from_kinks, other_backend_array
 
 F64 = {"dtype": "float64"}
 
@@ -65,7 +65,7 @@ COMPOSITES = {
 @pytest.mark.parametrize("name", list(COMPOSITES))
 def test_composite_gradients_match_finite_differences(backend, name):
     make, shape = COMPOSITES[name]
-    check_layer_gradients(make(), away_from_kinks(shape, seed=3))
+    dualtape.check_gradients(make(), away_from_kinks(shape, seed=3))
 
 
 def test_network_grads_follow_params_and_match_the_layer_view(backend):

@@ -12,7 +12,6 @@ from dualtape.kernels.windows import strided_windows, window_view
 from dualtape.layers.spatial import generic_windows, windows
 
 from .conftest import np64
-from .helpers import check_layer_gradients
 
 ODD_SIZES = {
     # id: (batch, channels_in, channels_out, (H, W), kernel, stride)
@@ -31,7 +30,7 @@ def test_gradients_match_finite_differences(backend, case):
     layer = dualtape.Convolution(c_in, c_out, kernel, stride, seed=3, dtype="float64")
     layer.params["b"] = dualtape.asarray(np.linspace(-0.5, 0.5, c_out))
     x = np.random.default_rng(1).normal(size=(batch, c_in, h, w))
-    check_layer_gradients(layer, x)
+    dualtape.check_gradients(layer, x)
 
 
 @pytest.mark.parametrize("case", list(ODD_SIZES.values()), ids=list(ODD_SIZES))
@@ -40,7 +39,7 @@ def test_deconvolution_gradients_match_finite_differences(backend, case):
     layer = dualtape.Deconvolution(c_in, c_out, kernel, stride, seed=4, dtype="float64")
     layer.params["b"] = dualtape.asarray(np.linspace(-0.5, 0.5, c_out))
     x = np.random.default_rng(2).normal(size=(batch, c_in, h - kernel[0] + 1, w))
-    check_layer_gradients(layer, x)
+    dualtape.check_gradients(layer, x)
 
 
 def test_deconvolution_is_the_convolutions_adjoint(backend):

@@ -12,11 +12,11 @@ import pytest
 
 import dualtape
 from dualtape.backend import dtype_name
+from dualtape.gradcheck import numeric_gradient
 from dualtape.kernels.scatter import numpy_row_sums, row_sums
 from dualtape.layers.embedding import generic_row_sums
 
 from .conftest import np64
-from .helpers import numeric_gradient
 from .test_io import header_of, read_archive, rewrite
 
 IDS = np.array([3, 0, 3, 5, 3, 1])  # repeats (3 three times), absent ids (2, 4, 6)
@@ -35,7 +35,9 @@ def recurrent_embedding_net(dtype: str = "float64") -> dualtape.RecurrentNetwork
 
 
 def check_param_gradients(net, loss_of, grads) -> None:
-    """Each parameter's gradient in ``grads`` against central differences of ``loss_of()``."""
+    """Each parameter's gradient in ``grads`` against central differences of ``loss_of()``:
+    the training calls' gradients of a loss (``dualtape.check_gradients`` checks ``backward``
+    of a random projection)."""
     for params, group in zip(net.params, grads, strict=True):
         for name, p in list(params.items()):
             host = np64(p).copy()
@@ -72,16 +74,10 @@ def test_weights_are_torchs_normal_draws_from_the_seed_on_every_backend(backend)
 
 def test_backward_against_finite_differences(backend):
     layer = dualtape.Embedding(7, 4, seed=1, dtype="float64")
-    r = np.random.default_rng(0).normal(size=(IDS.shape[0], 4))
-    ids = dualtape.asarray(IDS)
-
-    def objective() -> float:
-        return float(np.sum(np64(layer.forward(ids)[1]) * r))
-
-    tape, _ = layer.forward(ids)
-    grads, dx = layer.backward(tape, dualtape.asarray(r))
-    assert dx is None and set(grads) == {"weight"}
-    check_param_gradients(dualtape.Network([layer]), objective, [grads])
+    tape, _ = layer.forward(dualtape.asarray(IDS))
+    assert layer.backward(tape, dualtape.asarray(np.ones((6, 4))))[1] is None
+    errors = dualtape.check_gradients(layer, IDS)  # ids have no gradient: the weight only
+    assert list(errors) == ["parameter weight"]
 
 
 def test_backward_sums_repeated_ids_and_zeros_the_rest(backend):
@@ -150,6 +146,7 @@ def test_a_network_of_ids_against_finite_differences(backend):
 
     _, grads = dualtape.backpropagate(net, ids, labels, loss="softmax_cross_entropy")
     check_param_gradients(net, loss_of, grads)
+    assert "input" not in dualtape.check_gradients(net, IDS)
     tapes, y = net.forward(ids)
     assert net.backward(tapes, y)[1] is None  # ids have no gradient
     _, one = net.forward(dualtape.asarray(np.int64(3)))
@@ -171,6 +168,10 @@ def test_a_recurrent_network_of_ids_against_finite_differences(backend, tape):
                                             tape=tape)
     grads = [{k: np64(v).copy() for k, v in g.items()} for g in found.grads]
     check_param_gradients(rnet, loss_of, grads)
+    # backward_sequence itself, the initial state's gradient included; with several
+    # checkpointed segments it once concatenated the segments' None input gradients
+    errors = dualtape.check_gradients(rnet, np64(ids).astype(np.int64), tape=tape)
+    assert "input" not in errors and "layer 1 (LSTM) initial state" in errors
 
 
 def test_a_recurrent_network_of_ids_runs_every_public_call(backend):

@@ -14,7 +14,6 @@ from dualtape.backend import backend_of, namespace_of
 from .conftest import CountingNamespace, np64
 from .helpers import (
     away_from_kinks,
-    check_layer_gradients,
     other_backend_array,
     other_device_array,
 )
@@ -86,12 +85,12 @@ def test_logit_saturates_without_overflow(backend):
 
 def test_fully_connected_backward_matches_finite_differences(backend):
     layer = dualtape.FullyConnected(N_IN, N_OUT, seed=2, dtype="float64")
-    check_layer_gradients(layer, away_from_kinks((BATCH, N_IN), seed=3))
+    dualtape.check_gradients(layer, away_from_kinks((BATCH, N_IN), seed=3))
 
 
 @pytest.mark.parametrize("name", ACTIVATION_NAMES)
 def test_activation_backward_matches_finite_differences(backend, name):
-    check_layer_gradients(ACTIVATIONS[name][0](), away_from_kinks((3, 4), seed=4))
+    dualtape.check_gradients(ACTIVATIONS[name][0](), away_from_kinks((3, 4), seed=4))
 
 
 def test_backward_casts_dy_to_the_layer_dtype(backend):

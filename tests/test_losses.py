@@ -10,9 +10,10 @@ import pytest
 import dualtape
 from dualtape import losses
 from dualtape.backend import namespace_of
+from dualtape.gradcheck import numeric_gradient
 
 from .conftest import np64
-from .helpers import numeric_gradient, other_backend_array
+from .helpers import other_backend_array
 
 RNG = np.random.default_rng(0)
 Y = RNG.normal(size=(4, 3))

@@ -19,6 +19,7 @@ import pytest
 import dualtape
 from dualtape import LSTM, cli
 from dualtape.backend import resolve_backend
+from dualtape.gradcheck import numeric_gradient
 from dualtape.text import cli as text_cli
 from dualtape.text import console
 from dualtape.text.checkpoint import load_checkpoint
@@ -42,7 +43,7 @@ from dualtape.text.model import (
 )
 from dualtape.text.trainer import DivergedError, TextTrainer
 
-from .helpers import assert_params_equal, host_params, numeric_gradient
+from .helpers import assert_params_equal, host_params
 
 TEXT = "The cat sat on the mat. The dog sat on the log. " * 12
 TINY = TrainConfig(hidden=[12], seq_len=8, batch=4, optimizer="adam", rate=0.05, seed=3)
