@@ -15,7 +15,7 @@ import dualtape as dt
 from dualtape.benchmarks.digits import conv_net
 from dualtape.cli import main
 from dualtape.stack import stack_forward
-from dualtape.tape_report import _arrays, _nbytes
+from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
 from dualtape.text.model import build_text_network
 
 
@@ -204,3 +204,14 @@ def test_the_plot(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     assert main(["tape", str(seed), "--seq-len", "20", "--plot", str(picture)]) == 1
     assert "needs matplotlib" in capsys.readouterr().err
+
+
+def test_a_tape_not_affine_in_the_steps_is_not_scaled():
+    """Sizes from 1 and 2 steps that the third probe contradicts (a tape growing as T²) are not
+    extrapolated: the report then measures one pass at T instead."""
+    def entries(rows: int) -> tuple[list[str], list[_Entry]]:
+        return ["SquareTape"], [_Entry(0, "x", (rows, 4), "float32", 4, None)]
+
+    assert _fit([entries(1), entries(2), entries(3)]) is not None
+    assert _fit([entries(1), entries(4), entries(9)]) is None
+    assert _fit([entries(1), entries(2), (["Other"], entries(3)[1])]) is None
