@@ -43,6 +43,7 @@ from .layers import (
 from .network import Network
 from .optim import SGD, Adam
 from .recurrent import RecurrentNetwork
+from .tape_report import TapeReport, tape_report
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
 from .training import (
     Backprop,
@@ -85,6 +86,7 @@ __all__ = [
     "Sinusoid",
     "Softmax",
     "StandardLSTM",
+    "TapeReport",
     "Tanh",
     "Trivial",
     "register_layer",
@@ -105,6 +107,7 @@ __all__ = [
     "set_backend",
     "state_from_torch",
     "state_to_torch",
+    "tape_report",
     "to_numpy",
     "to_torch",
     "train",

@@ -1,4 +1,4 @@
-"""The ``dualtape`` command: ``info``, ``bench``, ``train-text``, ``sample``, ``plot``."""
+"""The ``dualtape`` command: ``info``, ``bench``, ``train-text``, ``sample``, ``plot``, ``tape``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import __version__, kernels
+from . import __version__, kernels, tape_command
 from .backend import (
     FLOAT_DTYPES,
     KNOWN_BACKENDS,
@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(commands)
     text_cli.register(commands)
     text_plot.register(commands)
+    tape_command.register(commands)
     return parser
 
 

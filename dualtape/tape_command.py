@@ -1,0 +1,140 @@
+"""The ``dualtape tape`` command: ``tape_report`` of a saved network (a ``dualtape.save`` file or
+a train-text checkpoint, which is one), printed, and with ``--plot`` drawn as one bar per layer.
+
+Each problem is one line on stderr and exit status 1: a missing, unreadable or corrupt file,
+a size that is not an integer >= 1, ``--seq-len`` for a feed-forward network, a tape policy
+that is not ``full``, ``sqrt`` or k, a plot without matplotlib. The optimizer whose state is
+counted is ``--optimizer`` (default ``sgd``: SGD with momentum, one array per parameter;
+``adam``: two; ``none``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from typing import Any
+
+from .files import check_destination, write_atomically
+from .io import load
+from .recurrent import RecurrentNetwork
+from .tape_report import OPTIMIZER_SLOTS, TapeReport, tape_report
+
+
+def register(commands: Any) -> None:
+    """Add ``tape`` to the ``dualtape`` subcommands."""
+    p = commands.add_parser(
+        "tape", help="what a saved network's tape keeps, layer by layer",
+        description="Print what the tape of a saved network (a dualtape file or a train-text "
+        "checkpoint) keeps for one batch, layer by layer, what a checkpointed tape would keep "
+        "instead, and the parameters' and optimizer state's bytes.")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a file dualtape.save wrote")
+    p.add_argument("--seq-len", metavar="T", help="steps per sequence (recurrent networks)")
+    p.add_argument("--batch", metavar="B", default="1", help="examples per batch (default 1)")
+    p.add_argument("--shape", metavar="C,H,W",
+                   help="one example's shape, for a network whose input has free axes")
+    p.add_argument("--tape", default="sqrt", metavar="POLICY",
+                   help="the checkpointed tape to compare: sqrt (default), k steps, or full")
+    p.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_SLOTS),
+                   help="whose state to count: sgd (with momentum, the default), adam, none")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw one bar per layer (matplotlib)")
+    p.set_defaults(run=tape_command)
+
+
+def _fail(message: str) -> int:
+    print(f"dualtape tape: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _size(option: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{option} must be an integer >= 1, got {text!r}")
+    return value
+
+
+def tape_command(args: argparse.Namespace) -> int:
+    """Print the report of ``args.checkpoint``; 1 with a one-line error on a problem."""
+    try:
+        batch = _size("--batch", args.batch)
+        seq_len = None if args.seq_len is None else _size("--seq-len", args.seq_len)
+        example = None if args.shape is None else tuple(
+            _size("--shape", s) for s in args.shape.split(","))
+        policy: str | int = args.tape
+        if args.tape not in ("full", "sqrt"):
+            policy = _size("--tape", args.tape)
+    except ValueError as exc:
+        return _fail(str(exc).replace("--tape must be", "--tape must be full, sqrt or"))
+    if args.plot is not None:
+        if importlib.util.find_spec("matplotlib") is None:
+            return _fail("--plot needs matplotlib: pip install 'dualtape[bench]'")
+        try:
+            check_destination(args.plot)
+        except OSError as exc:
+            return _fail(f"cannot write {args.plot}: {exc.strerror or exc}")
+    try:
+        net = load(args.checkpoint, backend="numpy")
+    except OSError as exc:
+        return _fail(f"cannot read {args.checkpoint}: {exc.strerror or exc}")
+    except ValueError as exc:
+        return _fail(str(exc))
+    recurrent = isinstance(net, RecurrentNetwork)
+    if recurrent and seq_len is None:
+        return _fail(f"{args.checkpoint} is a RecurrentNetwork: give --seq-len T")
+    if not recurrent and seq_len is not None:
+        return _fail(f"{args.checkpoint} is a Network (no sequence): drop --seq-len")
+    leading = (seq_len, batch) if recurrent else (batch,)
+    shape = None if example is None else (*leading, *example)
+    if shape is None and any(not isinstance(s, int) for s in net.input_shape or ("any",)):
+        return _fail(f"{args.checkpoint}: the network's input {net.input_shape} has free axes; "
+                     "give one example's shape with --shape")
+    try:
+        if recurrent:
+            report = tape_report(net, shape, seq_len=seq_len, batch=batch, tape=policy,
+                                 optimizer=args.optimizer)
+        else:
+            report = tape_report(net, shape, batch=batch, optimizer=args.optimizer)
+    except (ValueError, TypeError) as exc:
+        return _fail(str(exc))
+    print(report)
+    if args.plot is not None:
+        try:
+            write_plot(args.plot, report)
+        except (OSError, ValueError) as exc:
+            return _fail(f"cannot write {args.plot}: {getattr(exc, 'strerror', None) or exc}")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def write_plot(path: str, report: TapeReport) -> None:
+    """One bar per layer (its full tape's bytes; beside it, with a checkpointed tape, what
+    that keeps of the layer), written to ``path`` as a PNG, atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [f"{layer.index} {layer.layer}" for layer in report.layers]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.5))
+    try:
+        places = range(len(names))
+        width = 0.4 if report.segments else 0.8
+        ax.bar([p - width / 2 * bool(report.segments) for p in places],
+               [layer.bytes / 2**20 for layer in report.layers], width, label="full tape")
+        if report.segments:
+            ax.bar([p + width / 2 for p in places],
+                   [(layer.checkpoint_bytes + layer.segment_bytes) / 2**20
+                    for layer in report.layers], width,
+                   label=f"tape={report.policy!r}, held in backward")
+            ax.legend()
+        ax.set_xticks(list(places), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("MiB")
+        sequence = f"T={report.seq_len}, " if report.seq_len is not None else ""
+        ax.set_title(f"tape per layer ({sequence}batch {report.batch}, {report.backend})")
+        fig.tight_layout()
+        write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    finally:
+        plt.close(fig)

@@ -1,0 +1,217 @@
+"""``dt.tape_report`` and ``dualtape tape``: the sizes against the tapes' own arrays on every
+backend, against what tracemalloc measures on numpy (the seed network, the main job's model,
+the digits network; full and checkpointed tapes, within 10%), and bad input refused in one
+line. CuPy's pool is not measured here (no GPU in these tests)."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dualtape as dt
+from dualtape.benchmarks.digits import conv_net
+from dualtape.cli import main
+from dualtape.stack import stack_forward
+from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
+from dualtape.text.model import build_text_network
+
+
+def seed_network() -> dt.RecurrentNetwork:
+    return dt.RecurrentNetwork([dt.LSTM(40, 512, seed=1), dt.LSTM(512, 40, seed=2)])
+
+
+def main_job_model() -> dt.RecurrentNetwork:
+    return build_text_network(57, [80, 80], seed=1)  # train-text's default layers, vocab 57
+
+
+def held(run):
+    """``(result, bytes)``: what ``run()`` returns, and the numpy memory it still holds."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = run()
+        gc.collect()
+        return result, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def array_bytes(tape) -> int:
+    """The bytes of a tape's arrays, each block of memory once."""
+    spans = {}
+    for _, a in _arrays(tape, ""):
+        spans[id(a)] = a
+    return sum(_nbytes(a) for a in spans.values())
+
+
+def test_the_seed_network_table():
+    report = dt.tape_report(seed_network(), seq_len=50, batch=1)
+    layer0 = report.layers[0]
+    assert [(f.path, f.shape, f.dtype, f.bytes) for f in layer0.fields] == [
+        ("xs", (50, 1, 40), "float32", 8000), ("cells", (51, 1, 512), "float32", 104448),
+        ("gates", (50, 1, 2048), "float32", 409600)]
+    assert report.tape_bytes == 664608 == sum(layer.bytes for layer in report.layers)
+    assert (report.every, report.segments, report.recompute_steps) == (8, 7, 48)
+    assert report.param_bytes == 4 * report.param_count == report.optimizer_bytes
+    assert dt.tape_report(seed_network(), seq_len=50, batch=1, optimizer="adam"
+                          ).optimizer_bytes == 2 * report.param_bytes
+    assert dt.tape_report(seed_network(), seq_len=50, batch=1, optimizer=dt.SGD(0.1)
+                          ).optimizer_bytes == 0
+    text = str(report)
+    assert "LSTMSequenceTape" in text and "409,600" in text and "48 forward steps" in text
+
+
+@pytest.mark.parametrize("steps", [1, 3, 7, 50])
+@pytest.mark.parametrize("policy", ["sqrt", 4])
+def test_sizes_equal_the_tapes_arrays(backend, steps, policy):
+    """The scaled sizes equal those of the tapes forward_sequence makes, full and
+    checkpointed, on every backend, with ids, Dropout and shared memory in the stack."""
+    net = dt.RecurrentNetwork([dt.Embedding(11, 6, seed=1), dt.LSTM(6, 8, seed=2),
+                               dt.Dropout(0.5, seed=3), dt.GRU(8, 5, seed=4),
+                               dt.FullyConnected(5, 11, seed=5), dt.Relu(),
+                               dt.FullyConnected(11, 11, seed=6), dt.Softmax()])
+    ids = dt.asarray(np.zeros((steps, 3), dtype=np.int64))
+    mask_state = net.layers[2].rng.bit_generator.state
+    report = dt.tape_report(net, seq_len=steps, batch=3, tape=policy)
+    assert net.layers[2].rng.bit_generator.state == mask_state  # the probes left no trace
+    full, _, _ = net.forward_sequence(None, ids)
+    shared = [f for layer in report.layers for f in layer.fields if f.shared_with]
+    assert {f.shared_with for f in shared} == {"layer 3 hs", "layer 5 y"}
+    per_layer = [sum(_nbytes(a) for _, a in _arrays(t, "")) for t in full.tapes]
+    assert [layer.bytes + sum(_nbytes_of(f) for f in layer.fields if f.shared_with)
+            for layer in report.layers] == per_layer
+    kept, _, _ = net.forward_sequence(None, ids, tape=policy)
+    assert report.every == kept.every and report.segments == len(kept.states)
+    whole = _nbytes(kept.xs) + sum(_nbytes(s) for group in kept.states for s in group)
+    last = [sum(_nbytes(a) for path, a in _arrays(t, "") if not (k == 0 and path == "ids"))
+            for k, t in enumerate(kept.last.tapes)]
+    last[4] -= _nbytes(kept.last.tapes[4].x)  # the shared fields, once
+    last[6] -= _nbytes(kept.last.tapes[6].x)
+    assert report.checkpoint_bytes == whole + sum(last)
+    assert report.recompute_steps == steps - kept.last.steps
+
+
+def _nbytes_of(field) -> int:
+    return int(np.prod(field.shape)) * np.dtype(field.dtype).itemsize
+
+
+@pytest.mark.parametrize("name, make, steps, batch", [
+    ("seed network", seed_network, 50, 1), ("main job's model", main_job_model, 50, 32)])
+def test_within_ten_percent_of_tracemalloc(name, make, steps, batch):
+    """The full tape, the checkpointed tape after forward, and held in backward (the kept
+    tape plus one recomputed segment), each against what tracemalloc sees numpy hold."""
+    net = make()
+    report = dt.tape_report(net, seq_len=steps, batch=batch)
+    xs = np.zeros((steps, batch, net.n_in), dtype=net.dtype)
+    _, full = held(lambda: net.forward_sequence(None, xs)[0])
+    kept, checkpointed = held(lambda: net.forward_sequence(None, xs, tape="sqrt")[0])
+    _, segment = held(lambda: stack_forward(net.layers, np, kept.states[0],
+                                            kept.xs[: kept.every, ...])[0])
+    assert report.tape_bytes == pytest.approx(full, rel=0.1), name
+    assert report.checkpoint_bytes == pytest.approx(checkpointed, rel=0.1), name
+    assert report.checkpoint_peak_bytes == pytest.approx(checkpointed + segment, rel=0.1), name
+    assert report.checkpoint_bytes < report.tape_bytes / 4
+
+
+def test_the_digits_network_within_ten_percent_of_tracemalloc():
+    net = conv_net(1, "float32")
+    report = dt.tape_report(net, (32, 1, 8, 8))  # examples/digits.py's minibatch
+    x = np.zeros((32, 1, 8, 8), dtype=np.float32)
+    tapes, measured = held(lambda: net.forward(x)[0])
+    assert report.tape_bytes == pytest.approx(measured, rel=0.1)
+    assert report.tape_bytes == sum(layer.bytes for layer in report.layers)
+    assert report.layers[5].fields[0].shared_with == "layer 3 y"  # the Relu's output, once
+    assert report.segments == 0 and "tape=" not in str(report)
+
+
+def test_a_network_on_every_backend(backend):
+    net = dt.Network([dt.FullyConnected(4, 3, seed=1), dt.Tanh(), dt.FullyConnected(3, 2, seed=2)])
+    x = dt.asarray(np.zeros((5, 4), dtype=np.float32))
+    report = dt.tape_report(net, x)
+    assert report.backend == backend.name
+    assert report == dt.tape_report(net, batch=5) == dt.tape_report(net, (5, 4))
+    tapes, _ = net.forward(x)
+    assert report.tape_bytes == 5 * 4 * 4 + 5 * 3 * 4  # the Tanh's y is the next layer's x
+    assert report.tape_bytes == array_bytes(tapes)  # each array object once
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: dt.tape_report(dt.Network([dt.Tanh()]), (2, 3), seq_len=4), ValueError,
+     "a Network has no sequence"),
+    (lambda: dt.tape_report(seed_network(), seq_len=-1, batch=1), ValueError, "seq_len"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=0), ValueError, "batch"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5), ValueError, "needs batch"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=True), ValueError, "batch"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, tape="half"), ValueError,
+     "'full', 'sqrt' or a number"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, tape=0), ValueError, "got 0"),
+    (lambda: dt.tape_report(seed_network(), (5, 1, 7)), ValueError, "takes"),
+    (lambda: dt.tape_report(seed_network(), (5, 1, 40), seq_len=6), ValueError, "disagrees"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, optimizer="rmsprop"),
+     ValueError, "optimizer must be"),
+    (lambda: dt.tape_report([dt.Tanh()], (2, 3)), TypeError, "Network or RecurrentNetwork"),
+    (lambda: dt.tape_report(conv_net(1, "float32"), batch=2), ValueError, "free axes"),
+])
+def test_bad_input_is_refused_in_one_line(call, error, words):
+    with pytest.raises(error, match=words) as caught:
+        call()
+    assert "\n" not in str(caught.value) and str(caught.value).startswith("tape_report: ")
+
+
+def test_the_command(tmp_path, capsys):
+    seed, digits = tmp_path / "seed.npz", tmp_path / "digits.npz"
+    dt.save(seed_network(), seed)
+    dt.save(conv_net(1, "float32"), digits)
+    text = tmp_path / "text.npz"
+    dt.save(main_job_model(), text, extra={"vocabulary": "train-text's"})
+    assert main(["tape", str(seed), "--seq-len", "50", "--batch", "1"]) == 0
+    assert str(dt.tape_report(seed_network(), seq_len=50, batch=1)) in capsys.readouterr().out
+    assert main(["tape", str(text), "--seq-len", "50", "--batch", "32", "--optimizer",
+                 "adam", "--tape", "10"]) == 0
+    assert "Adam, 2 slots" in capsys.readouterr().out
+    assert main(["tape", str(digits), "--batch", "32", "--shape", "1,8,8"]) == 0
+    capsys.readouterr()
+    for argv, words in [
+        ([str(tmp_path / "none.npz"), "--seq-len", "5"], "cannot read"),
+        ([str(tmp_path), "--seq-len", "5"], "not a regular file"),
+        ([__file__, "--seq-len", "5"], "not a dualtape file"),
+        ([str(seed), "--seq-len", "-2"], "--seq-len must be an integer >= 1"),
+        ([str(seed), "--seq-len", "5", "--batch", "two"], "--batch must be"),
+        ([str(seed), "--seq-len", "5", "--tape", "root"], "full, sqrt or an integer"),
+        ([str(seed)], "give --seq-len"),
+        ([str(digits), "--seq-len", "4"], "drop --seq-len"),
+        ([str(digits)], "--shape"),
+        ([str(seed), "--seq-len", "5", "--plot", str(tmp_path / "no" / "a.png")],
+         "cannot write"),
+    ]:
+        assert main(["tape", *argv]) == 1, argv
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1, argv
+        assert captured.err.startswith("dualtape tape: error: ") and words in captured.err
+
+
+def test_the_plot(tmp_path, capsys, monkeypatch):
+    seed, picture = tmp_path / "seed.npz", tmp_path / "tape.png"
+    dt.save(seed_network(), seed)
+    pytest.importorskip("matplotlib")
+    assert main(["tape", str(seed), "--seq-len", "20", "--plot", str(picture)]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    assert main(["tape", str(seed), "--seq-len", "20", "--plot", str(picture)]) == 1
+    assert "needs matplotlib" in capsys.readouterr().err
+
+
+def test_a_tape_not_affine_in_the_steps_is_not_scaled():
+    """Sizes from 1 and 2 steps that the third probe contradicts (a tape growing as T²) are not
+    extrapolated: the report then measures one pass at T instead."""
+    def entries(rows: int) -> tuple[list[str], list[_Entry]]:
+        return ["SquareTape"], [_Entry(0, "x", (rows, 4), "float32", 4, None)]
+
+    assert _fit([entries(1), entries(2), entries(3)]) is not None
+    assert _fit([entries(1), entries(4), entries(9)]) is None
+    assert _fit([entries(1), entries(2), (["Other"], entries(3)[1])]) is None
