@@ -42,6 +42,7 @@ from .layers import (
 )
 from .network import Network
 from .optim import SGD, Adam
+from .recompute_check import RecomputeError, check_no_recompute
 from .recurrent import RecurrentNetwork
 from .tape_report import TapeReport, tape_report
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
@@ -74,6 +75,7 @@ __all__ = [
     "Embedding",
     "FullyConnected",
     "GradientCheckError",
+    "RecomputeError",
     "Logit",
     "Merge",
     "Network",
@@ -95,6 +97,7 @@ __all__ = [
     "backpropagate",
     "backpropagate_sequence",
     "check_gradients",
+    "check_no_recompute",
     "clip_gradients",
     "from_torch",
     "get_backend",

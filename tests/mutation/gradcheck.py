@@ -1,9 +1,11 @@
-"""Mutants of ``dualtape/gradcheck.py``."""
+"""Mutants of ``dualtape/gradcheck.py`` and ``dualtape/recompute_check.py``."""
 
 from run_mutants import Mutant
 
 P = "dualtape/gradcheck.py"
 TESTS = ("tests/test_gradcheck.py",)
+RECOMPUTE = "dualtape/recompute_check.py"
+RECOMPUTE_TESTS = ("tests/test_recompute_check.py", "tests/test_layers.py")
 MUTANTS = [
     Mutant(P, "        x[i] = old - eps\n        down = f(x)\n        x[i] = old\n"
               "        grad[i] = (up - down) / (2 * eps)",
@@ -39,4 +41,12 @@ MUTANTS = [
            ("tests/test_compose.py",)),
     Mutant(P, "        if set(grads) != set(params):", "        if False:",
            "gradients of other keys than the parameters' go unnoticed", TESTS),
+    Mutant(RECOMPUTE, "    if again:\n", "    if False:\n", "a recomputing backward passes",
+           RECOMPUTE_TESTS),
+    Mutant(RECOMPUTE, "        layer._backward(backward, tape, xp.ones_like(y))",
+           "        layer._backward(xp, tape, xp.ones_like(y))",
+           "backward's calls not counted", RECOMPUTE_TESTS),
+    Mutant(RECOMPUTE, "for name, n in forward.calls.items() if n}",
+           "for name, n in forward.calls.items()}",
+           "functions the forward pass never evaluated reported", RECOMPUTE_TESTS),
 ]

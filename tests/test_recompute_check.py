@@ -1,0 +1,56 @@
+"""``dualtape.check_no_recompute``: a backward pass that evaluates again a function its forward
+pass evaluated is named; every recurrent cell's step passes, on every backend. (Each
+feed-forward layer: ``test_layers.py``.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.recompute_check import RecomputeError
+
+CELLS = (dualtape.LSTM, dualtape.StandardLSTM, dualtape.GRU, dualtape.BasicRecurrent)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.__name__)
+def test_a_recurrent_steps_backward_reads_the_tape(backend, cell):
+    found = dualtape.check_no_recompute(cell(3, 4, dtype="float64"),
+                                        np.random.default_rng(0).normal(size=(2, 3)))
+    assert all(backward == 0 for _, backward in found.values())
+    assert (found.get("tanh", (0, 0))[0] > 0) == (cell is not dualtape.BasicRecurrent)
+
+
+class RecomputingTanh(dualtape.Tanh):
+    """A planted bug: the derivative from tanh(x) evaluated again, not from the tape's y."""
+
+    keeps_input = True
+
+    def _forward(self, xp: Any, x: Any) -> tuple[Any, Any]:
+        y = xp.tanh(x)
+        return self.tape_class(x), y
+
+    def _backward(self, xp: Any, tape: Any, dy: Any) -> tuple[dict, Any]:
+        return {}, dy * (1 - xp.tanh(tape.y) ** 2)
+
+
+def test_a_backward_that_recomputes_is_named(backend):
+    with pytest.raises(RecomputeError, match=r"^check_no_recompute: Tanh\(\): backward "
+                       r"evaluates tanh 1 time, which the forward pass evaluated"):
+        dualtape.check_no_recompute(RecomputingTanh(), np.ones((2, 3)))
+
+
+def test_what_it_cannot_check_is_refused():
+    with pytest.raises(TypeError, match="takes a layer, got Network"):
+        dualtape.check_no_recompute(dualtape.Network([dualtape.Tanh()]), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="is a composite; check its parts"):
+        dualtape.check_no_recompute(dualtape.Sequential([dualtape.Tanh()]), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="input must have shape"):
+        dualtape.check_no_recompute(dualtape.FullyConnected(3, 2), np.ones((2, 5)))
+
+
+def test_only_what_the_forward_pass_evaluated_is_reported():
+    assert dualtape.check_no_recompute(dualtape.FullyConnected(3, 2), np.ones((2, 3))) == {}
+    assert dualtape.check_no_recompute(dualtape.Softmax(), np.ones((2, 3))) == {"exp": (1, 0)}
