@@ -27,12 +27,13 @@ class RecomputeError(AssertionError):
     """A backward pass evaluated a function its forward pass had evaluated."""
 
 
-class _Counting:
-    """An array namespace that counts calls to ``WATCHED`` and passes everything through."""
+class CountingNamespace:
+    """An array namespace that counts the calls to the functions ``watched`` (``WATCHED``)
+    in ``calls`` and passes everything through."""
 
-    def __init__(self, xp: Any) -> None:
+    def __init__(self, xp: Any, watched: tuple[str, ...] = WATCHED) -> None:
         self._xp = xp
-        self.calls = dict.fromkeys(WATCHED, 0)
+        self.calls = dict.fromkeys(watched, 0)
 
     def __getattr__(self, name: str) -> Any:
         function = getattr(self._xp, name)
@@ -44,6 +45,11 @@ class _Counting:
             return function(*args, **kwargs)
 
         return counted
+
+    @property
+    def total(self) -> int:
+        """Calls counted, all functions together."""
+        return sum(self.calls.values())
 
 
 def check_no_recompute(layer: Layer, x: Any) -> dict[str, tuple[int, int]]:
@@ -62,7 +68,7 @@ def check_no_recompute(layer: Layer, x: Any) -> dict[str, tuple[int, int]]:
         x = from_host(x, backend_of(reference))
     xp, x, _ = prepare_input(x, n_features=layer.input_shape, dtype=layer.dtype,
                              reference=reference, owner=f"check_no_recompute: {layer!r}")
-    forward, backward = _Counting(xp), _Counting(xp)
+    forward, backward = CountingNamespace(xp), CountingNamespace(xp)
     if isinstance(layer, RecurrentLayer):
         state = zeros_like_place((x.shape[0], layer.state_size), x)
         tape, next_state, y = layer._forward_step(forward, state, x)

@@ -11,6 +11,7 @@ import pytest
 import dualtape
 from dualtape.backend import BackendUnavailable, resolve_backend, use_backend
 from dualtape.kernels import cpu_path
+from dualtape.recompute_check import CountingNamespace
 
 BACKEND_PARAMS = [
     pytest.param(("numpy", None), id="numpy"),
@@ -65,30 +66,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def np64(a: Any) -> np.ndarray:
     """Any supported array as a float64 numpy array, for comparing against the oracle."""
     return np.asarray(dualtape.to_numpy(a), dtype=np.float64)
-
-
-class CountingNamespace:
-    """Wraps an array namespace and counts calls to the named functions."""
-
-    def __init__(self, xp: Any, watched: tuple[str, ...] = ("exp", "expm1", "tanh", "log")):
-        self._xp = xp
-        self._watched = watched
-        self.calls: dict[str, int] = {name: 0 for name in watched}
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._xp, name)
-        if name not in self._watched:
-            return attr
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return counted
-
-    @property
-    def total(self) -> int:
-        return sum(self.calls.values())
 
 
 @contextlib.contextmanager

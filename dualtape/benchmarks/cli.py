@@ -170,9 +170,9 @@ def _threads(text: str, workloads: Sequence[Workload]) -> dict[str, ThreadChoice
     if isinstance(option, int):
         require_threadpoolctl()
     cores, load, can_limit = usable_cores(), load_average(), threadpoolctl_installed()
-    return {w.key: choose_threads(option, w.time_loop()[0], w.batch, gates=w.time_loop()[1],
-                                  cores=cores, load=load, can_limit=can_limit)
-            for w in workloads}
+    return {w.key: choose_threads(option, hidden, w.batch, gates=gates, cores=cores, load=load,
+                                  can_limit=can_limit)
+            for w in workloads for hidden, gates in [w.time_loop()]}
 
 
 def threads_summary(option: str, chosen: dict[str, ThreadChoice]) -> str:
