@@ -1,10 +1,11 @@
 """The BLAS floor of the main job: numpy's (OpenBLAS) and torch's (MKL on x86) float32 matrix
 products at the shapes of one train-text step (LSTM 80 -> 80, one-hot 57, batch 32 x 50), on
-one thread, interleaved per shape.
+one thread. Per shape the two libraries take turns, ``ROUNDS`` samples of ``NUMBER`` calls
+each, the one that goes first alternating, so drift in the shared machine's speed hits both.
 
     python bench/gemm_floor.py
 
-Prints each product's µs and GFLOP/s in both libraries and numpy's time over torch's: the
+Prints each product's median µs and GFLOP/s in both libraries and numpy's time over torch's: the
 part of the main job's gap to ``torch.nn.LSTM`` that no change to dualtape's own code reaches.
 Needs torch.
 """
@@ -30,14 +31,24 @@ SHAPES = [
 ]
 
 
-def micros(run: Callable[[], object], number: int = 200) -> float:
-    """Mean µs of ``run`` over ``number`` calls after ten warm-up calls."""
-    for _ in range(10):
-        run()
-    start = time.perf_counter()
-    for _ in range(number):
-        run()
-    return (time.perf_counter() - start) / number * 1e6
+ROUNDS, NUMBER = 15, 20
+
+
+def interleaved_micros(first: Callable[[], object], second: Callable[[], object]
+                       ) -> tuple[float, float]:
+    """Median µs per call of ``first`` and of ``second``, sampled in turns after a warm-up."""
+    runs = (first, second)
+    samples: tuple[list[float], list[float]] = ([], [])
+    for run in runs:
+        for _ in range(NUMBER):
+            run()
+    for r in range(ROUNDS):
+        for k in (0, 1) if r % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            for _ in range(NUMBER):
+                runs[k]()
+            samples[k].append((time.perf_counter() - start) / NUMBER * 1e6)
+    return float(np.median(samples[0])), float(np.median(samples[1]))
 
 
 def main() -> None:
@@ -51,8 +62,9 @@ def main() -> None:
             c = np.empty((m, n), np.float32)
             ta = torch.from_numpy(a.T.copy()).T if transposed else torch.from_numpy(a.copy())
             tb, tc = torch.from_numpy(b), torch.empty(m, n)
-            ours = micros(lambda a=a, b=b, c=c: np.matmul(a, b, out=c))
-            theirs = micros(lambda ta=ta, tb=tb, tc=tc: torch.mm(ta, tb, out=tc))
+            ours, theirs = interleaved_micros(lambda a=a, b=b, c=c: np.matmul(a, b, out=c),
+                                              lambda ta=ta, tb=tb, tc=tc: torch.mm(ta, tb,
+                                                                                  out=tc))
             flop = 2 * m * k * n / 1e3
             print(f"{name:26s} ({m}x{k} @ {k}x{n}): numpy {ours:7.1f} µs "
                   f"({flop / ours:5.1f} GFLOP/s), torch {theirs:7.1f} µs "
