@@ -8,6 +8,7 @@ import pytest
 
 import dualtape
 from dualtape import optim
+from dualtape.kernels import cpu_path
 
 from .conftest import np64
 
@@ -37,14 +38,18 @@ def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name):
         passes.append(w.size)
         update(self, mod, w, g, slot, scratch)
 
-    monkeypatch.setattr(type(OPTIMIZERS[name]()), "_update_in_place", counted)
     monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: False)
+    run(OPTIMIZERS[name], backend)  # the compiled updates' self-check, once, before counting
+    monkeypatch.setattr(type(OPTIMIZERS[name]()), "_update_in_place", counted)
     fast = run(OPTIMIZERS[name], backend)
     if backend.name == "numpy":
         big = 3 * (optim.CHUNK + 7)
-        chunked_steps = 3 if name == "sgd" else 2  # the first step creates the slots whole
-        assert passes.count(optim.CHUNK) == 3 * chunked_steps, passes
-        assert sum(passes) == 3 * big
+        if name != "sgd" and cpu_path()[0] == "compiled":  # test_optim_compiled.py's
+            assert passes == [big], passes  # only the first step, which creates the slots
+        else:
+            chunked_steps = 3 if name == "sgd" else 2  # the first step creates the slots whole
+            assert passes.count(optim.CHUNK) == 3 * chunked_steps, passes
+            assert sum(passes) == 3 * big
     monkeypatch.setenv("DUALTAPE_FUSED", "0")
     np.testing.assert_array_equal(fast, run(OPTIMIZERS[name], backend))
 

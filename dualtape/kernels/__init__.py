@@ -5,7 +5,8 @@ the generic code everywhere; unset or on (``1``) = the fast paths. On numpy: the
 loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else the in-place
 ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The spatial layers on numpy: compiled window
-loops (``numba_spatial``) where the compiled LSTM loops run. The compiled loops (per dtype)
+loops (``numba_spatial``) and the optimizers' updates (``numba_optim``, against their ufunc
+code) where the compiled LSTM loops run. The compiled loops (per dtype)
 and the CUDA kernels (per device and dtype) first pass a self-check against the generic code (on a
 mismatch: one warning, then the generic code); a compiled loop's failure that a fresh compile
 cures is a damaged disk cache, rebuilt with its own warning (``numba_cache``).
@@ -103,14 +104,33 @@ def spatial_loops(kind: str, like: Any, self_check: Callable[[Any, Any], str | N
     where the compiled LSTM loops run, or None for the generic code. ``self_check(loops,
     like)`` says how they disagree with the layer's generic code, or returns None; it runs once per
     kind and dtype before they are first used."""
-    if type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64) or \
-            cpu_path()[0] != "compiled":  # also "generic" under DUALTAPE_FUSED=0
+    if not _compiled_for(like):
         return None
     from . import numba_spatial
 
     return numba_spatial if selfcheck.verified(
         ("numba", kind, like.dtype), f"compiled {kind} loops", _on_the_cpu(like.dtype),
         lambda: _cache_checked("_numba_spatial", lambda: self_check(numba_spatial, like))) else None
+
+
+def optimizer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled optimizer updates (``numba_optim``) for float32/float64 numpy arrays of
+    ``like``'s dtype where the compiled LSTM loops run, or None for the ufunc code.
+    ``self_check(loops, like)`` says how they disagree with that code, or returns None; it runs
+    once per dtype before they are first used."""
+    if not _compiled_for(like):
+        return None
+    from . import numba_optim
+
+    return numba_optim if selfcheck.verified(
+        ("numba", "optimizer", like.dtype), "compiled optimizer updates", _on_the_cpu(like.dtype),
+        lambda: _cache_checked("_numba_optim", lambda: self_check(numba_optim, like))) else None
+
+
+def _compiled_for(like: Any) -> bool:
+    """Whether ``like`` is a float32/float64 numpy array and the compiled loops run now."""
+    return type(like) is np.ndarray and like.dtype in (np.float32, np.float64) and (
+        cpu_path()[0] == "compiled")  # also "generic" under DUALTAPE_FUSED=0
 
 
 def cpu_path() -> tuple[str, str | None]:

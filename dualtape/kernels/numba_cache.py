@@ -2,7 +2,7 @@
 rebuilt when damaged (imports numba).
 
 ``load(name)`` imports a module of ``@njit(cache=True)`` functions (``_numba_lstm``,
-``_numba_standard_lstm_gru``, ``_numba_flush``) and, before anything is read from disk, checks
+``_numba_standard_lstm_gru``, ``_numba_flush``, ...) and, before anything is read from disk, checks
 the folder numba caches them in (``cache_folder``'s rule). A folder others could write to is
 refused with one warning naming it, and the functions compile in memory for the process: their
 dispatchers get the ``NullCache`` that one made with ``cache=False`` holds, so numba neither

@@ -6,7 +6,9 @@ EDGES = "dualtape/layers/edges.py"
 P = "dualtape/optim.py"
 CHECKS = ("tests/test_argument_checks.py",)
 T = ("tests/test_optim.py", "tests/test_optim_state.py", "tests/test_optim_chunks.py",
-     "tests/test_optim_torch.py")
+     "tests/test_optim_torch.py", "tests/test_optim_compiled.py")
+K, NK = "dualtape/kernels/_numba_optim.py", "dualtape/kernels/numba_optim.py"
+COMPILED = ("tests/test_optim_compiled.py",)
 STALE = T + ("tests/test_stale_tapes.py",)
 MUTANTS = [
     # a step that raises changes nothing
@@ -24,8 +26,8 @@ MUTANTS = [
            "the chunked update drops a last chunk of one element", T),
     Mutant(P, "end = min(start + CHUNK, w.size)", "end = start + CHUNK",
            "the last chunk runs past the end", T),
-    Mutant(P, "and not any(np.may_share_memory(w, a) for a in arrays[1:])", "",
-           "an overlapping gradient is updated in passes", T),
+    Mutant(P, " and not any(\n        np.may_share_memory(w, a) for a in arrays[1:])", "",
+           "an overlapping gradient is updated in passes, or by the compiled updates", T),
     Mutant(P, "    if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):\n"
               "        return None\n", "",
            "a read-only parameter is written in place", T),
@@ -98,6 +100,32 @@ MUTANTS = [
     Mutant(P, "mod.add(mod.multiply(m, self.beta1, out=m),",
            "mod.add(mod.multiply(m, 1.0 - self.beta1, out=m),",
            "Adam's in-place first moment decays by 1 - beta1", T),
+    # the compiled updates and their choice
+    Mutant(K, "        vk = v[k] * beta2 + (gk * keep2) * gk",
+           "        vk = v[k] * beta2 + (gk * gk) * keep2",
+           "compiled Adam rounds the second moment's term in another order", COMPILED),
+    Mutant(K, "        m[k] = mk\n        v[k] = vk", "        v[k] = vk",
+           "compiled Adam does not keep its first moment", COMPILED),
+    Mutant(K, "            step = m[k] * momentum + step",
+           "            step = m[k] * momentum - step",
+           "compiled SGD subtracts the gradient's step from the velocity", COMPILED),
+    Mutant(K, "            w[k] = (w[k] + step) - w[k] * decay",
+           "            w[k] = w[k] + (step - w[k] * decay)",
+           "compiled SGD applies L2 in another order", COMPILED),
+    Mutant(NK, "one(beta2), one(1.0 - beta2)", "one(beta2), one(1.0 - beta1)",
+           "compiled Adam's second moment takes 1 - beta1", COMPILED),
+    Mutant(NK, "a.size != first.size or", "",
+           "the compiled updates index past a shorter operand", COMPILED),
+    Mutant(P, "        if not (self.momentum or self.regulariser):\n            return None\n", "",
+           "plain SGD takes the compiled updates", COMPILED),
+    Mutant(P, "w.size < COMPILED_FROM or ", "", "small parameters take the compiled updates",
+           COMPILED),
+    Mutant(P, "    return all(a.flags.c_contiguous for a in arrays) and not any(",
+           "    return not any(", "strided parameters take the compiled updates", COMPILED + T),
+    Mutant(P, "            if not np.array_equal(a, b):", "            if False:",
+           "the self-check passes compiled updates that disagree", COMPILED),
+    Mutant(P, "        optimizer.steps = 3\n", "",
+           "the self-check runs Adam at step 0 (a NaN step size is never compared)", COMPILED),
     # versions
     Mutant(P, "            if isinstance(group, ParamDict):  # tapes made before this step are now "
               "stale\n                group.touch()\n", "",

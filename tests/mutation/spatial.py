@@ -63,10 +63,10 @@ MUTANTS = [
     Mutant(NS, "(shape[3] - kernel[1]) // stride[1] + 1)",
            "(shape[3] - kernel[1]) // stride[0] + 1)",
            "fast paths: the row stride used to count columns", FAST),
-    Mutant(KINIT, '            cpu_path()[0] != "compiled":', '            False:',
+    Mutant(KINIT, '        cpu_path()[0] == "compiled")', '        True)',
            "DUALTAPE_FUSED=0 does not keep the spatial layers' generic code", FAST),
-    Mutant(KINIT, "type(like) is not np.ndarray or like.dtype not in (np.float32, np.float64)",
-           "type(like) is not np.ndarray",
+    Mutant(KINIT, "type(like) is np.ndarray and like.dtype in (np.float32, np.float64)",
+           "type(like) is np.ndarray",
            "float16 and integer arrays sent to the compiled window loops", FAST),
     # sizes
     Mutant(SP, "    return (size - kernel) // stride + 1", "    return (size - kernel) // stride",
