@@ -181,3 +181,46 @@ def test_the_digits_network_trains_alike_either_way(monkeypatch):
         results.append([np.array(p) for group in net.params for p in group.values()])
     for got, expected in zip(*results, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_results_do_not_share_the_scratch_buffers_with_the_next_call():
+    """The windows and the input gradient's products live in per-thread buffers reused by the
+    next call: what a call returns must not be a view of them."""
+    x1, x2, W, b, dy = arrays("float64", 7, (2, 3, 9, 8), (2, 3, 9, 8), (4, 3, 3, 3), (4,),
+                              (2, 4, 7, 6))
+    y1 = numba_spatial.convolution_forward(x1, W, b, (1, 1))
+    grads1 = numba_spatial.convolution_backward(x1, W, dy, (1, 1))
+    kept = [a.copy() for a in (y1, *grads1)]
+    numba_spatial.convolution_forward(x2, W, b, (1, 1))
+    numba_spatial.convolution_backward(x2, W, 2 * dy, (1, 1))
+    for got, expected in zip((y1, *grads1), kept, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_threads_running_convolutions_at_once_each_get_their_own_numbers():
+    """Two threads, each with its own images, forwards and back many times at once (numpy's
+    products release the GIL between the compiled loops): the results of a serial run."""
+    import threading
+
+    W, b = arrays("float32", 8, (16, 8, 3, 3), (16,))
+    images = arrays("float32", 9, (4, 8, 28, 28), (4, 8, 28, 28))  # one shape: one buffer
+
+    def run(x):
+        y = numba_spatial.convolution_forward(x, W, b, (1, 1))
+        return (y, *numba_spatial.convolution_backward(x, W, y, (1, 1)))
+
+    expected = [run(x) for x in images]
+    failures = []
+
+    def worker(k):
+        for _ in range(30):
+            for got, want in zip(run(images[k]), expected[k], strict=True):
+                if not np.array_equal(got, want):
+                    failures.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

@@ -174,4 +174,8 @@ MUTANTS = [
     Mutant("dualtape/torch_weights.py", "    if dtype is None and len(kept) > 1:",
            "    if dtype is None and len(kept) > 2:",
            "from_torch builds layers of two dtypes", ("tests/test_cells_torch.py",)),
+    Mutant(NS, "_SCRATCH = threading.local()", "_SCRATCH = threading",
+           "threads share the compiled convolution's scratch buffers", FAST),
+    Mutant(NS, "if kept is None or kept.shape != shape or kept.dtype != dtype:",
+           "if kept is None:", "a scratch buffer of another shape or dtype is reused", FAST),
 ]
