@@ -14,6 +14,12 @@ RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
        "tests/test_recurrent.py")
 STALE = ("tests/test_stale_tapes.py",)
 MUTANTS = [
+    # the fast path's products
+    Mutant(LSTM_PY, "if len(blocks) > 1 and rows * 4 * n <= JOIN_UP_TO:", "if False:",
+           "small pre-activation gradients kept in three blocks (the golden bits move)",
+           ("tests/test_text_golden.py",)),
+    Mutant(LINEAR_ALGEBRA, "    projected += b\n", "",
+           "the fast input projection drops its bias", RNN),
     # the public edge
     Mutant(EDGES, "    if copy and not fresh:", "    if copy and fresh:",
            "an input the tape keeps is not copied", FF),
