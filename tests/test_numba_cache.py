@@ -119,7 +119,7 @@ def swap_dtypes(cache: Path) -> None:
 
 DAMAGE = {
     "truncated-index": ("_numba_lstm", "*forward_loop*.nbi", lambda b: b[:20]),
-    "garbled-data": ("_numba_lstm", "*gate_factors*.nbc", lambda b: bytes(reversed(b))),
+    "garbled-data": ("_numba_lstm", "*backward_sequence*.nbc", lambda b: bytes(reversed(b))),
     "swapped-dtypes": ("_numba_lstm", "*.nbc", None),
     "cells-truncated-index": ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi",
                               lambda b: b[:20]),

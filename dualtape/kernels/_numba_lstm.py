@@ -186,3 +186,37 @@ def candidate_gradient(gates: Any, dc: Any, out: Any, one: Any) -> None:
             g, d, da = gates[t, b], dc[t, b], out[t, b]
             for j in range(n):
                 da[j] = (one - g[3 * n + j] * g[3 * n + j]) * g[n + j] * d[j]
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs: Any, q: Any,
+                      da_o: Any, dfi: Any, dc: Any, carry: Any, rec: Any, carried_0: Any,
+                      need_dc0: bool, one: Any) -> None:
+    """``lstm_sequence.backward_sequence`` in one call, in its order of operations: the gate
+    factors, the o rows' product ``dc = da_o U_o`` for every step (BLAS), the steps' carries
+    ``q_t += (da_o U_o)_{t+1}``, the time loop from ``carry`` (``dc_T`` on entry), ĉ's gradient
+    into ``q``, and with ``need_dc0`` the first cell's gradient into ``carry``."""
+    steps, batch, n = dc.shape
+    zero = one - one
+    gate_factors(gates, cells, dhs, q, da_o, dfi, one)
+    first = 0 if need_dc0 or steps > 1 else 1  # the first step of the U_o product
+    if steps > first:
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, (steps - first) * batch, n, n, one,
+             da_o[first:].ctypes.data, n, U[2 * n:].ctypes.data, n, zero,
+             dc[first:].ctypes.data, n)
+        for t in range(steps - 1):
+            q_t, carried = q[t], dc[t + 1]
+            for b in range(batch):
+                for j in range(n):
+                    q_t[b, j] += carried[b, j]
+        if need_dc0:
+            carried_0[:] = dc[0]
+    rec[:] = zero
+    backward_loop(gemm, gemv, U, gates, rec, q, carry, dfi, dc, one)
+    candidate_gradient(gates, dc, q, one)  # q is free again
+    if need_dc0:
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[0].ctypes.data, 2 * n,
+             U.ctypes.data, n, zero, rec.ctypes.data, n)
+        for b in range(batch):
+            for j in range(n):
+                carry[b, j] = (carry[b, j] + rec[b, j]) + carried_0[b, j]

@@ -29,28 +29,20 @@ class Cell(Protocol):
     ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``, with ĉ already in ``gates[t, :, 3o:]``.
     ``cells`` (T+1, B, o) holds ``c_0`` before the loop and every cell after it (a cell may keep
     them elsewhere in between); ``r`` is scratch, and so are ``projected``'s f and i blocks
-    (nothing reads them after the loop).
-    ``backward_loop(U_fi, gates, rec, q, carry, dfi, dc)`` runs t = T-1 … 0: the cell gradient
-    ``d = carry + rec + q[t]`` into ``dc[t]``, the factors ``dfi[t] = [c*f(1-f), ĉ*i(1-i)]``
-    (B, 2o) multiplied by ``d`` in place, ``carry = d*f``, then, for t > 0, the recurrent
-    product ``rec = dfi[t] U_fi`` (B, o) for the step before (the caller does that of t = 0,
-    when the first cell's gradient is wanted). Every buffer is C-contiguous.
-    ``output_gate``, ``gate_factors`` and ``candidate_gradient`` are the work around the loops
-    (``UfuncPasses`` documents each); ``mod`` is the arrays' module.
+    (nothing reads them after the loop). ``output_gate`` is the work after it (``UfuncPasses``
+    documents it), ``backward_sequence`` all of this module's ``backward_sequence``
+    (``StepwiseCell``'s from a step loop and passes, ``NumbaLSTM``'s one compiled call);
+    ``mod`` is the arrays' module. Every buffer is C-contiguous.
     """
 
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None: ...
 
-    def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
-                      dfi: Array, dc: Array) -> None: ...
-
     def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array: ...
 
-    def gate_factors(self, mod: Any, gates: Array, cells: Array, dhs: Array
-                     ) -> tuple[Array, Array, Array]: ...
-
-    def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array: ...
+    def backward_sequence(self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array,
+                          dc_last: Array, need_dc0: bool
+                          ) -> tuple[tuple[Array, Array, Array], Array | None]: ...
 
 
 class UfuncPasses:
@@ -121,10 +113,43 @@ class StepwiseCell(UfuncPasses):
 
     def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
                       dfi: Array, dc: Array) -> None:
+        """t = T-1 … 0: ``d = carry + rec + q[t]`` into ``dc[t]``, the factors ``dfi[t] =
+        [c*f(1-f), ĉ*i(1-i)]`` (B, 2o) multiplied by ``d`` in place, ``carry = d*f``, then, for
+        t > 0, ``rec = dfi[t] U_fi`` (B, o) for the step before (``backward_sequence`` does
+        that of t = 0, when the first cell's gradient is wanted)."""
         step = self.backward_steps(U_fi, gates, rec, q, carry, dfi, dc)
         with self.scope():
             for t in reversed(range(dc.shape[0])):
                 step(t)
+
+    def backward_sequence(
+        self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array, dc_last: Array,
+        need_dc0: bool = True,
+    ) -> tuple[tuple[Array, Array, Array], Array | None]:
+        """The module's ``backward_sequence`` from ``backward_loop`` and the passes around
+        it."""
+        steps, batch, four_n = gates.shape
+        n, dtype = four_n // 4, gates.dtype
+        q, da_o, dfi = self.gate_factors(mod, gates, cells, dhs)
+        dc = mod.empty((steps, batch, n), dtype=dtype)
+        first = 0 if need_dc0 or steps > 1 else 1  # the first step of the U_o product
+        if steps > first:
+            flat = ((steps - first) * batch, n)
+            carried = mod.matmul(da_o[first:].reshape(flat), U[2 * n : 3 * n],
+                                 out=dc[first:].reshape(flat)).reshape(steps - first, batch, n)
+            q[:-1] += carried[1 - first :]
+            carried_0 = mod.array(carried[0], copy=True) if need_dc0 else None
+        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout of dc_last
+        carry[...] = dc_last
+        rec = mod.zeros_like(carry)
+        self.backward_loop(U[: 2 * n], gates, rec, q, carry, dfi, dc)
+        da_g = self.candidate_gradient(mod, gates, dc, q)  # q is free again
+        if not need_dc0:
+            return (dfi, da_o, da_g), None
+        mod.matmul(dfi[0], U[: 2 * n], out=rec)
+        carry += rec
+        carry += carried_0
+        return (dfi, da_o, da_g), carry
 
 
 def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:
@@ -168,25 +193,4 @@ def backward_sequence(
     T > 1 the ``U_o`` product still spans every step, so the weight gradients do not depend on
     ``need_dc0``: BLAS may round a row differently in a product of fewer rows). Besides the
     blocks only ``q`` and ``dc`` (T, B, o) are allocated (and the ufunc passes' temporaries)."""
-    steps, batch, four_n = gates.shape
-    n, dtype = four_n // 4, gates.dtype
-    q, da_o, dfi = cell.gate_factors(mod, gates, cells, dhs)
-    dc = mod.empty((steps, batch, n), dtype=dtype)
-    first = 0 if need_dc0 or steps > 1 else 1  # the first step of the U_o product
-    if steps > first:
-        flat = ((steps - first) * batch, n)
-        carried = mod.matmul(da_o[first:].reshape(flat), U[2 * n : 3 * n],
-                             out=dc[first:].reshape(flat)).reshape(steps - first, batch, n)
-        q[:-1] += carried[1 - first :]
-        carried_0 = mod.array(carried[0], copy=True) if need_dc0 else None
-    carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout of dc_last
-    carry[...] = dc_last
-    rec = mod.zeros_like(carry)
-    cell.backward_loop(U[: 2 * n], gates, rec, q, carry, dfi, dc)
-    da_g = cell.candidate_gradient(mod, gates, dc, q)  # q is free again
-    if not need_dc0:
-        return (dfi, da_o, da_g), None
-    mod.matmul(dfi[0], U[: 2 * n], out=rec)
-    carry += rec
-    carry += carried_0
-    return (dfi, da_o, da_g), carry
+    return cell.backward_sequence(mod, U, cells, gates, dhs, dc_last, need_dc0)

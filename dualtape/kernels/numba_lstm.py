@@ -1,14 +1,16 @@
 """The LSTM's time loops compiled for the CPU by numba: each direction is one call.
 
-``NumbaLSTM.forward_loop`` and ``backward_loop`` run a whole sequence's recurrence without the
-interpreter: per step the recurrent product through numpy's own ``cblas_?gemm`` (``cblas_?gemv``
+``NumbaLSTM.forward_loop`` and ``backward_sequence`` run a whole sequence's recurrence without
+the interpreter: per step the recurrent product through numpy's own ``cblas_?gemm`` (``cblas_?gemv``
 at batch 1; ``blas.gemm``, ``blas.gemv``, called from compiled code, on numpy's BLAS threads),
 then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm
 call that no loop can vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp``
 written out: Cephes's range reduction ``x = n·ln 2 + r`` with its polynomial (float32) or Padé
 form (float64) for ``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN stays NaN and the
-result is within 2 ulp of numpy's (``tests/test_numba_lstm.py``). The passes around the loops
-(``output_gate``, ``gate_factors``, ``candidate_gradient``) are one compiled pass each.
+result is within 2 ulp of numpy's (``tests/test_numba_lstm.py``). The pass after the forward
+loop (``output_gate``) is one compiled pass; the backward sequence, its passes, its product
+with ``U_o`` and its loop, one compiled call, in ``lstm_sequence``'s order of operations (the
+same bits as its steps called one by one).
 Functions are compiled on first use for each dtype and cached on disk (numba's ``cache=True``:
 beside this file, or in the user's cache folder when the install is read-only), so later
 processes load them; ``numba_cache`` refuses a folder others could write to and rebuilds a
@@ -31,8 +33,8 @@ import numpy as np
 from . import blas
 
 Array = Any
-COMPILED = ("forward_loop", "backward_loop", "output_gate", "gate_factors", "candidate_gradient")
-"""The names of the compiled functions in ``_numba_lstm``."""
+COMPILED = ("forward_loop", "output_gate", "backward_sequence")
+"""The compiled functions of ``_numba_lstm`` called from Python (the others run inside them)."""
 
 
 def unavailable() -> str | None:
@@ -50,8 +52,8 @@ def unavailable() -> str | None:
 
 
 class NumbaLSTM:
-    """``Cell`` whose two loops, and each pass around them, are one compiled call each (numpy
-    arrays, float32/float64)."""
+    """``Cell`` whose forward loop and the pass after it are one compiled call each, and whose
+    whole backward sequence is one (numpy arrays, float32/float64)."""
 
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None:
@@ -60,31 +62,30 @@ class NumbaLSTM:
         _compiled().forward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, U_fi_t,
                                  projected, r, cells, gates, U_fi.dtype.type(1))
 
-    def backward_loop(self, U_fi: Array, gates: Array, rec: Array, q: Array, carry: Array,
-                      dfi: Array, dc: Array) -> None:
-        U_fi = _operands(U_fi, gates, rec, q, carry, dfi, dc)
-        _compiled().backward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, gates,
-                                  rec, q, carry, dfi, dc, U_fi.dtype.type(1))
-
     def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
         hs = np.empty_like(cells[1:])
         _check(gates, projected, cells, hs)
         _compiled().output_gate(gates, projected, cells, hs, gates.dtype.type(1))
         return hs
 
-    def gate_factors(self, mod: Any, gates: Array, cells: Array, dhs: Array
-                     ) -> tuple[Array, Array, Array]:
+    def backward_sequence(self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array,
+                          dc_last: Array, need_dc0: bool = True
+                          ) -> tuple[tuple[Array, Array, Array], Array | None]:
+        """``lstm_sequence.backward_sequence`` (its result and contract) in one compiled call:
+        the passes, product and loop that take about 15 calls from Python one by one (for the
+        tiny network's layers 10 µs of 30 each)."""
+        n = gates.shape[-1] // 4
         dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided view
-        q, da_o = np.empty_like(cells[1:]), np.empty_like(cells[1:])
-        dfi = np.empty_like(gates[..., : gates.shape[-1] // 2])
-        _check(gates, cells, dhs, q, da_o, dfi)
-        _compiled().gate_factors(gates, cells, dhs, q, da_o, dfi, gates.dtype.type(1))
-        return q, da_o, dfi
-
-    def candidate_gradient(self, mod: Any, gates: Array, dc: Array, out: Array) -> Array:
-        _check(gates, dc, out)
-        _compiled().candidate_gradient(gates, dc, out, gates.dtype.type(1))
-        return out
+        q, da_o, dc = np.empty_like(cells[1:]), np.empty_like(cells[1:]), np.empty_like(cells[1:])
+        dfi = np.empty_like(gates[..., : 2 * n])
+        carry = np.empty_like(cells[0])  # C order, whatever the layout of dc_last
+        carry[...] = dc_last
+        rec, carried_0 = np.empty_like(carry), np.empty_like(carry)
+        U = _operands(U, gates, cells, dhs, q, da_o, dfi, dc, carry, rec, carried_0)
+        _compiled().backward_sequence(blas.gemm(U.dtype), blas.gemv(U.dtype), U, gates, cells,
+                                      dhs, q, da_o, dfi, dc, carry, rec, carried_0,
+                                      bool(need_dc0), U.dtype.type(1))
+        return (dfi, da_o, q), (carry if need_dc0 else None)
 
 
 def _operands(U_fi: Array, *buffers: Array) -> Array:

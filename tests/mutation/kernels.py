@@ -15,13 +15,17 @@ FLUSH = "dualtape/kernels/flush.py"
 FLUSH_TESTS = ("tests/test_flush.py",)
 
 MUTANTS = [
-    Mutant(SEQ, "    carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout "
-                "of dc_last\n    carry[...] = dc_last\n",
-           "    carry = mod.array(dc_last, copy=True)\n",
+    Mutant(SEQ, "        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the "
+                "layout of dc_last\n        carry[...] = dc_last\n",
+           "        carry = mod.array(dc_last, copy=True)\n",
            "the loop back keeps dstate_T's layout (not C order)", LAYOUTS),
-    Mutant(SEQ, "    carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the layout "
-                "of dc_last\n    carry[...] = dc_last\n",
-           "    carry = dc_last\n", "the loop back writes into the caller's dstate_T", T),
+    Mutant(SEQ, "        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the "
+                "layout of dc_last\n        carry[...] = dc_last\n",
+           "        carry = dc_last\n", "the loop back writes into the caller's dstate_T", T),
+    Mutant(NUMBA, "        carry = np.empty_like(cells[0])  # C order, whatever the layout of "
+                  "dc_last\n        carry[...] = dc_last\n",
+           "        carry = dc_last\n",
+           "the compiled backward sequence writes into the caller's dstate_T", T),
     Mutant(SEQ, "carried_0 = mod.array(carried[0], copy=True) if need_dc0 else None",
            "carried_0 = carried[0] if need_dc0 else None",
            "dc_0's output-gate share read after the loop overwrote it", T),
@@ -89,8 +93,8 @@ MUTANTS = [
     Mutant(NUMBA, "        _check(gates, projected, cells, hs)",
            "        _check(projected, cells, hs)",
            "the output gate pass writes into a strided gates' raw memory", JIT),
-    Mutant(NUMBA, "        _check(gates, dc, out)", "        _check(dc, out)",
-           "the ĉ gradient pass reads a strided gates as C order", JIT),
+    Mutant(NUMBA, "U = _operands(U, gates, cells, dhs,", "U = _operands(U, cells, cells, dhs,",
+           "the compiled backward sequence reads a strided gates as C order", JIT),
     Mutant(NUMBA, "        if a.dtype != dtype or not a.flags.c_contiguous:",
            "        if a.dtype != dtype:", "strided operands reach the compiled loops", JIT),
     Mutant(NUMBA, "    if any(get(dtype) is None for get in (blas.gemm, blas.gemv)",
