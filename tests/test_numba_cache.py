@@ -118,7 +118,7 @@ def swap_dtypes(cache: Path) -> None:
 
 
 DAMAGE = {
-    "truncated-index": ("_numba_lstm", "*forward_loop*.nbi", lambda b: b[:20]),
+    "truncated-index": ("_numba_lstm", "*forward_sequence*.nbi", lambda b: b[:20]),
     "garbled-data": ("_numba_lstm", "*backward_sequence*.nbc", lambda b: bytes(reversed(b))),
     "swapped-dtypes": ("_numba_lstm", "*.nbc", None),
     "cells-truncated-index": ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi",
@@ -235,7 +235,8 @@ def test_a_passing_check_recompiles_nothing(functions):
 
 
 @pytest.mark.parametrize("module, pattern", [
-    ("_numba_lstm", "*forward_loop*.nbi"), ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi")])
+    ("_numba_lstm", "*forward_sequence*.nbi"),
+    ("_numba_standard_lstm_gru", "*gru_backward_loop*.nbi")])
 def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
     """``warm_up`` (``dualtape info``, train-text before its first step) goes through the
     same guard as the self-checks: a damaged cache is named and compiled afresh there."""

@@ -122,9 +122,9 @@ class OffByOneStep(NumbaLSTM):
     """A planted bug in the compiled forward loop's inputs: each step reads the next step's
     projection (the last reads its own)."""
 
-    def forward_loop(self, U_fi, projected, r, cells, gates):
+    def forward_sequence(self, mod, U, c0, projected):
         shifted = np.concatenate([projected[1:], projected[-1:]])
-        super().forward_loop(U_fi, shifted, r, cells, gates)
+        return super().forward_sequence(mod, U, c0, shifted)
 
 
 def test_a_compiled_loop_that_disagrees_is_not_used(monkeypatch):
@@ -148,19 +148,17 @@ def test_the_compiled_code_calls_no_transcendental_function(dtype):
 
 @pytest.mark.parametrize("operand", ["strided", "float16", "mixed", "list"])
 def test_compiled_loops_refuse_operands_they_cannot_index(operand):
-    U_fi, projected, r = np.ones((4, 2)), np.zeros((1, 1, 8)), np.empty((1, 4))
-    cells, gates = np.zeros((2, 1, 2)), np.zeros((1, 1, 8))
+    U, c0, projected = np.ones((6, 2)), np.zeros((1, 2)), np.zeros((1, 1, 8))
     if operand == "strided":
-        gates = np.zeros((1, 1, 16))[..., ::2]
+        projected = np.zeros((1, 1, 16))[..., ::2]
     elif operand == "float16":
-        U_fi, projected, r, cells, gates = (a.astype(np.float16)
-                                            for a in (U_fi, projected, r, cells, gates))
-    elif operand == "mixed":
-        cells = cells.astype(np.float32)
+        U, c0, projected = (a.astype(np.float16) for a in (U, c0, projected))
+    elif operand == "mixed":  # the projections of another dtype than the state's and U's
+        projected = projected.astype(np.float32)
     else:
-        r = r.tolist()
+        projected = projected.tolist()
     with pytest.raises(ValueError, match="NumbaLSTM: "):
-        NumbaLSTM().forward_loop(U_fi, projected, r, cells, gates)
+        NumbaLSTM().forward_sequence(np, U, c0, projected)
 
 
 def strided(*shape: int) -> np.ndarray:
@@ -168,12 +166,10 @@ def strided(*shape: int) -> np.ndarray:
     return np.zeros((*shape[:-1], 2 * shape[-1]))[..., ::2]
 
 
-@pytest.mark.parametrize("call", ["output_gate", "backward_sequence"])
+@pytest.mark.parametrize("call", ["backward_sequence"])
 def test_the_passes_refuse_a_strided_buffer_rather_than_write_into_a_copy(call):
     cell = NumbaLSTM()
-    calls = {"output_gate": lambda gates: cell.output_gate(np, gates, np.zeros((3, 2, 8)),
-                                                           np.zeros((4, 2, 2))),
-             "backward_sequence": lambda gates: cell.backward_sequence(
+    calls = {"backward_sequence": lambda gates: cell.backward_sequence(
                  np, np.zeros((6, 2)), np.zeros((4, 2, 2)), gates, np.zeros((3, 2, 2)),
                  np.zeros((2, 2)))}
     calls[call](np.zeros((3, 2, 8)))  # C order: taken
@@ -369,12 +365,12 @@ def test_train_text_makes_the_loops_ready_before_its_first_step(monkeypatch, cap
 def test_a_recurrent_matrix_of_another_dtype_than_the_buffers_is_refused(buffers, matrix):
     """The loops read ``U`` as raw memory of the buffers' dtype: one of the other dtype (either
     way round) is refused, forwards and backwards, before anything is written."""
-    U_fi = np.ones((4, 2), matrix)
-    projected, r = np.zeros((1, 1, 8), buffers), np.empty((1, 4), buffers)
-    cells, gates = np.zeros((2, 1, 2), buffers), np.zeros((1, 1, 8), buffers)
+    U, c0 = np.ones((6, 2), matrix), np.ones((1, 2), buffers)
+    projected = np.ones((1, 1, 8), buffers)
     with pytest.raises(ValueError, match=f"NumbaLSTM: U must be a {buffers} numpy array"):
-        NumbaLSTM().forward_loop(U_fi, projected, r, cells, gates)
-    assert not gates.any() and not cells.any()
-    U, dhs, dc = np.ones((6, 2), matrix), np.zeros((1, 1, 2), buffers), np.ones((1, 2), buffers)
+        NumbaLSTM().forward_sequence(np, U, c0, projected)
+    assert (projected == 1).all() and (c0 == 1).all()
+    cells, gates = np.zeros((2, 1, 2), buffers), np.zeros((1, 1, 8), buffers)
+    dhs, dc = np.zeros((1, 1, 2), buffers), np.ones((1, 2), buffers)
     with pytest.raises(ValueError, match=f"NumbaLSTM: U must be a {buffers} numpy array"):
         NumbaLSTM().backward_sequence(np, U, cells, gates, dhs, dc)

@@ -220,3 +220,18 @@ def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs:
         for b in range(batch):
             for j in range(n):
                 carry[b, j] = (carry[b, j] + rec[b, j]) + carried_0[b, j]
+
+
+@njit(cache=True, boundscheck=False, error_model="numpy")
+def forward_sequence(gemm: Any, gemv: Any, U: Any, U_fi_t: Any, projected: Any, r: Any,
+                     cells: Any, gates: Any, hs: Any, one: Any) -> None:
+    """``lstm_sequence.forward_sequence`` after its tanh, in one call in its order of
+    operations: the time loop, the o rows' product ``c_t U_oᵀ`` of every step into ``gates``'
+    o block (BLAS, its rows ``4o`` apart), then ``output_gate``."""
+    steps, batch, four_n = gates.shape
+    n = four_n // 4
+    forward_loop(gemm, gemv, U, U_fi_t, projected, r, cells, gates, one)
+    gemm(ROW_MAJOR, NO_TRANS, TRANS, steps * batch, n, n, one, cells.ctypes.data, n,
+         U[2 * n:].ctypes.data, n, one - one, gates.ctypes.data + 2 * n * gates.itemsize,
+         four_n)
+    output_gate(gates, projected, cells, hs, one)

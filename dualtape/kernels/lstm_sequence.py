@@ -22,23 +22,13 @@ Array = Any
 
 
 class Cell(Protocol):
-    """The recurrent part of an LSTM sequence, each direction one call over every step.
+    """The LSTM's sequence loops for one kind of array: ``forward_sequence`` and
+    ``backward_sequence`` do this module's functions of those names (their contracts) for
+    numpy or CuPy arrays of module ``mod``. ``StepwiseCell`` builds both from a time loop per
+    direction and passes around it; ``NumbaLSTM`` makes each one compiled call."""
 
-    ``forward_loop(U_fi, projected, r, cells, gates)`` runs t = 0 … T-1: the recurrent product
-    ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i = σ(projected[t, :, :2o] + r)`` into
-    ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``, with ĉ already in ``gates[t, :, 3o:]``.
-    ``cells`` (T+1, B, o) holds ``c_0`` before the loop and every cell after it (a cell may keep
-    them elsewhere in between); ``r`` is scratch, and so are ``projected``'s f and i blocks
-    (nothing reads them after the loop). ``output_gate`` is the work after it (``UfuncPasses``
-    documents it), ``backward_sequence`` all of this module's ``backward_sequence``
-    (``StepwiseCell``'s from a step loop and passes, ``NumbaLSTM``'s one compiled call);
-    ``mod`` is the arrays' module. Every buffer is C-contiguous.
-    """
-
-    def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
-                     gates: Array) -> None: ...
-
-    def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array: ...
+    def forward_sequence(self, mod: Any, U: Array, c0: Array, projected: Array
+                         ) -> tuple[Array, Array, Array]: ...
 
     def backward_sequence(self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array,
                           dc_last: Array, need_dc0: bool
@@ -106,6 +96,11 @@ class StepwiseCell(UfuncPasses):
 
     def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
                      gates: Array) -> None:
+        """t = 0 … T-1: the recurrent product ``r = c_t U_fiᵀ`` (B, 2o), then ``f, i =
+        σ(projected[t, :, :2o] + r)`` into ``gates[t, :, :2o]`` and ``c_{t+1} = f*c_t + i*ĉ``,
+        with ĉ already in ``gates[t, :, 3o:]``; ``cells`` (T+1, B, o) holds ``c_0`` before the
+        loop and every cell after it; ``r`` is scratch, and so are ``projected``'s f and i
+        blocks (nothing reads them after the loop)."""
         step = self.forward_steps(U_fi, projected, r, cells, gates)
         with self.scope():
             for t in range(cells.shape[0] - 1):
@@ -121,6 +116,22 @@ class StepwiseCell(UfuncPasses):
         with self.scope():
             for t in reversed(range(dc.shape[0])):
                 step(t)
+
+    def forward_sequence(self, mod: Any, U: Array, c0: Array, projected: Array
+                         ) -> tuple[Array, Array, Array]:
+        """The module's ``forward_sequence`` from ``forward_loop`` and the passes around it."""
+        steps, batch, four_n = projected.shape
+        n = four_n // 4
+        cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
+        gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
+        recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
+        mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
+        cells[0] = c0
+        self.forward_loop(U[: 2 * n], projected, recurrent, cells, gates)
+        rows = steps * batch
+        o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
+        mod.matmul(cells[:-1].reshape(rows, n), U[2 * n : 3 * n].T, out=o)
+        return cells, gates, self.output_gate(mod, gates, projected, cells)
 
     def backward_sequence(
         self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array, dc_last: Array,
@@ -168,18 +179,7 @@ def forward_sequence(
     projections ``x Wᵀ + b`` of all steps (T, B, 4o, C-contiguous, used up: a cell may
     overwrite its f and i blocks); ``mod`` is numpy or cupy. Large arrays are allocated only
     for the tape and ``hs``: at batch 256 fresh pages cost more than the arithmetic."""
-    steps, batch, four_n = projected.shape
-    n = four_n // 4
-    cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
-    gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
-    recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
-    mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
-    cells[0] = c0
-    cell.forward_loop(U[: 2 * n], projected, recurrent, cells, gates)
-    rows = steps * batch
-    o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
-    mod.matmul(cells[:-1].reshape(rows, n), U[2 * n : 3 * n].T, out=o)
-    return cells, gates, cell.output_gate(mod, gates, projected, cells)
+    return cell.forward_sequence(mod, U, c0, projected)
 
 
 def backward_sequence(

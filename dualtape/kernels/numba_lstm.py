@@ -1,16 +1,15 @@
 """The LSTM's time loops compiled for the CPU by numba: each direction is one call.
 
-``NumbaLSTM.forward_loop`` and ``backward_sequence`` run a whole sequence's recurrence without
-the interpreter: per step the recurrent product through numpy's own ``cblas_?gemm`` (``cblas_?gemv``
-at batch 1; ``blas.gemm``, ``blas.gemv``, called from compiled code, on numpy's BLAS threads),
-then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is a scalar libm
-call that no loop can vectorize (2.7 ns a value here, against numpy's 0.3), so σ uses ``exp``
-written out: Cephes's range reduction ``x = n·ln 2 + r`` with its polynomial (float32) or Padé
-form (float64) for ``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN stays NaN and the
-result is within 2 ulp of numpy's (``tests/test_numba_lstm.py``). The pass after the forward
-loop (``output_gate``) is one compiled pass; the backward sequence, its passes, its product
-with ``U_o`` and its loop, one compiled call, in ``lstm_sequence``'s order of operations (the
-same bits as its steps called one by one).
+``NumbaLSTM.forward_sequence`` and ``backward_sequence`` run a whole sequence's recurrence
+without the interpreter: per step the recurrent product through numpy's own ``cblas_?gemm``
+(``cblas_?gemv`` at batch 1; ``blas.gemm``, ``blas.gemv``, called from compiled code, on numpy's
+BLAS threads), then the pointwise update, which LLVM turns into SIMD code. numba's ``exp`` is
+a scalar libm call that no loop can vectorize (2.7 ns a value here, against numpy's 0.3), so σ
+uses ``exp`` written out: Cephes's range reduction ``x = n·ln 2 + r`` with its polynomial
+(float32) or Padé form (float64) for ``exp(r)`` and ``2ⁿ`` built from its exponent bits; NaN
+stays NaN and the result is within 2 ulp of numpy's (``tests/test_numba_lstm.py``). The passes
+and the ``U_o`` products around the loops run inside the same call, in ``lstm_sequence``'s
+order of operations (the same bits as its steps called one by one from Python).
 Functions are compiled on first use for each dtype and cached on disk (numba's ``cache=True``:
 beside this file, or in the user's cache folder when the install is read-only), so later
 processes load them; ``numba_cache`` refuses a folder others could write to and rebuilds a
@@ -33,7 +32,7 @@ import numpy as np
 from . import blas
 
 Array = Any
-COMPILED = ("forward_loop", "output_gate", "backward_sequence")
+COMPILED = ("forward_sequence", "backward_sequence")
 """The compiled functions of ``_numba_lstm`` called from Python (the others run inside them)."""
 
 
@@ -52,21 +51,27 @@ def unavailable() -> str | None:
 
 
 class NumbaLSTM:
-    """``Cell`` whose forward loop and the pass after it are one compiled call each, and whose
-    whole backward sequence is one (numpy arrays, float32/float64)."""
+    """``Cell`` whose forward and backward sequences are one compiled call each (numpy arrays,
+    float32/float64)."""
 
-    def forward_loop(self, U_fi: Array, projected: Array, r: Array, cells: Array,
-                     gates: Array) -> None:
-        U_fi = _operands(U_fi, projected, r, cells, gates)
-        U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi.T)
-        _compiled().forward_loop(blas.gemm(U_fi.dtype), blas.gemv(U_fi.dtype), U_fi, U_fi_t,
-                                 projected, r, cells, gates, U_fi.dtype.type(1))
-
-    def output_gate(self, mod: Any, gates: Array, projected: Array, cells: Array) -> Array:
-        hs = np.empty_like(cells[1:])
-        _check(gates, projected, cells, hs)
-        _compiled().output_gate(gates, projected, cells, hs, gates.dtype.type(1))
-        return hs
+    def forward_sequence(self, mod: Any, U: Array, c0: Array, projected: Array
+                         ) -> tuple[Array, Array, Array]:
+        """``lstm_sequence.forward_sequence`` (its result and contract): numpy's tanh of the
+        candidates, then the loop, the ``U_o`` product and the output gate in one compiled
+        call."""
+        _check(projected)
+        steps, batch, four_n = projected.shape
+        n = four_n // 4
+        cells = np.empty((steps + 1, batch, n), dtype=c0.dtype)
+        gates = np.empty((steps, batch, four_n), dtype=c0.dtype)
+        r, hs = np.empty((batch, 2 * n), dtype=c0.dtype), np.empty_like(cells[1:])
+        np.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
+        cells[0] = c0
+        U = _operands(U, projected, r, cells, gates, hs)
+        U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
+        _compiled().forward_sequence(blas.gemm(U.dtype), blas.gemv(U.dtype), U, U_fi_t,
+                                     projected, r, cells, gates, hs, U.dtype.type(1))
+        return cells, gates, hs
 
     def backward_sequence(self, mod: Any, U: Array, cells: Array, gates: Array, dhs: Array,
                           dc_last: Array, need_dc0: bool = True

@@ -90,9 +90,8 @@ MUTANTS = [
     Mutant(NUMBA, "        dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided "
                   "view\n", "", "a strided output gradient refused by the compiled path",
            LAYOUTS),
-    Mutant(NUMBA, "        _check(gates, projected, cells, hs)",
-           "        _check(projected, cells, hs)",
-           "the output gate pass writes into a strided gates' raw memory", JIT),
+    Mutant(NUMBA, "U = _operands(U, projected, r,", "U = _operands(U, r, r,",
+           "the compiled forward sequence reads projections of another dtype as its own", JIT),
     Mutant(NUMBA, "U = _operands(U, gates, cells, dhs,", "U = _operands(U, cells, cells, dhs,",
            "the compiled backward sequence reads a strided gates as C order", JIT),
     Mutant(NUMBA, "        if a.dtype != dtype or not a.flags.c_contiguous:",
@@ -102,8 +101,8 @@ MUTANTS = [
            "compiled loops offered without a gemv to call", JIT),
     Mutant(LOOPS, "            gemv(ROW_MAJOR, NO_TRANS, 2 * n, n,", "            gemv(ROW_MAJOR, "
            "TRANS, 2 * n, n,", "batch 1 forwards multiplies by U_fi, not its transpose", JIT),
-    Mutant(NUMBA, "U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi.T)",
-           "U_fi_t = U_fi if cells.shape[1] == 1 else np.ascontiguousarray(U_fi)",
+    Mutant(NUMBA, "U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)",
+           "U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n])",
            "the forward gemm reads U_fi as its own transpose", JIT),
     Mutant(LOOPS, "        if t and batch == 1:", "        if t and batch >= 1:",
            "every batch back through gemv (one row of dfi)", JIT),
