@@ -122,11 +122,7 @@ class StepwiseCell(UfuncPasses):
         """The module's ``forward_sequence`` from ``forward_loop`` and the passes around it."""
         steps, batch, four_n = projected.shape
         n = four_n // 4
-        cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
-        gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
-        recurrent = mod.empty((batch, 2 * n), dtype=c0.dtype)
-        mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
-        cells[0] = c0
+        cells, gates, recurrent = forward_buffers(mod, c0, projected)
         self.forward_loop(U[: 2 * n], projected, recurrent, cells, gates)
         rows = steps * batch
         o = gates.reshape(rows, four_n)[:, 2 * n : 3 * n]  # a view: gates is C-contiguous
@@ -161,6 +157,20 @@ class StepwiseCell(UfuncPasses):
         carry += rec
         carry += carried_0
         return (dfi, da_o, da_g), carry
+
+
+def forward_buffers(mod: Any, c0: Array, projected: Array) -> tuple[Array, Array, Array]:
+    """``(cells, gates, r)`` for a forward sequence from the projections ``projected`` (T, B,
+    4o): ``cells`` (T+1, B, o) holding ``c_0``, ``gates`` (T, B, 4o) holding ĉ (the tanh of
+    the candidates' projections) and the scratch ``r`` (B, 2o) of the recurrent product, in
+    ``c0``'s dtype."""
+    steps, batch, four_n = projected.shape
+    n = four_n // 4
+    cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
+    gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
+    mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
+    cells[0] = c0
+    return cells, gates, mod.empty((batch, 2 * n), dtype=c0.dtype)
 
 
 def sigmoid_into(mod: Any, x: Array, out: Array) -> Array:

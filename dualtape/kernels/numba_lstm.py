@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import blas
+from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
 Array = Any
 COMPILED = ("forward_sequence", "backward_sequence")
@@ -60,13 +61,9 @@ class NumbaLSTM:
         candidates, then the loop, the ``U_o`` product and the output gate in one compiled
         call."""
         _check(projected)
-        steps, batch, four_n = projected.shape
-        n = four_n // 4
-        cells = np.empty((steps + 1, batch, n), dtype=c0.dtype)
-        gates = np.empty((steps, batch, four_n), dtype=c0.dtype)
-        r, hs = np.empty((batch, 2 * n), dtype=c0.dtype), np.empty_like(cells[1:])
-        np.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
-        cells[0] = c0
+        batch, n = projected.shape[1], projected.shape[2] // 4
+        cells, gates, r = forward_buffers(np, c0, projected)
+        hs = np.empty_like(cells[1:])
         U = _operands(U, projected, r, cells, gates, hs)
         U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
         _compiled().forward_sequence(blas.gemm(U.dtype), blas.gemv(U.dtype), U, U_fi_t,
@@ -122,7 +119,6 @@ def warm_up(dtype: Any) -> float:
     sequence forwards and back, compiled afresh if the disk cache is damaged
     (``numba_cache.checked``); the seconds it took."""
     from . import numba_cache
-    from .lstm_sequence import backward_sequence, forward_sequence
 
     def one_step() -> None:
         n = 2
