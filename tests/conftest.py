@@ -81,6 +81,8 @@ def counting_transcendentals(xp):
 
         return call
 
+    with contextlib.suppress(ImportError):  # numba reads numpy's ufuncs when it first compiles
+        import numba.np.npyimpl  # noqa: F401 - or loads: before the patch, not under it
     with pytest.MonkeyPatch.context() as patch:
         for name in counter.calls:
             patch.setattr(np, name, counted(name, getattr(np, name)))

@@ -5,11 +5,12 @@ the generic code everywhere; unset or on (``1``) = the fast paths. On numpy: the
 loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else the in-place
 ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The spatial layers on numpy: compiled window
-loops (``numba_spatial``) and the optimizers' updates (``numba_optim``, against their ufunc
-code) where the compiled LSTM loops run. The compiled loops (per dtype)
-and the CUDA kernels (per device and dtype) first pass a self-check against the generic code (on a
-mismatch: one warning, then the generic code); a compiled loop's failure that a fresh compile
-cures is a damaged disk cache, rebuilt with its own warning (``numba_cache``).
+loops (``numba_spatial``), the optimizers' updates (``numba_optim``, against their ufunc
+code) and one-row outer products (``numba_outer``) where the compiled LSTM loops run. The
+compiled loops (per dtype) and the CUDA kernels (per device and dtype) first pass a self-check
+against the generic code (on a mismatch: one warning, then the generic code); a compiled
+loop's failure that a fresh compile cures is a damaged disk cache, rebuilt with its own warning
+(``numba_cache``).
 """
 
 from __future__ import annotations
@@ -104,13 +105,7 @@ def spatial_loops(kind: str, like: Any, self_check: Callable[[Any, Any], str | N
     where the compiled LSTM loops run, or None for the generic code. ``self_check(loops,
     like)`` says how they disagree with the layer's generic code, or returns None; it runs once per
     kind and dtype before they are first used."""
-    if not _compiled_for(like):
-        return None
-    from . import numba_spatial
-
-    return numba_spatial if selfcheck.verified(
-        ("numba", kind, like.dtype), f"compiled {kind} loops", _on_the_cpu(like.dtype),
-        lambda: _cache_checked("_numba_spatial", lambda: self_check(numba_spatial, like))) else None
+    return _checked_loops("numba_spatial", kind, f"compiled {kind} loops", like, self_check)
 
 
 def optimizer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
@@ -118,13 +113,28 @@ def optimizer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> 
     ``like``'s dtype where the compiled LSTM loops run, or None for the ufunc code.
     ``self_check(loops, like)`` says how they disagree with that code, or returns None; it runs
     once per dtype before they are first used."""
+    return _checked_loops("numba_optim", "optimizer", "compiled optimizer updates", like,
+                          self_check)
+
+
+def outer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled one-row outer product (``numba_outer``) for float32/float64 numpy arrays
+    of ``like``'s dtype where the compiled LSTM loops run, or None for numpy's. ``self_check``
+    as in ``optimizer_loops``."""
+    return _checked_loops("numba_outer", "outer", "compiled outer product", like, self_check)
+
+
+def _checked_loops(module: str, kind: str, what: str, like: Any,
+                   self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled ``module`` of this package for arrays like ``like`` once ``self_check``
+    passed for its ``kind`` and dtype (its compiled half, ``_`` + ``module``, checked against a
+    damaged disk cache), or None where the compiled loops do not run or the check failed."""
     if not _compiled_for(like):
         return None
-    from . import numba_optim
-
-    return numba_optim if selfcheck.verified(
-        ("numba", "optimizer", like.dtype), "compiled optimizer updates", _on_the_cpu(like.dtype),
-        lambda: _cache_checked("_numba_optim", lambda: self_check(numba_optim, like))) else None
+    loops = importlib.import_module(f"{__name__}.{module}")
+    return loops if selfcheck.verified(
+        ("numba", kind, like.dtype), what, _on_the_cpu(like.dtype),
+        lambda: _cache_checked(f"_{module}", lambda: self_check(loops, like))) else None
 
 
 def _compiled_for(like: Any) -> bool:

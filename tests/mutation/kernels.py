@@ -13,6 +13,9 @@ T = ("tests/test_kernels.py", "tests/test_lstm.py", "tests/test_aliasing.py")
 LAYOUTS = ("tests/test_layouts.py",)
 FLUSH = "dualtape/kernels/flush.py"
 FLUSH_TESTS = ("tests/test_flush.py",)
+OUTER, OUTER_LOOP = "dualtape/kernels/numba_outer.py", "dualtape/kernels/_numba_outer.py"
+LINALG = "dualtape/layers/linear_algebra.py"
+OUTER_TESTS = ("tests/test_outer_compiled.py", "tests/test_gradient_buffers.py")
 
 MUTANTS = [
     Mutant(SEQ, "        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the "
@@ -181,4 +184,19 @@ MUTANTS = [
            "    with flushed_for(xp):  # subnormals flushed to zero on the fast paths",
            "    if True:  # subnormals flushed to zero on the fast paths",
            "the forward pass keeps subnormals", FLUSH_TESTS),
+    Mutant(OUTER_LOOP, "        for j in range(out.shape[1]):",
+           "        for j in range(out.shape[1] - 1):",
+           "the compiled outer product leaves its last column", OUTER_TESTS),
+    Mutant(OUTER, "    if np.may_share_memory(out, a) or np.may_share_memory(out, b):\n",
+           "    if False:\n", "the compiled outer product writes over an operand it reads",
+           OUTER_TESTS),
+    Mutant(OUTER, "x.dtype == out.dtype for x in (a, b, out)", "True for x in (a, b, out)",
+           "the compiled outer product takes operands of mixed dtypes", OUTER_TESTS),
+    Mutant(LINALG, " if a.dtype == b.dtype == out.dtype else None", "",
+           "operands of mixed dtypes are handed to the compiled outer product", OUTER_TESTS),
+    Mutant(LINALG, "not (np.may_share_memory(out, a) or np.may_share_memory(out, b))", "True",
+           "an output overlapping an operand is handed to the compiled outer product",
+           OUTER_TESTS),
+    Mutant(LINALG, "np.multiply.outer(a, b)) or whole[[0, 8]].any():", "np.multiply.outer(a, b)) "
+           "and False:", "the outer product's self-check passes anything", OUTER_TESTS),
 ]
