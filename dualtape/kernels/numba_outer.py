@@ -2,7 +2,7 @@
 and one sequence (``linear_algebra.batch_outer``). It streams into its output at memory speed,
 where numpy's ``einsum`` loop takes about twice as long at the seed network's 1536 x 512
 (0.20 against 0.40 ms on an Intel Xeon); the same bits (``_numba_outer`` says why; the
-self-check and ``tests/test_linear_algebra.py`` compare them). numpy arrays only, where the
+self-check and ``tests/test_outer_compiled.py`` compare them). numpy arrays only, where the
 compiled LSTM loops run (``kernels.outer_loops`` chooses).
 """
 
