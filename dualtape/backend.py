@@ -332,11 +332,16 @@ def device_context(backend: Backend) -> contextlib.AbstractContextManager:
     """A context that makes ``backend.device`` current (CuPy ignores ``device=`` in places)."""
     if backend.name == "cupy":
         return backend.device
-    return contextlib.nullcontext()
+    return _NO_DEVICE_CHANGE
+
+
+_NO_DEVICE_CHANGE = contextlib.nullcontext()  # reentrant and stateless: one serves all
 
 
 def zeros_like_place(shape: tuple[int, ...], reference: Any) -> Any:
     """Zeros of ``shape`` with the dtype, backend and device of ``reference``."""
+    if type(reference) is np.ndarray:  # the common case, without the namespace's checks
+        return np.zeros(shape, dtype=reference.dtype)
     where = backend_of(reference)
     with device_context(where):
         return where.xp.zeros(shape, dtype=reference.dtype, device=reference.device)

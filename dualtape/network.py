@@ -23,6 +23,7 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
 from .layers.edges import prepare_ids, prepare_input, prepare_like, read_only, restore
 from .layers.embedding import Embedding
 from .layers.sequential import Sequential, as_layers
+from .switches import held
 
 
 class Chain:
@@ -151,6 +152,7 @@ class Network(Chain):
             if layer.recurrent:
                 raise TypeError(f"Network: layer {k} {layer!r} is recurrent; use RecurrentNetwork")
 
+    @held
     def forward(self, x: Any) -> tuple[list[Any], Array]:
         """``(tapes, y)`` for ``x`` of shape ``(batch,) + in_shape`` or one example
         ``in_shape`` (``(batch, n_in)`` or ``(n_in,)`` for a network of features)."""
@@ -158,6 +160,7 @@ class Network(Chain):
         tapes, y = self._forward(xp, x)
         return tapes, read_only(restore(y, single, batch_axis=0))
 
+    @held
     def backward(self, tapes: list[Any], dy: Any) -> tuple[list[dict[str, Array]], Array | None]:
         """``(grads, dx)``: one gradient dict per parameter group (aligned with ``params``:
         one per layer, a composite layer's one per layer inside it), and the input's

@@ -23,6 +23,7 @@ from .layers.base import Array, Layer, RecurrentLayer
 from .layers.edges import check_not_empty, check_size, prepare_like, read_only, restore
 from .network import Chain
 from .stack import RecurrentNetworkTape
+from .switches import held
 
 PREDICT_CHUNK = 512
 """The time steps ``predict_sequence`` runs at a time by default."""
@@ -71,6 +72,7 @@ class RecurrentNetwork(Chain):
         checked = [layer._check_state(s, batch, copy) for layer, s in pairs]
         return [s for s, _ in checked], any(single for _, single in checked)
 
+    @held
     def forward_sequence(
         self, state: Any, xs: Any, *, tape: str | int = "full"
     ) -> tuple[RecurrentNetworkTape | CheckpointedTape, list, Array]:
@@ -91,6 +93,7 @@ class RecurrentNetwork(Chain):
         kept, states, ys = self._forward_sequence(xp, states, xs, every)
         return kept, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
+    @held
     def backward_sequence(
         self, tape: RecurrentNetworkTape, dstate_T: Any, dys: Any
     ) -> tuple[list[dict[str, Array]], list[Array], Array]:

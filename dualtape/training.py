@@ -22,6 +22,7 @@ from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
 from .recurrent import RecurrentNetwork, gradient_buffers
+from .switches import held
 
 
 def check_optimizer(optimizer: Any, where: str) -> None:
@@ -138,6 +139,7 @@ class _Forward(NamedTuple):
     single: bool
 
 
+@held
 def backpropagate(
     net: Network, x: Any, target: Any, *, loss: str | Loss = "squared_error"
 ) -> tuple[Array, list[dict[str, Array]]]:
@@ -156,6 +158,7 @@ def backpropagate(
     return _flagged(found), net._backward(found.xp, found.tape, found.dy)[0]
 
 
+@held
 def backpropagate_sequence(
     rnet: RecurrentNetwork,
     xs: Any,
@@ -238,6 +241,7 @@ def _sequence_gradients(rnet: RecurrentNetwork, found: _Forward, need_dstate: bo
     return grads, dstates
 
 
+@held
 def train(
     net: Network, x: Any, target: Any, optimizer: Optimizer, loss: str | Loss = "squared_error"
 ) -> float:
@@ -264,6 +268,7 @@ def train(
     return result
 
 
+@held
 def train_recurrent(
     rnet: RecurrentNetwork,
     xs: Any,

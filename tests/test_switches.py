@@ -1,14 +1,16 @@
 """``DUALTAPE_JIT`` and ``DUALTAPE_FUSED``: the usual spellings of off and on, an unknown value
-refused in one line naming the variable, read at each call."""
+refused in one line naming the variable, read at each call and once per held call."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
 
 import dualtape
-from dualtape import kernels
-from dualtape.switches import OFF, ON, switched_on
+from dualtape import kernels, switches
+from dualtape.switches import OFF, ON, held, switched_on
 
 OFF_SPELLINGS = [*OFF, "FALSE", " 0", "Off\n", "No"]
 ON_SPELLINGS = [*ON, "TRUE", " 1 ", "Yes"]
@@ -69,3 +71,76 @@ def test_off_spelled_otherwise_takes_the_generic_optimizer(monkeypatch):
     W = layer.params["W"]
     dualtape.SGD(0.1).step([layer.params], [grads])
     assert layer.params["W"] is W  # in place
+
+
+def test_a_held_call_reads_each_switch_once_and_keeps_it(monkeypatch):
+    seen = []
+
+    @held
+    def call():
+        seen.append(switched_on("DUALTAPE_JIT"))
+        monkeypatch.setenv("DUALTAPE_JIT", "0")  # changed mid-call: the call keeps its path
+        seen.append(switched_on("DUALTAPE_JIT"))
+        seen.append(inner())
+
+    @held
+    def inner():  # nested: shares the outer call's values
+        return switched_on("DUALTAPE_JIT")
+
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    call()
+    assert seen == [True, True, True]
+    assert switched_on("DUALTAPE_JIT") is False  # the values went with the call
+    assert inner() is False
+
+
+def test_a_held_call_that_raises_leaves_no_values_behind(monkeypatch):
+    @held
+    def call():
+        switched_on("DUALTAPE_FUSED")
+        raise RuntimeError("stop")
+
+    monkeypatch.setenv("DUALTAPE_FUSED", "1")
+    with pytest.raises(RuntimeError):
+        call()
+    monkeypatch.setenv("DUALTAPE_FUSED", "0")
+    assert switched_on("DUALTAPE_FUSED") is False
+
+
+def test_an_unknown_value_is_refused_inside_a_held_call_too(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_JIT", "maybe")
+    with pytest.raises(ValueError, match="DUALTAPE_JIT='maybe'"):
+        held(lambda: switched_on("DUALTAPE_JIT"))()
+
+
+def test_a_held_call_holds_its_values_for_its_own_thread_alone(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_JIT", "1")
+    other = []
+
+    @held
+    def call():
+        switched_on("DUALTAPE_JIT")
+        monkeypatch.setenv("DUALTAPE_JIT", "0")
+        worker = threading.Thread(target=lambda: other.append(switched_on("DUALTAPE_JIT")))
+        worker.start()
+        worker.join()
+        return switched_on("DUALTAPE_JIT")
+
+    assert call() is True
+    assert other == [False]
+
+
+def test_one_training_call_reads_each_switch_once(backend, monkeypatch):
+    """train_recurrent and the network's passes inside it: one environment read per switch,
+    not one per layer and pass (each read costs about 2 us)."""
+    reads = []
+    real = switches._read
+    monkeypatch.setattr(switches, "_read", lambda name: reads.append(name) or real(name))
+    net = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=0, dtype="float64"),
+                                     dualtape.LSTM(4, 2, seed=1, dtype="float64")])
+    xp = backend.xp
+    xs = xp.ones((5, 2, 3), dtype=xp.float64, device=backend.device)
+    targets = xp.zeros((5, 2, 2), dtype=xp.float64, device=backend.device)
+    dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    assert reads, "no switch was read: the check would pass whatever held did"
+    assert sorted(reads) == sorted(set(reads))
