@@ -26,6 +26,7 @@ CASES = [
     ("seed T=1 B=1 float64", [40, 512, 40], 1, 1, "float64"),
     ("seed T=1 B=1 float32", [40, 512, 40], 1, 1, "float32"),
     ("tiny 4-8-4 T=50 B=1 float64", [4, 8, 4], 50, 1, "float64"),
+    ("tiny 4-8-4 T=50 B=1 float32", [4, 8, 4], 50, 1, "float32"),
     ("seed T=50 B=64 float32", [40, 512, 40], 50, 64, "float32"),
     ("seed T=50 B=256 float32", [40, 512, 40], 50, 256, "float32"),
 ]

@@ -1,10 +1,10 @@
 """The compiled LSTM loops and the vectorizable ``exp`` behind ``numba_lstm`` (imports numba).
 
 The loops keep ``NumpyLSTM``'s order of operations (``lstm_sequence.Cell`` states the contract);
-``gemm`` and ``gemv`` are ctypes ``cblas_?gemm``/``cblas_?gemv`` (``blas.GEMM``, ``blas.GEMV``;
-``gemv`` at batch 1) passed in at each call, so the compiled code caches on disk without a
-process-specific address in it, and ``one`` is 1 in the arrays' dtype, so float32 arithmetic
-stays float32.
+``gemm`` and ``gemv`` are the addresses of ``cblas_?gemm``/``cblas_?gemv`` as integers
+(``blas.addresses``; ``gemv`` at batch 1), called through ``_numba_blas`` and passed in at each
+call, so the compiled code caches on disk without a process-specific address in it, and
+``one`` is 1 in the arrays' dtype, so float32 arithmetic stays float32.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
+from ._numba_blas import call_gemm, call_gemv
 from .blas import NO_TRANS, ROW_MAJOR, TRANS
 
 # Cephes's constants: the split of ln 2 for the range reduction, and exp(r) on |r| <= ln2/2
@@ -100,11 +101,12 @@ def forward_loop(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, projected: Any, r
     zero = one - one
     for t in range(steps):
         if batch == 1:
-            gemv(ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n, cells[t].ctypes.data,
-                 1, zero, r.ctypes.data, 1)
+            call_gemv(gemv, ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
+                      cells[t].ctypes.data, 1, zero, r.ctypes.data, 1)
         else:
-            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one, cells[t].ctypes.data, n,
-                 U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data, 2 * n)
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one,
+                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data,
+                      2 * n)
         for b in range(batch):
             a, rb, g = projected[t, b], r[b], gates[t, b]
             for j in range(2 * n):  # f and i: few operands, so LLVM vectorizes it
@@ -134,11 +136,11 @@ def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any,
             for j in range(n):
                 carry_b[j] = d[j] * f[j]
         if t and batch == 1:
-            gemv(ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n, dfi[t].ctypes.data, 1,
-                 zero, rec.ctypes.data, 1)
+            call_gemv(gemv, ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
+                      dfi[t].ctypes.data, 1, zero, rec.ctypes.data, 1)
         elif t:
-            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
-                 2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
+                      2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
 
 
 @njit(cache=True, boundscheck=False, error_model="numpy")
@@ -201,9 +203,9 @@ def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs:
     gate_factors(gates, cells, dhs, q, da_o, dfi, one)
     first = 0 if need_dc0 or steps > 1 else 1  # the first step of the U_o product
     if steps > first:
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, (steps - first) * batch, n, n, one,
-             da_o[first:].ctypes.data, n, U[2 * n:].ctypes.data, n, zero,
-             dc[first:].ctypes.data, n)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, (steps - first) * batch, n, n, one,
+                  da_o[first:].ctypes.data, n, U[2 * n:].ctypes.data, n, zero,
+                  dc[first:].ctypes.data, n)
         for t in range(steps - 1):
             q_t, carried = q[t], dc[t + 1]
             for b in range(batch):
@@ -215,8 +217,8 @@ def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs:
     backward_loop(gemm, gemv, U, gates, rec, q, carry, dfi, dc, one)
     candidate_gradient(gates, dc, q, one)  # q is free again
     if need_dc0:
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[0].ctypes.data, 2 * n,
-             U.ctypes.data, n, zero, rec.ctypes.data, n)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one,
+                  dfi[0].ctypes.data, 2 * n, U.ctypes.data, n, zero, rec.ctypes.data, n)
         for b in range(batch):
             for j in range(n):
                 carry[b, j] = (carry[b, j] + rec[b, j]) + carried_0[b, j]
@@ -231,7 +233,6 @@ def forward_sequence(gemm: Any, gemv: Any, U: Any, U_fi_t: Any, projected: Any, 
     steps, batch, four_n = gates.shape
     n = four_n // 4
     forward_loop(gemm, gemv, U, U_fi_t, projected, r, cells, gates, one)
-    gemm(ROW_MAJOR, NO_TRANS, TRANS, steps * batch, n, n, one, cells.ctypes.data, n,
-         U[2 * n:].ctypes.data, n, one - one, gates.ctypes.data + 2 * n * gates.itemsize,
-         four_n)
+    call_gemm(gemm, ROW_MAJOR, NO_TRANS, TRANS, steps * batch, n, n, one, cells.ctypes.data, n,
+              U[2 * n:].ctypes.data, n, one - one, gates[:, :, 2 * n:].ctypes.data, four_n)
     output_gate(gates, projected, cells, hs, one)

@@ -13,6 +13,7 @@ from typing import Any
 
 from numba import njit
 
+from ._numba_blas import call_gemm
 from ._numba_lstm import fast_exp
 from .blas import NO_TRANS, ROW_MAJOR
 
@@ -35,8 +36,8 @@ def standard_lstm_forward_loop(gemm: Any, W_t: Any, hs: Any, cells: Any, gates: 
     n = four_n // 4
     two = one + one
     for t in range(steps):
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, four_n, n, one, hs[t].ctypes.data, n,
-             W_t.ctypes.data, four_n, one, gates[t].ctypes.data, four_n)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, four_n, n, one, hs[t].ctypes.data, n,
+                  W_t.ctypes.data, four_n, one, gates[t].ctypes.data, four_n)
         for b in range(batch):
             g = gates[t, b]
             for j in range(2 * n):
@@ -76,8 +77,8 @@ def standard_lstm_backward_loop(gemm: Any, W_hh: Any, gates: Any, cells: Any, ta
                 d[3 * n + j] = dh_t * e[j] * o * (one - o)
                 dc_b[j] = dc_t * f
         if t or need_first:
-            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, four_n, one, das[t].ctypes.data,
-                 four_n, W_hh.ctypes.data, n, zero, dh.ctypes.data, n)
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, four_n, one,
+                      das[t].ctypes.data, four_n, W_hh.ctypes.data, n, zero, dh.ctypes.data, n)
 
 
 @njit(cache=True, boundscheck=False, error_model="numpy")
@@ -91,8 +92,8 @@ def gru_forward_loop(gemm: Any, W_t: Any, b_hh: Any, hs: Any, gates: Any, r: Any
     n = three_n // 3
     two, zero = one + one, one - one
     for t in range(steps):
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, three_n, n, one, hs[t].ctypes.data, n,
-             W_t.ctypes.data, three_n, zero, r.ctypes.data, three_n)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, three_n, n, one, hs[t].ctypes.data, n,
+                  W_t.ctypes.data, three_n, zero, r.ctypes.data, three_n)
         for b in range(batch):
             g, rb, h, h_next, hn_b = gates[t, b], r[b], hs[t, b], hs[t + 1, b], hn[t, b]
             for j in range(2 * n):
@@ -129,5 +130,6 @@ def gru_backward_loop(gemm: Any, W_hh: Any, gates: Any, hn: Any, hs: Any, dhs: A
                 dn_b[j] = dcand
                 carry_b[j] = d * update
         if t or need_first:
-            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, three_n, one, da_h[t].ctypes.data,
-                 three_n, W_hh.ctypes.data, n, zero, rec.ctypes.data, n)
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, three_n, one,
+                      da_h[t].ctypes.data, three_n, W_hh.ctypes.data, n, zero, rec.ctypes.data,
+                      n)

@@ -148,6 +148,15 @@ def gemv(dtype: Any) -> Any:
     return _routines().gemv.get(np.dtype(dtype))
 
 
+@functools.cache
+def addresses(dtype: Any) -> tuple[int, int]:
+    """The addresses of ``gemm(dtype)`` and ``gemv(dtype)`` as integers, for compiled code to
+    call (``_numba_blas``: an integer argument costs numba's dispatcher far less than a ctypes
+    function); only where both are there (``numba_lstm.unavailable`` checks that first)."""
+    return tuple(ctypes.cast(get(dtype), ctypes.c_void_p).value  # type: ignore[return-value]
+                 for get in (gemm, gemv))
+
+
 def axpy(a: float, x: Any, y: Any) -> bool:
     """``y += a·x`` in place by BLAS and True, when the library is there and ``x``, ``y`` are
     C-contiguous, aligned numpy arrays of one shape and of dtype float32 or float64, ``y``

@@ -66,7 +66,7 @@ class NumbaLSTM:
         hs = np.empty_like(cells[1:])
         U = _operands(U, projected, r, cells, gates, hs)
         U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
-        _compiled().forward_sequence(blas.gemm(U.dtype), blas.gemv(U.dtype), U, U_fi_t,
+        _compiled().forward_sequence(*blas.addresses(U.dtype), U, U_fi_t,
                                      projected, r, cells, gates, hs, U.dtype.type(1))
         return cells, gates, hs
 
@@ -84,7 +84,7 @@ class NumbaLSTM:
         carry[...] = dc_last
         rec, carried_0 = np.empty_like(carry), np.empty_like(carry)
         U = _operands(U, gates, cells, dhs, q, da_o, dfi, dc, carry, rec, carried_0)
-        _compiled().backward_sequence(blas.gemm(U.dtype), blas.gemv(U.dtype), U, gates, cells,
+        _compiled().backward_sequence(*blas.addresses(U.dtype), U, gates, cells,
                                       dhs, q, da_o, dfi, dc, carry, rec, carried_0,
                                       bool(need_dc0), U.dtype.type(1))
         return (dfi, da_o, q), (carry if need_dc0 else None)

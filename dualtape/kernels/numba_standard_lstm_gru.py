@@ -39,7 +39,7 @@ def standard_lstm_forward(W_hh: Array, projected: Array, h: Array, c: Array
     cells, tanh_cells = np.empty_like(hs), np.empty_like(hs[1:])
     cells[0] = c
     _check(gates, hs, cells, tanh_cells, W_t)
-    _compiled().standard_lstm_forward_loop(blas.gemm(gates.dtype), W_t, hs, cells, gates,
+    _compiled().standard_lstm_forward_loop(blas.addresses(gates.dtype)[0], W_t, hs, cells, gates,
                                            tanh_cells, gates.dtype.type(1))
     return hs, cells, gates, tanh_cells
 
@@ -54,7 +54,7 @@ def standard_lstm_backward(W_hh: Array, gates: Array, cells: Array, tanh_cells: 
     dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
     das = np.empty_like(gates)
     _check(gates, cells, tanh_cells, dhs, dh, dc, das, W)
-    _compiled().standard_lstm_backward_loop(blas.gemm(gates.dtype), W, gates, cells,
+    _compiled().standard_lstm_backward_loop(blas.addresses(gates.dtype)[0], W, gates, cells,
                                             tanh_cells, dhs, dh, dc, das, need_first,
                                             gates.dtype.type(1))
     return das, dh, dc
@@ -70,7 +70,7 @@ def gru_forward(W_hh: Array, b_hh: Array, projected: Array, h: Array
     hs, W_t, bias = _outputs(gates, h), np.ascontiguousarray(W_hh.T), np.ascontiguousarray(b_hh)
     hn, r = np.empty_like(hs[1:]), np.empty_like(gates[0])
     _check(gates, hs, hn, r, W_t, bias)
-    _compiled().gru_forward_loop(blas.gemm(gates.dtype), W_t, bias, hs, gates, r, hn,
+    _compiled().gru_forward_loop(blas.addresses(gates.dtype)[0], W_t, bias, hs, gates, r, hn,
                                  gates.dtype.type(1))
     return hs, gates, hn
 
@@ -84,7 +84,7 @@ def gru_backward(W_hh: Array, gates: Array, hn: Array, hs: Array, dhs: Array, dh
     dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
     da_h, dn = np.empty_like(gates), np.empty_like(hn)
     _check(gates, hn, hs, dhs, carry, rec, da_h, dn, W)
-    _compiled().gru_backward_loop(blas.gemm(gates.dtype), W, gates, hn, hs, dhs, carry, rec,
+    _compiled().gru_backward_loop(blas.addresses(gates.dtype)[0], W, gates, hn, hs, dhs, carry, rec,
                                   da_h, dn, need_first, gates.dtype.type(1))
     return da_h, dn, carry + rec
 

@@ -16,8 +16,18 @@ FLUSH_TESTS = ("tests/test_flush.py",)
 OUTER, OUTER_LOOP = "dualtape/kernels/numba_outer.py", "dualtape/kernels/_numba_outer.py"
 LINALG = "dualtape/layers/linear_algebra.py"
 OUTER_TESTS = ("tests/test_outer_compiled.py", "tests/test_gradient_buffers.py")
+CALLS, CALL_TESTS = "dualtape/kernels/_numba_blas.py", ("tests/test_numba_blas.py",)
 
 MUTANTS = [
+    Mutant(CALLS, '"real": (real, ir.FloatType() if real == types.float32 else ir.DoubleType())',
+           '"real": (real, ir.FloatType())', "cblas_dgemm called with float scalars",
+           CALL_TESTS),
+    # Sizes passed as 32-bit integers survive: x86-64 passes them in 64-bit registers, and only
+    # a size over 2**31 (an array of gigabytes) would show it.
+    Mutant(CALLS, "if real not in (types.float32, types.float64):", "if real is None:",
+           "an integer alpha compiled (and passed as a float's bits)", CALL_TESTS),
+    Mutant(BLAS, "for get in (gemm, gemv))", "for get in (gemv, gemm))",
+           "gemm's address handed out for gemv's", (*CALL_TESTS, *JIT)),
     Mutant(SEQ, "        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the "
                 "layout of dc_last\n        carry[...] = dc_last\n",
            "        carry = mod.array(dc_last, copy=True)\n",
