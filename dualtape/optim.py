@@ -68,9 +68,12 @@ def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
     shares memory with another, as in a broadcast view, which CuPy does not mark read-only);
     None for the generic code."""
     mod = out_module(w)
-    if mod is None or not all(type(a) is type(w) for a in (g, *slot.values())):
+    if mod is None or type(g) is not type(w):
         return None
-    if mod is np and not all(a.flags.writeable for a in (w, *slot.values())):
+    for a in slot.values():  # loops, not all() over generators: a step calls this per parameter
+        if type(a) is not type(w) or (mod is np and not a.flags.writeable):
+            return None
+    if mod is np and not w.flags.writeable:
         return None
     if 0 in w.strides and any(
         stride == 0 and size > 1 for stride, size in zip(w.strides, w.shape, strict=True)
