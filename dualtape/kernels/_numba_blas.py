@@ -8,7 +8,9 @@ loop takes the routines as arguments so that its disk cache holds no address of 
 an integer keeps both. ``call_gemm(address, ...)`` casts each argument to its C type (sizes and
 leading dimensions to 64 bits, pointers from the integers ``array.ctypes.data`` gives, the
 scalars to the type of ``alpha``: ``float32`` calls ``cblas_sgemm``'s form, ``float64``
-``cblas_dgemm``'s) and calls the address.
+``cblas_dgemm``'s) and calls the address. numba's disk cache knows its callers' files, not this
+one: a change here that changes their code goes with a change to theirs (or to numba's
+version), or their cached code keeps the old calls.
 """
 
 from __future__ import annotations
@@ -52,18 +54,21 @@ def _signature(kinds: tuple[str, ...], address: Any, args: tuple[Any, ...]) -> A
     return types.void(address, *args), codegen
 
 
-@intrinsic
-def call_gemm(typingctx: Any, address: Any, order: Any, trans_a: Any, trans_b: Any, m: Any,
-              n: Any, k: Any, alpha: Any, a: Any, lda: Any, b: Any, ldb: Any, beta: Any, c: Any,
-              ldc: Any) -> Any:
-    """``cblas_?gemm`` at the integer ``address``, in compiled code."""
+def _gemm(typingctx: Any, address: Any, order: Any, trans_a: Any, trans_b: Any, m: Any, n: Any,
+          k: Any, alpha: Any, a: Any, lda: Any, b: Any, ldb: Any, beta: Any, c: Any,
+          ldc: Any) -> Any:
+    """``call_gemm(address, order, ...)``: ``cblas_?gemm`` at the integer ``address``."""
     return _signature(GEMM_ARGUMENTS, address, (order, trans_a, trans_b, m, n, k, alpha, a, lda,
                                                 b, ldb, beta, c, ldc))
 
 
-@intrinsic
-def call_gemv(typingctx: Any, address: Any, order: Any, trans: Any, m: Any, n: Any, alpha: Any,
-              a: Any, lda: Any, x: Any, incx: Any, beta: Any, y: Any, incy: Any) -> Any:
-    """``cblas_?gemv`` at the integer ``address``, in compiled code."""
+def _gemv(typingctx: Any, address: Any, order: Any, trans: Any, m: Any, n: Any, alpha: Any,
+          a: Any, lda: Any, x: Any, incx: Any, beta: Any, y: Any, incy: Any) -> Any:
+    """``call_gemv(address, order, ...)``: ``cblas_?gemv`` at the integer ``address``."""
     return _signature(GEMV_ARGUMENTS, address, (order, trans, m, n, alpha, a, lda, x, incx,
                                                 beta, y, incy))
+
+
+# Typed Any: called from compiled code without the typing context numba passes itself.
+call_gemm: Any = intrinsic(_gemm)
+call_gemv: Any = intrinsic(_gemv)

@@ -69,9 +69,9 @@ def flushed() -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext() if isinstance(registers, str) else _Flushed(registers)
 
 
-class _Flushed:
+class _Flushed(contextlib.AbstractContextManager):
     """``flushed``'s block with the compiled MXCSR functions ``registers`` (a class, not a
-    generator: entered twice per training call, where a generator's block cost 3 µs)."""
+    generator: entered twice per training call, 0.2 µs a block where a generator's is 1.5)."""
 
     def __init__(self, registers: Any) -> None:
         self.registers = registers
