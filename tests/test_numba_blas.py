@@ -78,6 +78,18 @@ def test_the_addresses_are_the_ctypes_functions():
             ctypes.cast(get(dtype), ctypes.c_void_p).value for get in (blas.gemm, blas.gemv))
 
 
+def test_no_address_is_handed_out_for_a_missing_routine(monkeypatch):
+    blas.addresses.cache_clear()
+    monkeypatch.setattr(blas, "gemv", lambda dtype: None)
+    try:
+        with pytest.raises(RuntimeError, match="no OpenBLAS gemm/gemv for float32"):
+            blas.addresses(np.dtype("float32"))
+    finally:
+        blas.addresses.cache_clear()
+    monkeypatch.undo()
+    assert all(blas.addresses(np.dtype("float32")))
+
+
 def test_a_scalar_that_is_not_a_float_is_refused_when_compiling():
     a, b, c = operands("float64", 2)
     with pytest.raises(numba.core.errors.TypingError):

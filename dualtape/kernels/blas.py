@@ -152,9 +152,12 @@ def gemv(dtype: Any) -> Any:
 def addresses(dtype: Any) -> tuple[int, int]:
     """The addresses of ``gemm(dtype)`` and ``gemv(dtype)`` as integers, for compiled code to
     call (``_numba_blas``: an integer argument costs numba's dispatcher far less than a ctypes
-    function); only where both are there (``numba_lstm.unavailable`` checks that first)."""
-    return tuple(ctypes.cast(get(dtype), ctypes.c_void_p).value  # type: ignore[return-value]
-                 for get in (gemm, gemv))
+    function). ``RuntimeError`` where either is missing (``numba_lstm.unavailable`` says so
+    first), never an address 0 for compiled code to jump to; a refusal is not cached."""
+    routines = (gemm(dtype), gemv(dtype))
+    if None in routines:
+        raise RuntimeError(f"numpy bundles no OpenBLAS gemm/gemv for {dtype} here")
+    return tuple(ctypes.cast(r, ctypes.c_void_p).value for r in routines)  # type: ignore[return-value]
 
 
 def axpy(a: float, x: Any, y: Any) -> bool:

@@ -26,7 +26,9 @@ MUTANTS = [
     # a size over 2**31 (an array of gigabytes) would show it.
     Mutant(CALLS, "if real not in (types.float32, types.float64):", "if real is None:",
            "an integer alpha compiled (and passed as a float's bits)", CALL_TESTS),
-    Mutant(BLAS, "for get in (gemm, gemv))", "for get in (gemv, gemm))",
+    Mutant(BLAS, "    if None in routines:\n", "    if False:\n",
+           "address 0 handed to compiled code where a routine is missing", CALL_TESTS),
+    Mutant(BLAS, "routines = (gemm(dtype), gemv(dtype))", "routines = (gemv(dtype), gemm(dtype))",
            "gemm's address handed out for gemv's", (*CALL_TESTS, *JIT)),
     Mutant(SEQ, "        carry = mod.empty((batch, n), dtype=dtype)  # C order, whatever the "
                 "layout of dc_last\n        carry[...] = dc_last\n",
