@@ -8,8 +8,8 @@ loaded a tiny model first (the modules a first ``load`` imports, some 8 MB that 
 counted), and prints two peaks of the ``load``, each divided by the model's bytes:
 
 - ``traced``: the peak of the bytes allocated during ``load`` and alive at once
-  (``memory.traced_peak``: tracemalloc, which numpy reports its arrays to), what the model and
-  every copy made on the way occupy;
+  (``dualtape.meters.traced_peak``: tracemalloc, which numpy reports its arrays to), what the
+  model and every copy made on the way occupy;
 - ``rss``: how far the peak resident memory rose during ``load`` (``memory.resident_increase``:
   Linux ``VmHWM``), in a process without tracemalloc (whose bookkeeping costs memory too).
 """
@@ -25,7 +25,8 @@ import sys
 import tempfile
 
 import dualtape
-from dualtape.benchmarks.memory import resident_increase, traced_peak
+from dualtape.benchmarks.memory import resident_increase
+from dualtape.meters import traced_peak
 
 
 def child(path: str, warm: str, how: str) -> dict[str, int | None]:

@@ -5,7 +5,6 @@ torch-autograd row doing dualtape's maths with and without checkpoints. No timin
 from __future__ import annotations
 
 import json
-import tracemalloc
 from dataclasses import replace
 
 import numpy as np
@@ -85,25 +84,6 @@ def test_each_call_starts_from_the_seeded_weights():
 # --- the peak measures ----------------------------------------------------------------------
 
 
-def test_the_traced_peak_holds_an_array_made_during_the_call_and_nothing_from_before():
-    made = np.ones(1_000_000)
-    assert memory.traced_peak(lambda: np.ones(1_000_000)) >= made.nbytes
-    before = [np.ones(2_000_000)]
-    assert memory.traced_peak(lambda: None) < 100_000  # earlier arrays are not counted
-    assert 0 <= memory.traced_peak(before.pop) < 100_000  # nor their freeing
-    assert memory.traced_peak(lambda: np.ones(1000)) < 100_000  # nor an earlier call's peak
-    assert not tracemalloc.is_tracing()
-
-
-def test_the_traced_peak_refuses_to_start_inside_a_trace():
-    tracemalloc.start()
-    try:
-        with pytest.raises(RuntimeError, match="already tracing"):
-            memory.traced_peak(lambda: None)
-    finally:
-        tracemalloc.stop()
-
-
 def test_the_resident_increase_sees_touched_pages_and_is_reset_before_each_call():
     size = 64 * MB
     grown, how = memory.resident_increase(lambda: np.ones(size // 8))
@@ -111,55 +91,6 @@ def test_the_resident_increase_sees_touched_pages_and_is_reset_before_each_call(
         pytest.skip(how)
     assert grown >= 0.9 * size and "VmHWM" in how
     assert memory.resident_increase(lambda: None)[0] < 16 * MB
-
-
-class FakeHookBase:
-    """cupy.cuda.MemoryHook's protocol: ``with hook:`` registers it for this thread."""
-
-    active: list = []
-
-    def __enter__(self):
-        FakeHookBase.active.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        FakeHookBase.active.remove(self)
-
-
-def _malloc(pointer: int, rounded: int) -> None:
-    for hook in FakeHookBase.active:  # as the pool calls them: requested and rounded sizes
-        hook.malloc_postprocess(device_id=0, size=rounded - 7, mem_size=rounded,
-                                mem_ptr=pointer, pmem_id=1)
-
-
-def _free(pointer: int, rounded: int) -> None:
-    for hook in FakeHookBase.active:
-        hook.free_preprocess(device_id=0, mem_size=rounded, mem_ptr=pointer, pmem_id=1)
-
-
-def test_the_pool_peak_counts_the_blocks_held_at_once_at_their_rounded_size():
-    def call():
-        _malloc(1, 512)
-        _malloc(2, 1024)
-        _free(1, 512)
-        _free(99, 8192)  # a block from before the call going back: not counted
-        _malloc(3, 2048)
-        _free(2, 1024)
-        _malloc(4, 512)  # after the peak: 2,560 in use
-        _free(3, 2048)
-
-    assert memory.pool_peak(call, FakeHookBase) == 1024 + 2048
-    assert FakeHookBase.active == []
-
-
-def test_the_pool_hook_is_removed_when_the_call_fails():
-    def failing():
-        _malloc(1, 512)
-        raise ValueError("out of memory")
-
-    with pytest.raises(ValueError):
-        memory.pool_peak(failing, FakeHookBase)
-    assert FakeHookBase.active == []
 
 
 def test_a_backend_without_a_measure_is_said_not_measured_and_not_run():

@@ -88,7 +88,7 @@ def libm_calls(function, dtype: str) -> set[str]:
 def peak_bytes(call) -> int:
     """The peak of the memory Python's allocator (numpy's arrays included) handed out while
     ``call()`` ran (tracemalloc): ``dualtape bench``'s measure, ``traced_peak``."""
-    from dualtape.benchmarks.memory import traced_peak
+    from dualtape.meters import traced_peak
 
     return traced_peak(call)
 

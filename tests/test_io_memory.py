@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.benchmarks.memory import traced_peak
 from dualtape.layers import LAYER_KINDS, Layer
 from dualtape.layers.initial import placeholder_params
+from dualtape.meters import traced_peak
 
 N = 2_900
 """One FullyConnected(N, N) in float32: about 34 MB."""

@@ -30,12 +30,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from ..meters import pool_peak, traced_peak
 
 ROUNDS = 3
 """Timed calls of a memory row at most, after one warm-up call (seconds each at 100,000 steps)."""
@@ -43,65 +44,6 @@ NOT_SEEN = "not measured: {}'s allocations are not seen by tracemalloc or a memo
 
 
 # --- peaks ----------------------------------------------------------------------------------
-
-
-def traced_peak(call: Callable[[], Any]) -> int:
-    """The peak bytes of the blocks Python's allocator handed out during ``call()`` and held
-    at once (tracemalloc; numpy's arrays included); ``RuntimeError`` if tracemalloc is
-    already tracing (its peak would include what was traced before)."""
-    if tracemalloc.is_tracing():
-        raise RuntimeError("tracemalloc is already tracing: its peak would include what it "
-                           "traced before the call")
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
-class PeakCounter:
-    """Bytes of the blocks allocated since it was made and not yet freed (``in_use``), and
-    their ``peak``; the freeing of a block from before is not counted, as tracemalloc."""
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, int] = {}
-        self.in_use = self.peak = 0
-
-    def allocated(self, pointer: int, size: int) -> None:
-        """A block of ``size`` bytes at ``pointer`` was handed out."""
-        self.blocks[pointer] = size
-        self.in_use += size
-        self.peak = max(self.peak, self.in_use)
-
-    def freed(self, pointer: int) -> None:
-        """The block at ``pointer`` went back (ignored if allocated before this counter)."""
-        self.in_use -= self.blocks.pop(pointer, 0)
-
-
-def pool_peak(call: Callable[[], Any], hook_base: type | None = None) -> int:
-    """The peak bytes of CuPy memory-pool blocks handed out during ``call()`` and held at once
-    (``PeakCounter`` fed by a ``cupy.cuda.MemoryHook``: ``malloc_postprocess`` for each block
-    the pool hands out, cached or new, at its rounded size; ``free_preprocess`` when it goes
-    back). ``hook_base``: the hook class (default ``cupy.cuda.MemoryHook``; tests give a fake)."""
-    if hook_base is None:
-        import cupy
-
-        hook_base = cupy.cuda.MemoryHook
-    counter = PeakCounter()
-
-    class PoolPeakHook(hook_base):  # type: ignore[misc, valid-type]
-        name = "dualtape-pool-peak"
-
-        def malloc_postprocess(self, **kwargs: Any) -> None:
-            counter.allocated(kwargs["mem_ptr"], kwargs["mem_size"])
-
-        def free_preprocess(self, **kwargs: Any) -> None:
-            counter.freed(kwargs["mem_ptr"])
-
-    with PoolPeakHook():
-        call()
-    return counter.peak
 
 
 def allocation_peak(allocator: str, call: Callable[[], Any]) -> tuple[int | None, str]:
