@@ -5,7 +5,7 @@ Each problem is one line on stderr and exit status 1: a missing, unreadable or c
 a size that is not an integer >= 1, ``--seq-len`` for a feed-forward network, a tape policy
 that is not ``full``, ``sqrt`` or k, a plot without matplotlib. The optimizer whose state is
 counted is ``--optimizer`` (default ``sgd``: SGD with momentum, one array per parameter;
-``adam``: two; ``none``).
+``adam``: two; ``none``); the measured training call's loss is ``--loss``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from .files import check_destination, write_atomically
 from .io import load
+from .losses import LOSSES
 from .recurrent import RecurrentNetwork
 from .tape_report import OPTIMIZER_SLOTS, TapeReport, tape_report
 
@@ -27,7 +28,8 @@ def register(commands: Any) -> None:
         "tape", help="what a saved network's tape keeps, layer by layer",
         description="Print what the tape of a saved network (a dualtape file or a train-text "
         "checkpoint) keeps for one batch, layer by layer, what a checkpointed tape would keep "
-        "instead, and the parameters' and optimizer state's bytes.")
+        "instead, the parameters' and optimizer state's bytes, and the measured peak of one "
+        "training call.")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a file dualtape.save wrote")
     p.add_argument("--seq-len", metavar="T", help="steps per sequence (recurrent networks)")
     p.add_argument("--batch", metavar="B", default="1", help="examples per batch (default 1)")
@@ -37,6 +39,9 @@ def register(commands: Any) -> None:
                    help="the checkpointed tape to compare: sqrt (default), k steps, or full")
     p.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_SLOTS),
                    help="whose state to count: sgd (with momentum, the default), adam, none")
+    p.add_argument("--loss", choices=sorted(LOSSES),
+                   help="the loss of the measured training call (default: cross_entropy after "
+                   "a final Softmax, else squared_error)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw one bar per layer (matplotlib)")
     p.set_defaults(run=tape_command)
 
@@ -94,9 +99,10 @@ def tape_command(args: argparse.Namespace) -> int:
     try:
         if recurrent:
             report = tape_report(net, shape, seq_len=seq_len, batch=batch, tape=policy,
-                                 optimizer=args.optimizer)
+                                 optimizer=args.optimizer, loss=args.loss)
         else:
-            report = tape_report(net, shape, batch=batch, optimizer=args.optimizer)
+            report = tape_report(net, shape, batch=batch, optimizer=args.optimizer,
+                                 loss=args.loss)
     except (ValueError, TypeError) as exc:
         return _fail(str(exc))
     print(report)

@@ -17,6 +17,9 @@ earlier field holds (a ``Relu``'s output that the next layer keeps as its input)
 shared, with 0 bytes. Dropout generators are restored after the probes, so a report changes
 nothing in the network.
 
+A training call needs more than its tape: the temporaries of the forward pass, the loss and
+the backward pass. Their peak is measured, not derived (``call_peak.py``).
+
 The checkpointed tape (``checkpointing.py``) keeps the inputs, the states at the start of each
 segment of ``every`` steps, and the last segment's full tape; backward recomputes the other
 segments one at a time, so while it runs one more segment's tape (``every`` steps) exists:
@@ -34,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, from_host, get_backend
+from .call_peak import call_peaks, checked_loss
 from .checkpointing import segment_length, sequence_forward
 from .network import Chain, Network
 from .recurrent import RecurrentNetwork
@@ -82,7 +86,11 @@ class TapeReport:
     """What ``tape_report`` found; ``str(report)`` is a table. Every number is an attribute:
     ``tape_bytes`` (the full tape), ``checkpoint_bytes`` / ``checkpoint_peak_bytes`` /
     ``recompute_steps`` (the checkpointed tape, 0 without one), ``param_bytes``,
-    ``gradient_bytes``, ``optimizer_bytes``, and per layer ``layers[k].bytes``."""
+    ``gradient_bytes``, ``optimizer_bytes``, per layer ``layers[k].bytes``; and measured
+    (``call_peak.py``; None where not, ``call_peak_by`` says why) the peak of one training call
+    for ``loss``, ``call_peak_bytes`` and ``checkpoint_call_peak_bytes``, the gradient arrays
+    kept between calls, ``kept_gradient_bytes``, and with the parameters and optimizer state,
+    ``training_peak_bytes`` and ``checkpoint_training_peak_bytes``."""
 
     network: str
     backend: str
@@ -104,6 +112,11 @@ class TapeReport:
     checkpoint_bytes: int = 0
     segment_bytes: int = 0
     recompute_steps: int = 0
+    loss: str = ""
+    call_peak_bytes: int | None = None
+    checkpoint_call_peak_bytes: int | None = None
+    kept_gradient_bytes: int = 0
+    call_peak_by: str = "not measured (peak=False)"
 
     @property
     def gradient_bytes(self) -> int:
@@ -128,6 +141,23 @@ class TapeReport:
         """Parameters, gradients, optimizer state and the full tape: a training step's
         arrays besides the temporaries."""
         return self.param_bytes + self.gradient_bytes + self.optimizer_bytes + self.tape_bytes
+
+    @property
+    def training_peak_bytes(self) -> int | None:
+        """A training step's memory at its peak, full tape: the parameters, the optimizer's
+        state, the gradient arrays kept between calls and ``call_peak_bytes`` (None when that
+        was not measured)."""
+        return self._besides(self.call_peak_bytes)
+
+    @property
+    def checkpoint_training_peak_bytes(self) -> int | None:
+        """``training_peak_bytes`` with the checkpointed tape (None without one)."""
+        return self._besides(self.checkpoint_call_peak_bytes)
+
+    def _besides(self, peak: int | None) -> int | None:
+        if peak is None:
+            return None
+        return self.param_bytes + self.optimizer_bytes + self.kept_gradient_bytes + peak
 
     def __str__(self) -> str:
         sequence = f"seq_len {self.seq_len}, " if self.seq_len is not None else ""
@@ -155,8 +185,28 @@ class TapeReport:
             f"{'training, full tape (parameters, gradients, state, tape)':<67} "
             f"{self.training_bytes:>14,}  {_size(self.training_bytes)}",
             f"(sizes from {self.measured_at})",
+            *self._peak_lines(),
         ]
         return "\n".join(lines)
+
+    def _peak_lines(self) -> list[str]:
+        if self.call_peak_bytes is None:
+            return [f"one training call's peak: {self.call_peak_by}"]
+        lines = [f"one training call's peak (loss {self.loss}), measured: the tape and the "
+                 "temporaries of forward, loss and backward"]
+        peaks = [("full tape", self.call_peak_bytes, self.training_peak_bytes)]
+        if self.checkpoint_call_peak_bytes is not None:
+            peaks.append((f"tape={self.policy!r}", self.checkpoint_call_peak_bytes,
+                          self.checkpoint_training_peak_bytes))
+        for name, call, total in peaks:
+            assert total is not None
+            lines += [f"{'  ' + name:<67} {call:>14,}  {_size(call)}",
+                      f"{'    with parameters, state and kept gradients':<67} {total:>14,}  "
+                      f"{_size(total)}"]
+        if self.kept_gradient_bytes:
+            lines.append(f"{'  (the gradients kept between calls)':<67} "
+                         f"{self.kept_gradient_bytes:>14,}")
+        return [*lines, f"(peak from {self.call_peak_by})"]
 
     def _checkpointed_lines(self) -> list[str]:
         per = ", ".join(f"{layer.index} {_size(layer.checkpoint_bytes)}"
@@ -185,6 +235,7 @@ class TapeReport:
 def tape_report(
     net: Network | RecurrentNetwork, x: Any = None, *, seq_len: int | None = None,
     batch: int | None = None, tape: str | int = "sqrt", optimizer: Any = "sgd",
+    loss: str | None = None, peak: bool = True,
 ) -> TapeReport:
     """What ``net``'s tape keeps for one batch, layer by layer (see ``TapeReport``).
 
@@ -195,21 +246,25 @@ def tape_report(
     checkpointed policy to compare (``"sqrt"``, an integer k, or ``"full"`` for none); the
     tape is measured at 1, 2 and 3 steps and scaled to ``seq_len``. ``optimizer``:
     ``"sgd"`` (with momentum: one slot per parameter), ``"adam"`` (two), ``"none"`` or an
-    optimizer object (``SGD`` without momentum keeps none). Bad input raises ``ValueError``
-    or ``TypeError`` in one line."""
+    optimizer object (``SGD`` without momentum keeps none). ``peak``: also measure one
+    training call's peak (``call_peak.py``: on numpy and CuPy, a few calls on a copy of the
+    network, of at most ``3·max(16, ⌈√T⌉)`` steps), for ``loss`` (``"cross_entropy"`` after a
+    final Softmax, else ``"squared_error"``, by default). Bad input raises ``ValueError`` or
+    ``TypeError`` in one line."""
     if not isinstance(net, Network | RecurrentNetwork):
         raise TypeError(f"tape_report: takes a Network or RecurrentNetwork, got "
                         f"{type(net).__name__}")
     optimizer_name, slots = _optimizer_slots(optimizer)
+    loss = checked_loss(net, loss)
     recurrent = isinstance(net, RecurrentNetwork)
     shape = _batch_shape(net, x, seq_len, batch, recurrent)
     backend = net.backend or get_backend()
     rngs = [layer for layer in net.leaves() if hasattr(layer, "rng")]
     saved = [layer.rng.bit_generator.state for layer in rngs]
+    every = segment_length(_checked_policy(tape), shape[0]) if recurrent else None
     try:
         if recurrent:
             assert isinstance(net, RecurrentNetwork)
-            every = segment_length(_checked_policy(tape), shape[0])
             found = _recurrent_report(net, backend, shape, every)
         else:
             assert isinstance(net, Network)
@@ -223,7 +278,17 @@ def tape_report(
         seq_len=shape[0] if recurrent else None, batch=shape[1] if recurrent else shape[0],
         param_count=sum(math.prod(p.shape) for p in params),
         param_bytes=sum(_nbytes(p) for p in params), optimizer=optimizer_name,
-        optimizer_slots=slots, policy=tape if recurrent and tape != "full" else None, **found)
+        optimizer_slots=slots, policy=tape if recurrent and tape != "full" else None,
+        loss=loss, **found, **_peaks(net, backend, shape, every, loss, peak))
+
+
+def _peaks(net: Chain, backend: Backend, shape: tuple[int, ...], every: int | None,
+           loss: str, peak: bool) -> dict:
+    if not peak:
+        return {}
+    found = call_peaks(net, backend, shape, every, loss)
+    return {"call_peak_bytes": found.full, "checkpoint_call_peak_bytes": found.checkpointed,
+            "kept_gradient_bytes": found.kept, "call_peak_by": found.by}
 
 
 def _checked_policy(tape: Any) -> str | int:

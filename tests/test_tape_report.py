@@ -1,7 +1,8 @@
 """``dt.tape_report`` and ``dualtape tape``: the sizes against the tapes' own arrays on every
 backend, against what numpy (tracemalloc) and CuPy (its memory pool, where a GPU is) measure
-held (the seed network, the main job's model, the digits network; full and checkpointed tapes,
-within 10%), and bad input refused in one line."""
+held, the measured peak of a training call against the peak of a real one (the seed network, the
+main job's model, the digits network; full and checkpointed tapes, within 10%), and bad input
+refused in one line."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 
 import dualtape as dt
 from dualtape.benchmarks.digits import conv_net
+from dualtape.call_peak import _lines
 from dualtape.cli import main
+from dualtape.meters import PoolMeter, TracedMeter
+from dualtape.recurrent import _GRADIENT_BUFFERS
 from dualtape.stack import stack_forward
 from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
 from dualtape.text.model import build_text_network
@@ -65,6 +69,16 @@ def measured_held(backend):
         pytest.skip("tracemalloc sees numpy's memory and CuPy's pool CuPy's; not "
                     f"{backend.name}'s")
     return held if backend.name == "numpy" else pool_held
+
+
+def training_peak(backend, call) -> int:
+    """The peak of what ``call()`` allocates and holds at once, after a first call (the kept
+    gradient buffers, compiled code): tracemalloc on numpy, the memory pool on CuPy."""
+    measured_held(backend)  # the others skip
+    call()
+    with (TracedMeter() if backend.name == "numpy" else PoolMeter()) as meter:
+        call()
+        return meter.peak
 
 
 def array_bytes(tape) -> int:
@@ -144,6 +158,82 @@ def test_within_ten_percent_of_the_memory_held(backend, name, make, steps, batch
     assert report.checkpoint_bytes < report.tape_bytes / 4
 
 
+@pytest.mark.parametrize("name, make, batch", [
+    ("seed network", seed_network, 1), ("main job's model", main_job_model, 32)])
+@pytest.mark.parametrize("tape", ["full", "sqrt"])
+def test_a_training_calls_peak_within_ten_percent_of_a_real_one(backend, name, make, batch,
+                                                                 tape):
+    """At T = 200 the report probes (16, 32, 48 steps; 3, 4 and 5 segments of 15) and scales;
+    the real call is ``train_recurrent`` with momentum on random data at T, its optimizer step
+    included. The main job's checkpointed call peaks in its loss (about 5 arrays of (T, B, 57)),
+    which overtakes its backward pass only past 9 segments: the probes see the loss's line
+    apart from the backward pass's."""
+    net, steps = make(), 200
+    report = dt.tape_report(net, seq_len=steps, batch=batch, tape=tape)
+    assert _GRADIENT_BUFFERS.get(net) is None  # the probes ran on a copy
+    rng = np.random.default_rng(3)
+    xs = dt.asarray(rng.uniform(-1, 1, (steps, batch, net.n_in)).astype(np.float32))
+    if report.loss == "cross_entropy":
+        targets = dt.asarray(rng.integers(0, net.n_out, (steps, batch)))
+    else:
+        targets = dt.asarray(rng.uniform(-1, 1, (steps, batch, net.n_out)).astype(np.float32))
+    optimizer = dt.SGD(1e-6, momentum=0.9)
+    real = training_peak(backend, lambda: dt.train_recurrent(net, xs, targets, optimizer,
+                                                             loss=report.loss, tape=tape))
+    found = report.call_peak_bytes if tape == "full" else report.checkpoint_call_peak_bytes
+    assert found == pytest.approx(real, rel=0.1), name
+    assert "probes of" in report.call_peak_by and "approximate" not in report.call_peak_by
+    kept = sum(g.nbytes for group in dt.recurrent.gradient_buffers(net) if group
+               for g in group.values())
+    assert report.kept_gradient_bytes == kept == report.param_bytes - (
+        0 if name == "seed network" else 57 * 4 * 81)  # the FullyConnected's are not kept
+    total = report.training_peak_bytes if tape == "full" else \
+        report.checkpoint_training_peak_bytes
+    assert total == report.param_bytes + report.optimizer_bytes + kept + found
+
+
+def test_a_short_sequence_is_measured_at_its_length(backend):
+    measured_held(backend)  # the others skip
+    net = seed_network()
+    report = dt.tape_report(net, seq_len=20, batch=1)
+    xs = dt.asarray(np.zeros((20, 1, 40), dtype=np.float32))
+    real = training_peak(backend, lambda: dt.backpropagate_sequence(net, xs, xs))
+    assert report.call_peak_bytes == pytest.approx(real, rel=0.01)
+    assert "one backpropagate_sequence at 20" in report.call_peak_by
+    assert "one call at 20" in report.call_peak_by  # 4 segments of 5: measured too
+
+
+def test_the_peak_is_said_not_measured_where_no_meter_sees_it(backend):
+    report = dt.tape_report(seed_network(), seq_len=5, batch=1)
+    if backend.name in ("numpy", "cupy"):
+        assert report.call_peak_bytes > report.tape_bytes
+        assert dt.tape_report(seed_network(), seq_len=5, batch=1, peak=False
+                              ).call_peak_bytes is None
+    else:
+        assert report.call_peak_bytes is None and report.training_peak_bytes is None
+        assert report.call_peak_by.startswith(f"not measured: {backend.name}'s allocations")
+        assert f"one training call's peak: not measured: {backend.name}" in str(report)
+
+
+def test_the_peak_is_not_measured_inside_a_trace():
+    tracemalloc.start()
+    try:
+        report = dt.tape_report(seed_network(), seq_len=5, batch=1)
+    finally:
+        tracemalloc.stop()
+    assert report.call_peak_bytes is None and "already tracing" in report.call_peak_by
+
+
+def test_probes_off_a_line_are_said_to_be_approximate():
+    line = [(100 + 10 * x, 50, 7) for x in (1, 2, 3)]
+    assert _lines([1, 2, 3], line, 10, "steps") == (200, "probes of 1, 2, 3 steps scaled to 10")
+    bent = [(100, 50, 7), (200, 50, 7), (210, 50, 7)]  # the first probe 90 off a line at 190
+    peak, how = _lines([1, 2, 3], bent, 10, "steps")
+    assert peak == 280 and "approximate: its first probe lies 90% off the line" in how
+    # the largest phase at x wins, though another led at every probe
+    assert _lines([1, 2, 3], [(90, 10 + 40 * x, 0) for x in (1, 2, 3)], 10, "")[0] == 410
+
+
 def test_the_digits_network_within_ten_percent_of_the_memory_held(backend):
     measure, net = measured_held(backend), conv_net(1, "float32")
     report = dt.tape_report(net, (32, 1, 8, 8))  # examples/digits.py's minibatch
@@ -151,6 +241,13 @@ def test_the_digits_network_within_ten_percent_of_the_memory_held(backend):
     tapes, measured = measure(lambda: net.forward(x)[0])
     assert report.tape_bytes == pytest.approx(measured, rel=0.1)
     assert report.tape_bytes == sum(layer.bytes for layer in report.layers)
+    report = dt.tape_report(net, (32, 1, 8, 8), loss="softmax_cross_entropy")
+    labels = backend.xp.asarray(np.arange(32) % 10)
+    optimizer = dt.Adam()
+    real = training_peak(backend, lambda: dt.train(net, x, labels, optimizer,
+                                                   loss="softmax_cross_entropy"))
+    assert report.call_peak_bytes == pytest.approx(real, rel=0.1)
+    assert report.kept_gradient_bytes == 0  # a Network's gradients are made in each call
     assert report.layers[5].fields[0].shared_with == "layer 3 y"  # the Relu's output, once
     assert report.segments == 0 and "tape=" not in str(report)
 
@@ -160,7 +257,10 @@ def test_a_network_on_every_backend(backend):
     x = dt.asarray(np.zeros((5, 4), dtype=np.float32))
     report = dt.tape_report(net, x)
     assert report.backend == backend.name
-    assert report == dt.tape_report(net, batch=5) == dt.tape_report(net, (5, 4))
+    quick = dt.tape_report(net, x, peak=False)
+    assert quick == dt.tape_report(net, batch=5, peak=False) == dt.tape_report(net, (5, 4),
+                                                                              peak=False)
+    assert (quick.tape_bytes, quick.layers) == (report.tape_bytes, report.layers)
     tapes, _ = net.forward(x)
     assert report.tape_bytes == 5 * 4 * 4 + 5 * 3 * 4  # the Tanh's y is the next layer's x
     assert report.tape_bytes == array_bytes(tapes)  # each array object once
@@ -182,6 +282,10 @@ def test_a_network_on_every_backend(backend):
      ValueError, "optimizer must be"),
     (lambda: dt.tape_report([dt.Tanh()], (2, 3)), TypeError, "Network or RecurrentNetwork"),
     (lambda: dt.tape_report(conv_net(1, "float32"), batch=2), ValueError, "free axes"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, loss="hinge"), ValueError,
+     "loss must be one of squared_error"),
+    (lambda: dt.tape_report(main_job_model(), seq_len=5, batch=1,
+                            loss="softmax_cross_entropy"), ValueError, "takes logits"),
 ])
 def test_bad_input_is_refused_in_one_line(call, error, words):
     with pytest.raises(error, match=words) as caught:
@@ -196,12 +300,16 @@ def test_the_command(tmp_path, capsys):
     text = tmp_path / "text.npz"
     dt.save(main_job_model(), text, extra={"vocabulary": "train-text's"})
     assert main(["tape", str(seed), "--seq-len", "50", "--batch", "1"]) == 0
-    assert str(dt.tape_report(seed_network(), seq_len=50, batch=1)) in capsys.readouterr().out
+    out = capsys.readouterr().out
+    sizes = str(dt.tape_report(seed_network(), seq_len=50, batch=1, peak=False))
+    assert sizes.rsplit("\n", 1)[0] in out  # all but the line saying the peak is not measured
+    assert "one training call's peak (loss squared_error), measured" in out
     assert main(["tape", str(text), "--seq-len", "50", "--batch", "32", "--optimizer",
                  "adam", "--tape", "10"]) == 0
     assert "Adam, 2 slots" in capsys.readouterr().out
-    assert main(["tape", str(digits), "--batch", "32", "--shape", "1,8,8"]) == 0
-    capsys.readouterr()
+    assert main(["tape", str(digits), "--batch", "32", "--shape", "1,8,8", "--loss",
+                 "softmax_cross_entropy"]) == 0
+    assert "(loss softmax_cross_entropy)" in capsys.readouterr().out
     for argv, words in [
         ([str(tmp_path / "none.npz"), "--seq-len", "5"], "cannot read"),
         ([str(tmp_path), "--seq-len", "5"], "not a regular file"),
@@ -209,6 +317,7 @@ def test_the_command(tmp_path, capsys):
         ([str(seed), "--seq-len", "-2"], "--seq-len must be an integer >= 1"),
         ([str(seed), "--seq-len", "5", "--batch", "two"], "--batch must be"),
         ([str(seed), "--seq-len", "5", "--tape", "root"], "full, sqrt or an integer"),
+        ([str(text), "--seq-len", "5", "--loss", "softmax_cross_entropy"], "takes logits"),
         ([str(seed)], "give --seq-len"),
         ([str(digits), "--seq-len", "4"], "drop --seq-len"),
         ([str(digits)], "--shape"),

@@ -1,9 +1,11 @@
-"""Mutants of ``dualtape/tape_report.py`` and ``dualtape/tape_command.py`` (the tape report)."""
+"""Mutants of ``dualtape/tape_report.py``, ``dualtape/call_peak.py``, ``dualtape/meters.py`` and
+``dualtape/tape_command.py`` (the tape report)."""
 
 from run_mutants import Mutant
 
 TR = "dualtape/tape_report.py"
 TESTS = ("tests/test_tape_report.py",)
+CP = "dualtape/call_peak.py"
 MUTANTS = [
     Mutant(TR, "            if rest or intercept + slope * t3 != s3:",
            "            if rest:", "the affine fit not checked on the third probe", TESTS),
@@ -27,4 +29,19 @@ MUTANTS = [
            "            pass\n", "the probes draw the network's Dropout masks", TESTS),
     Mutant("dualtape/tape_command.py", "    if value < 1:", "    if value < 0:",
            "--batch 0 accepted", TESTS),
+    Mutant(CP, "    scaled, off = max(lines)", "    scaled, off = lines[-1]",
+           "only the backward pass's line scaled: a loss that overtakes it later missed", TESTS),
+    Mutant(CP, "    last = steps - (segments - 1) * every", "    last = every",
+           "the checkpointed probes' last segment a whole one, not T's", TESTS),
+    Mutant(CP, "        phase_ends()  # the loss\n", "",
+           "the loss and the backward pass measured as one phase", TESTS),
+    Mutant(CP, "    call()\n    with meter() as m:", "    with meter() as m:",
+           "no warm call: the kept gradient buffers counted in the peak", TESTS),
+    Mutant(CP, "    probe = copy.deepcopy(net)", "    probe = net",
+           "the probes run on the user's network (its gradient buffers made)", TESTS),
+    Mutant(CP, "        return TracedMeter, \"tracemalloc\"",
+           "        return None, \"not measured\"", "numpy's peak not measured", TESTS),
+    Mutant("dualtape/meters.py", "        self.counter.peak = self.counter.in_use",
+           "        self.counter.peak = 0", "the pool's new phase forgets what is held",
+           ("tests/test_meters.py",)),
 ]
