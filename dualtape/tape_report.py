@@ -248,7 +248,8 @@ def tape_report(
     ``"sgd"`` (with momentum: one slot per parameter), ``"adam"`` (two), ``"none"`` or an
     optimizer object (``SGD`` without momentum keeps none). ``peak``: also measure one
     training call's peak (``call_peak.py``: on numpy and CuPy, a few calls on a copy of the
-    network, of at most ``3·max(16, ⌈√T⌉)`` steps), for ``loss`` (``"cross_entropy"`` after a
+    network, of at most ``3·max(16, ⌈√T⌉)`` steps; for a ``Network``, two at the batch given),
+    for ``loss`` (``"cross_entropy"`` after a
     final Softmax, else ``"squared_error"``, by default). Bad input raises ``ValueError`` or
     ``TypeError`` in one line."""
     if not isinstance(net, Network | RecurrentNetwork):
