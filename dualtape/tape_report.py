@@ -257,6 +257,8 @@ def tape_report(
                         f"{type(net).__name__}")
     optimizer_name, slots = _optimizer_slots(optimizer)
     loss = checked_loss(net, loss)
+    if not isinstance(peak, bool):
+        raise TypeError(f"tape_report: peak must be True or False, got {peak!r}")
     recurrent = isinstance(net, RecurrentNetwork)
     shape = _batch_shape(net, x, seq_len, batch, recurrent)
     backend = net.backend or get_backend()

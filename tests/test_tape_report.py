@@ -284,6 +284,8 @@ def test_a_network_on_every_backend(backend):
     (lambda: dt.tape_report(conv_net(1, "float32"), batch=2), ValueError, "free axes"),
     (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, loss="hinge"), ValueError,
      "loss must be one of squared_error"),
+    (lambda: dt.tape_report(seed_network(), seq_len=5, batch=1, peak="no"), TypeError,
+     "peak must be True or False"),
     (lambda: dt.tape_report(main_job_model(), seq_len=5, batch=1,
                             loss="softmax_cross_entropy"), ValueError, "takes logits"),
 ])
