@@ -100,6 +100,13 @@ def call_peaks(net: Chain, backend: Backend, shape: tuple[int, ...], every: int 
     return CallPeaks(full, checkpointed, kept, f"{name}, {how}")
 
 
+def zeros_input(net: Chain, backend: Backend, shape: tuple[int, ...]) -> Any:
+    """Zeros of ``shape`` that ``net`` takes, on ``backend``: int64 ids where it begins with
+    an ``Embedding``, else its dtype."""
+    ids = net.layers[0].takes_ids
+    return from_host(np.zeros(shape, dtype="int64" if ids else net.dtype or "float32"), backend)
+
+
 def _meter(backend: Backend) -> tuple[type | None, str]:
     if backend.name == "numpy":
         if tracemalloc.is_tracing():
@@ -116,8 +123,7 @@ def _measured(meter: type, net: Any, backend: Backend, shape: tuple[int, ...],
     """``(forward, loss, backward)``: the peaks of one call's three phases (each counting
     what the earlier ones left held), after one unmeasured call (the kept buffers, compiled
     code)."""
-    ids = net.layers[0].takes_ids
-    x = from_host(np.zeros(shape, dtype="int64" if ids else net.dtype or "float32"), backend)
+    x = zeros_input(net, backend, shape)
     leading = shape[:2] if policy is not None else shape[:1]
     out = net.output_shape(shape[len(leading):])
     if loss == "squared_error":

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, from_host, get_backend
-from .call_peak import call_peaks, checked_loss
+from .backend import Backend, get_backend
+from .call_peak import call_peaks, checked_loss, zeros_input
 from .checkpointing import segment_length, sequence_forward
 from .network import Chain, Network
 from .recurrent import RecurrentNetwork
@@ -362,14 +362,8 @@ def _batch_shape(net: Chain, x: Any, seq_len: Any, batch: Any, recurrent: bool
     return shape
 
 
-def _zeros(net: Chain, backend: Backend, shape: tuple[int, ...]) -> Any:
-    takes_ids = net.layers[0].takes_ids
-    return from_host(np.zeros(shape, dtype="int64" if takes_ids else net.dtype or "float32"),
-                     backend)
-
-
 def _network_report(net: Network, backend: Backend, shape: tuple[int, ...]) -> dict:
-    tapes, _ = net.forward(_zeros(net, backend, shape))
+    tapes, _ = net.forward(zeros_input(net, backend, shape))
     entries = _entries(net, tapes, None)
     layers = tuple(_layer_tape(net, k, type(t).__name__, [e for e in entries if e.layer == k])
                    for k, t in enumerate(tapes))
@@ -394,7 +388,7 @@ def _probe(net: RecurrentNetwork, backend: Backend, steps: int, batch: int,
            example: tuple[int, ...]) -> tuple[list[str], list[_Entry]]:
     """The tape classes and arrays of a full tape over ``steps`` zeros, the input passed in
     unchanged (so the fields that view it are known: a checkpointed tape keeps those once)."""
-    xs = _zeros(net, backend, (steps, batch, *example))
+    xs = zeros_input(net, backend, (steps, batch, *example))
     states = net.initial_state(batch)
     xp = backend.xp
     tape, _, _ = sequence_forward(net.layers, xp, states, xs)
@@ -440,7 +434,7 @@ def _recurrent_report(net: RecurrentNetwork, backend: Backend, shape: tuple[int,
         layers.append(layer)
     found.update(layers=tuple(layers), tape_bytes=sum(layer.bytes for layer in layers))
     if every is not None:
-        inputs = steps * batch * math.prod(example) * _itemsize(_zeros(net, backend, (1,)))
+        inputs = steps * batch * math.prod(example) * _itemsize(zeros_input(net, backend, (1,)))
         states = segments * sum(state_bytes)
         found.update(every=every, segments=segments, input_bytes=inputs, state_bytes=states,
                      checkpoint_bytes=inputs + sum(layer.checkpoint_bytes for layer in layers),
