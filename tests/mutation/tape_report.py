@@ -1,4 +1,4 @@
-"""Mutants of ``dualtape/tape_report.py``, ``dualtape/call_peak.py``, ``dualtape/meters.py`` and
+"""Mutants of ``dualtape/tape_report.py``, ``dualtape/call_peak.py`` and
 ``dualtape/tape_command.py`` (the tape report)."""
 
 from run_mutants import Mutant
@@ -41,7 +41,4 @@ MUTANTS = [
            "the probes run on the user's network (its gradient buffers made)", TESTS),
     Mutant(CP, "        return TracedMeter, \"tracemalloc\"",
            "        return None, \"not measured\"", "numpy's peak not measured", TESTS),
-    Mutant("dualtape/meters.py", "        self.counter.peak = self.counter.in_use",
-           "        self.counter.peak = 0", "the pool's new phase forgets what is held",
-           ("tests/test_meters.py",)),
 ]
