@@ -338,6 +338,11 @@ def device_context(backend: Backend) -> contextlib.AbstractContextManager:
 _NO_DEVICE_CHANGE = contextlib.nullcontext()  # reentrant and stateless: one serves all
 
 
+def device_context_of(a: Any) -> contextlib.AbstractContextManager:
+    """``device_context(backend_of(a))``, without building the backend for a numpy array."""
+    return _NO_DEVICE_CHANGE if type(a) is np.ndarray else device_context(backend_of(a))
+
+
 def zeros_like_place(shape: tuple[int, ...], reference: Any) -> Any:
     """Zeros of ``shape`` with the dtype, backend and device of ``reference``."""
     if type(reference) is np.ndarray:  # the common case, without the namespace's checks

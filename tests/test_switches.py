@@ -144,3 +144,35 @@ def test_one_training_call_reads_each_switch_once(backend, monkeypatch):
     dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
     assert reads, "no switch was read: the check would pass whatever held did"
     assert sorted(reads) == sorted(set(reads))
+
+
+def test_a_held_choice_is_made_once_per_call_and_per_key():
+    made = []
+
+    def choose(key):
+        return lambda: made.append(key) or f"path for {key}"
+
+    @held
+    def call():
+        return [switches.held_choice(key, choose(key)) for key in ("a", "b", "a", "a", "b")]
+
+    assert call() == ["path for a", "path for b", "path for a", "path for a", "path for b"]
+    assert made == ["a", "b"]
+    assert call() and made == ["a", "b", "a", "b"]  # the choices went with the call
+    assert switches.held_choice("a", choose("a")) == "path for a"  # outside one: every time
+    assert switches.held_choice("a", choose("a")) and made[-2:] == ["a", "a"]
+
+
+def test_one_training_call_chooses_each_lstm_path_once(monkeypatch):
+    """Two LSTMs forwards and back in one training call: one path choice for their dtype,
+    not one per layer and pass."""
+    chosen = []
+    real = kernels._sequence_path
+    monkeypatch.setattr(kernels, "_sequence_path",
+                        lambda *args: chosen.append(args[1].dtype) or real(*args))
+    net = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=0), dualtape.LSTM(4, 2, seed=1)])
+    xs = np.ones((5, 2, 3), dtype=np.float32)
+    dualtape.train_recurrent(net, xs, np.zeros((5, 2, 2), np.float32), dualtape.SGD(0.1))
+    assert chosen == [np.float32]
+    net.forward_sequence(None, xs)  # a call of its own: chosen again
+    assert chosen == [np.float32, np.float32]

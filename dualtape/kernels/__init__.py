@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import array_api_compat
 import numpy as np
 
-from ..switches import switched_on
+from ..switches import held_choice, switched_on
 from . import selfcheck
 from .lstm_sequence import Cell
 
@@ -44,8 +44,15 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
 
     ``self_check(path, like)`` describes how ``path`` disagrees with the generic code, or
     returns None; it runs once per dtype before the compiled loops are used, and once per
-    CUDA device and dtype before the fused kernels are.
+    CUDA device and dtype before the fused kernels are. Chosen once per ``held`` call
+    (``switches.held_choice``).
     """
+    place = like.dtype if type(like) is np.ndarray else (type(like), like.dtype, like.device)
+    return held_choice(("sequence_path", xp, place, self_check),
+                       lambda: _sequence_path(xp, like, self_check))
+
+
+def _sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | None:
     if _generic_only():
         return None
     if array_api_compat.is_numpy_namespace(xp):

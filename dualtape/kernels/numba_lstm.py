@@ -64,7 +64,7 @@ class NumbaLSTM:
         batch, n = projected.shape[1], projected.shape[2] // 4
         cells, gates, r = forward_buffers(np, c0, projected)
         hs = np.empty_like(cells[1:])
-        U = _operands(U, projected, r, cells, gates, hs)
+        U = _operands(U, projected, cells)  # the others are new arrays of cells' dtype
         U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
         _compiled().forward_sequence(*blas.addresses(U.dtype), U, U_fi_t,
                                      projected, r, cells, gates, hs, U.dtype.type(1))
@@ -83,7 +83,7 @@ class NumbaLSTM:
         carry = np.empty_like(cells[0])  # C order, whatever the layout of dc_last
         carry[...] = dc_last
         rec, carried_0 = np.empty_like(carry), np.empty_like(carry)
-        U = _operands(U, gates, cells, dhs, q, da_o, dfi, dc, carry, rec, carried_0)
+        U = _operands(U, gates, cells, dhs)  # the others are new arrays of cells' dtype
         _compiled().backward_sequence(*blas.addresses(U.dtype), U, gates, cells,
                                       dhs, q, da_o, dfi, dc, carry, rec, carried_0,
                                       bool(need_dc0), U.dtype.type(1))

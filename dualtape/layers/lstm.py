@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backend import backend_of, device_context, dtype_name, from_host, host_rng
+from ..backend import backend_of, device_context_of, dtype_name, from_host, host_rng
 from ..kernels import SequencePath, sequence_path
 from ..kernels import lstm_sequence as kernels
 from .base import Array, RecurrentLayer
@@ -260,7 +260,7 @@ class LSTM(RecurrentLayer):
         if fast is None:
             cells, gates, hs = generic_forward_sequence(xp, p["U"], c, projected)
         else:
-            with device_context(backend_of(c)):
+            with device_context_of(c):
                 cells, gates, hs = kernels.forward_sequence(*fast, p["U"], c, projected)
         return LSTMSequenceTape(xs, cells, gates, p.version), cells[-1, ...], hs
 
@@ -279,7 +279,7 @@ class LSTM(RecurrentLayer):
             blocks: tuple[Array, ...] = (das,)
             grads_out = None
         else:
-            with device_context(backend_of(dc)):
+            with device_context_of(dc):
                 blocks, dc = kernels.backward_sequence(
                     *fast, self.params["U"], tape.cells, tape.gates, dhs, dc, need_dstate)
         grads, dxs = self._sequence_grads(xp, tape, blocks, need_dxs, grads_out)

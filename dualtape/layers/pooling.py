@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..backend import backend_of, device_context, zeros_like_place
+from ..backend import device_context_of, zeros_like_place
 from ..kernels import spatial_loops
 from .base import Array, Layer
 from .gated import disagreement
@@ -107,7 +107,7 @@ def generic_pool_back(xp: Any, dy: Array, argmax: Array, shape: tuple[int, ...],
                       kernel: Pair, stride: Pair) -> Array:
     """The input gradient of ``shape``: each entry of ``dy`` sent where its maximum was."""
     kh, kw = kernel
-    with device_context(backend_of(dy)):
+    with device_context_of(dy):
         positions = xp.arange(kh * kw, dtype=argmax.dtype, device=argmax.device)
     chosen = xp.expand_dims(argmax, axis=-1) == positions
     column = xp.expand_dims(dy, axis=-1)
