@@ -8,6 +8,7 @@ from typing import Any
 from .backend import (
     Backend,
     backend_of,
+    dtype_name,
     move,
     resolve_backend,
 )
@@ -109,16 +110,16 @@ class Chain:
     def _prepare(
         self, x: Any, leading: tuple[str, ...] = ("batch",), what: str = "input", copy: bool = False
     ):
-        first = self.layers[0]
+        first, reference = self.layers[0], self._reference()
         if isinstance(first, Embedding):
-            return prepare_ids(x, vocab=first.vocab, reference=self._reference(),
+            return prepare_ids(x, vocab=first.vocab, reference=reference,
                                owner=type(self).__name__, taker=f"layer 0 {first!r}",
                                leading=leading, what=what, copy=copy)
         return prepare_input(
             x,
             n_features=self.in_shape,
-            dtype=self.dtype,
-            reference=self._reference(),
+            dtype=None if reference is None else dtype_name(reference.dtype),  # self.dtype
+            reference=reference,
             owner=type(self).__name__,
             leading=leading,
             what=what,

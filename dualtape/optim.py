@@ -243,13 +243,14 @@ class Optimizer:
                 )
             for name, w in group.items():
                 g = grad[name]
-                where = f"the gradient of {name} in group {k}"
                 if not _same_place(g, w):
-                    check_same_place(g, w, where, f"{owner}'s parameter")
+                    check_same_place(g, w, f"the gradient of {name} in group {k}",
+                                     f"{owner}'s parameter")
                 if g.shape != w.shape or g.dtype != w.dtype:
                     raise ValueError(
-                        f"{owner}: {where} has shape {tuple(g.shape)} and dtype {g.dtype}, the "
-                        f"parameter {tuple(w.shape)} and {w.dtype}"
+                        f"{owner}: the gradient of {name} in group {k} has shape "
+                        f"{tuple(g.shape)} and dtype {g.dtype}, the parameter "
+                        f"{tuple(w.shape)} and {w.dtype}"
                     )
                 slot = self._slot_for(k, name, w)
                 plan.append((group, name, w, g, slot, (k, name)))

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .backend import backend_of, device_context, out_module
+from .backend import device_context_of, out_module
 from .checkpointing import (
     CheckpointedTape,
     segment_length,
@@ -209,12 +209,7 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     parameters keep their shapes and place. Only for gradients that are used up at once (handed
     to ``optimizer.step``): the next call overwrites them."""
     cached = _GRADIENT_BUFFERS.get(rnet)
-    if cached is not None and all(
-        (b is None) == (fresh is None) and (b is None or fresh is None or all(
-            type(b[k]) is type(p) and b[k].shape == p.shape and b[k].dtype == p.dtype
-            and b[k].device == p.device for k, p in fresh.items()))
-        for b, fresh in zip(cached, _buffer_targets(rnet), strict=True)
-    ):
+    if cached is not None and _fit(cached, _buffer_targets(rnet)):
         return cached
     buffers = [None if params is None else {k: _empty_like(p) for k, p in params.items()}
                for params in _buffer_targets(rnet)]
@@ -222,12 +217,33 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     return buffers
 
 
+def _fit(buffers: list[dict[str, Array] | None], targets: list[dict[str, Array] | None]
+         ) -> bool:
+    """Whether ``buffers`` are shaped and placed like ``targets`` (loops, not generators:
+    a training call asks this once)."""
+    if len(buffers) != len(targets):
+        return False
+    for b, fresh in zip(buffers, targets, strict=True):
+        if (b is None) != (fresh is None):
+            return False
+        for k, p in (fresh or {}).items():
+            a = b[k]  # type: ignore[index]
+            if type(a) is not type(p) or a.shape != p.shape or a.dtype != p.dtype or (
+                    a.device != p.device):
+                return False
+    return True
+
+
 def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
-    return [layer.params if layer.fills_gradient_buffers and all(
-        out_module(p) is not None for p in layer.params.values()) else None
-        for layer in rnet.layers]
+    targets: list[dict[str, Array] | None] = []
+    for layer in rnet.layers:
+        fills = layer.fills_gradient_buffers
+        for p in layer.params.values() if fills else ():
+            fills = fills and out_module(p) is not None
+        targets.append(layer.params if fills else None)
+    return targets
 
 
 def _empty_like(p: Array) -> Array:
-    with device_context(backend_of(p)):
+    with device_context_of(p):
         return out_module(p).empty_like(p)

@@ -83,7 +83,10 @@ def read_loss(xp: Any, value: Array, finite: Array, where: str, optimizer: Any =
 
 
 def _read_loss(xp: Any, value: Array, finite: Array, where: str, optimizer: Any) -> float:
-    local = [float(v) for v in to_numpy(xp.stack([value, xp.astype(finite, value.dtype)]))]
+    if isinstance(value, np.ndarray | np.generic):  # on the host: nothing to batch
+        local = [float(value), float(finite)]
+    else:  # one transfer from the device for both
+        local = [float(v) for v in to_numpy(xp.stack([value, xp.astype(finite, value.dtype)]))]
     loss, input_ok = mean_over_processes(optimizer, local)
     if not local[1]:
         raise FloatingPointError(f"{where}: the input holds NaN or inf; no update was applied")

