@@ -13,6 +13,12 @@ from ..kernels import outer_loops
 Array = Any
 
 
+def reshape(xp: Any, a: Array, shape: tuple[int, ...]) -> Array:
+    """``xp.reshape(a, shape)``; on numpy the array's own method, the same view without
+    ``np.reshape``'s two wrapper calls (a training call of the tiny network makes a dozen)."""
+    return a.reshape(shape) if type(a) is np.ndarray else xp.reshape(a, shape)
+
+
 EINSUM_MIN = 1 << 13  # elements of a one-row outer product from which numpy's einsum wins
 
 
@@ -66,7 +72,7 @@ def sequence_product(xp: Any, xs: Array, M: Array) -> Array:
     """``xs_t M`` for every step of ``xs`` (T, B, i) as one matrix product: (T, B, M's
     columns)."""
     steps, batch, n_in = xs.shape
-    return xp.reshape(xp.reshape(xs, (steps * batch, n_in)) @ M, (steps, batch, M.shape[-1]))
+    return reshape(xp, reshape(xp, xs, (steps * batch, n_in)) @ M, (steps, batch, M.shape[-1]))
 
 
 def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
@@ -85,12 +91,12 @@ def sequence_outer(xp: Any, d: Array, inputs: Array) -> Array:
     """``Σ_t d_tᵀ inputs_t`` for ``d`` (T, B, k) and ``inputs`` (T, B, j): a weight gradient
     of shape (k, j), one product over all ``T·B`` rows, after the time loop."""
     rows = d.shape[0] * d.shape[1]
-    return batch_outer(xp.reshape(d, (rows, d.shape[-1])),
-                       xp.reshape(inputs, (rows, inputs.shape[-1])))
+    return batch_outer(reshape(xp, d, (rows, d.shape[-1])),
+                       reshape(xp, inputs, (rows, inputs.shape[-1])))
 
 
 def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Array]:
     """``(sequence_outer(d, inputs), Σ_t Σ_b d_t)``: a weight gradient and its bias
     gradient (k,)."""
-    flat = xp.reshape(d, (d.shape[0] * d.shape[1], d.shape[-1]))
+    flat = reshape(xp, d, (d.shape[0] * d.shape[1], d.shape[-1]))
     return sequence_outer(xp, d, inputs), batch_sum(xp, flat)

@@ -15,7 +15,7 @@ from ..kernels import lstm_sequence as kernels
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import initial_params
-from .linear_algebra import batch_outer, batch_sum, project_sequence
+from .linear_algebra import batch_outer, batch_sum, project_sequence, reshape
 from .logit import sigmoid
 
 
@@ -298,13 +298,13 @@ class LSTM(RecurrentLayer):
         rows = tape.xs.shape[0] * tape.xs.shape[1]
         if len(blocks) > 1 and rows * 4 * n <= JOIN_UP_TO:
             blocks = (xp.concat(blocks, axis=-1),)
-        xs = xp.reshape(tape.xs, (rows, self.n_in))
-        cells = xp.reshape(tape.cells[:-1, ...], (rows, n))
+        xs = reshape(xp, tape.xs, (rows, self.n_in))
+        cells = reshape(xp, tape.cells[:-1, ...], (rows, n))
         parts: dict[str, list[Array]] = {"W": [], "U": [], "b": []}
         dxs, start = None, 0
         for block in blocks:
             end = start + block.shape[-1]
-            flat = xp.reshape(block, (rows, end - start))
+            flat = reshape(xp, block, (rows, end - start))
             u_end = min(end, 3 * n)
             parts["W"].append(batch_outer(flat, xs, None if out is None else out["W"][start:end]))
             if u_end > start:
@@ -314,7 +314,7 @@ class LSTM(RecurrentLayer):
             start = end
         if need_dxs:
             whole = blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-1)
-            dxs = xp.reshape(xp.reshape(whole, (rows, 4 * n)) @ p["W"],
+            dxs = reshape(xp, reshape(xp, whole, (rows, 4 * n)) @ p["W"],
                              (*tape.xs.shape[:2], self.n_in))
         if out is not None:
             grads = dict(out)
