@@ -47,7 +47,8 @@ def sequence_path(xp: Any, like: Any, self_check: SelfCheck) -> SequencePath | N
     CUDA device and dtype before the fused kernels are. Chosen once per ``held`` call
     (``switches.held_choice``).
     """
-    place = like.dtype if type(like) is np.ndarray else (type(like), like.dtype, like.device)
+    place = like.dtype if type(like) is np.ndarray else (  # a CuPy device by its number
+        type(like), like.dtype, getattr(like.device, "id", like.device))
     return held_choice(("sequence_path", xp, place, self_check),
                        lambda: _sequence_path(xp, like, self_check))
 
