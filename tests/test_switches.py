@@ -163,7 +163,7 @@ def test_a_held_choice_is_made_once_per_call_and_per_key():
     assert switches.held_choice("a", choose("a")) and made[-2:] == ["a", "a"]
 
 
-def test_one_training_call_chooses_each_lstm_path_once(monkeypatch):
+def test_one_training_call_chooses_each_lstm_path_once(backend, monkeypatch):
     """Two LSTMs forwards and back in one training call: one path choice for their dtype,
     not one per layer and pass."""
     chosen = []
@@ -171,8 +171,10 @@ def test_one_training_call_chooses_each_lstm_path_once(monkeypatch):
     monkeypatch.setattr(kernels, "_sequence_path",
                         lambda *args: chosen.append(args[1].dtype) or real(*args))
     net = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=0), dualtape.LSTM(4, 2, seed=1)])
-    xs = np.ones((5, 2, 3), dtype=np.float32)
-    dualtape.train_recurrent(net, xs, np.zeros((5, 2, 2), np.float32), dualtape.SGD(0.1))
-    assert chosen == [np.float32]
+    xp = backend.xp
+    xs = xp.ones((5, 2, 3), dtype=xp.float32, device=backend.device)
+    targets = xp.zeros((5, 2, 2), dtype=xp.float32, device=backend.device)
+    dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    assert chosen == [xp.float32]
     net.forward_sequence(None, xs)  # a call of its own: chosen again
-    assert chosen == [np.float32, np.float32]
+    assert chosen == [xp.float32, xp.float32]
