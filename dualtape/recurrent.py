@@ -235,13 +235,9 @@ def _fit(buffers: list[dict[str, Array] | None], targets: list[dict[str, Array] 
 
 
 def _buffer_targets(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
-    targets: list[dict[str, Array] | None] = []
-    for layer in rnet.layers:
-        fills = layer.fills_gradient_buffers
-        for p in layer.params.values() if fills else ():
-            fills = fills and out_module(p) is not None
-        targets.append(layer.params if fills else None)
-    return targets
+    return [layer.params if layer.fills_gradient_buffers and all(
+        out_module(p) is not None for p in layer.params.values()) else None
+        for layer in rnet.layers]
 
 
 def _empty_like(p: Array) -> Array:
