@@ -54,7 +54,7 @@ def stack_backward(
     recurrent, and when the input is ids (an ``Embedding`` first gives none); the initial
     states' gradients None unless ``need_dstates`` (training skips those products).
     ``grads_out`` (``recurrent.gradient_buffers``: one entry per layer) receives the
-    recurrent layers' gradients where it has arrays."""
+    gradients of the layers it has arrays for (``Layer.fills_gradient_buffers``)."""
     steps, batch = tape.steps, tape.batch
     grads: list[dict[str, Array]] = [{} for _ in layers]
     pending = list(dstates) if dstates is not None else \
@@ -72,7 +72,9 @@ def stack_backward(
                 None if grads_out is None else grads_out[k], need_dstates)
             dstates_0.insert(0, d0)
         else:
-            grads[k], dx = layer._backward(
-                xp, tape.tapes[k], xp.reshape(dh, (steps * batch, dh.shape[-1])))
+            flat = xp.reshape(dh, (steps * batch, dh.shape[-1]))
+            out = None if grads_out is None else grads_out[k]
+            grads[k], dx = layer._backward(xp, tape.tapes[k], flat) if out is None else (
+                layer._backward(xp, tape.tapes[k], flat, grads_out=out))
             dh = None if dx is None else xp.reshape(dx, (steps, batch, dx.shape[-1]))
     return grads, dstates_0, dh

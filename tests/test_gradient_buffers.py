@@ -102,3 +102,25 @@ def test_buffers_follow_a_parameter_dict_replaced_by_another_dtype_or_layer(back
     assert [b.dtype for b in again[0].values()] == [np.float32] * 3
     net.layers.append(dualtape.LSTM(net.layers[-1].n_out, 2, seed=5, dtype="float64"))
     assert len(gradient_buffers(net)) == 3  # a layer added: one more entry, not an error
+
+
+@pytest.mark.parametrize("tape", ["full", 2], ids=["full-tape", "checkpointed"])
+def test_a_fully_connected_layer_fills_its_buffers_too(backend, tape):
+    """Its gradients come back in the same arrays each call where they take writes, and train
+    as fresh ones do, through either tape (a checkpointed one adds later segments' buffers
+    into the first segment's new arrays)."""
+    rng = np.random.default_rng(4)
+    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (5, 1, 3))) for _ in range(2))
+    nets = [dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=1, dtype="float64"),
+                                       dualtape.FullyConnected(4, 3, seed=2, dtype="float64")])
+            for _ in range(2)]
+    recording, plain = Recording(), dualtape.SGD(0.1, momentum=0.5)
+    for _ in range(2):
+        dualtape.train_recurrent(nets[0], xs, targets, recording, tape=tape)
+        found, _, ys = nets[1].forward_sequence(None, xs, tape=tape)
+        grads, _, _ = nets[1].backward_sequence(found, None, ys - targets)
+        plain.step(nets[1].params, grads)
+    first, second = recording.seen
+    buffered = backend.name in ("numpy", "cupy") and tape == "full"
+    assert all((first[1][k] is second[1][k]) == buffered for k in ("W", "b"))
+    assert_params_equal(host_params(nets[0]), host_params(nets[1]))

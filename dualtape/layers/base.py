@@ -91,8 +91,9 @@ class Layer:
     keeps_input: bool = True  # the tape holds the input: forward copies it (a composite sets
     # its own, from its layers')
     fills_gradient_buffers: ClassVar[bool] = False
-    """Whether ``_backward_sequence`` writes into the ``grads_out`` arrays it is given (a
-    fast path that does; ``gradient_buffers`` makes them only for such layers)."""
+    """Whether ``_backward_sequence`` (a recurrent layer's) or ``_backward`` (keyword
+    ``grads_out``) writes into the ``grads_out`` arrays it is given (a fast path that does;
+    ``gradient_buffers`` makes them only for such layers)."""
     n_in: int | None = None
     n_out: int | None = None
     spatial: ClassVar[bool] = False

@@ -51,11 +51,18 @@ class FullyConnected(Layer):
         p = self.params
         return FullyConnectedTape(x, p.version), x @ p["W"].T + p["b"]
 
+    fills_gradient_buffers = True
+
     def _backward(
-        self, xp: Any, tape: FullyConnectedTape, dy: Array
+        self, xp: Any, tape: FullyConnectedTape, dy: Array,
+        grads_out: dict[str, Array] | None = None,
     ) -> tuple[dict[str, Array], Array]:
+        """The gradients, written into ``grads_out`` when given (numpy/CuPy arrays shaped like
+        the parameters, ``recurrent.gradient_buffers``: the same bits as new arrays)."""
         self._check_version(tape)
-        grads = {"W": batch_outer(dy, tape.x), "b": batch_sum(xp, dy)}
+        out = grads_out or {}
+        grads = {"W": batch_outer(dy, tape.x, out.get("W")),
+                 "b": batch_sum(xp, dy, out.get("b"))}
         return grads, dy @ self.params["W"]
 
     def _output_shape(self, tape: FullyConnectedTape) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ BASE, LSTM_PY = "dualtape/layers/base.py", "dualtape/layers/lstm.py"
 FC = "dualtape/layers/fully_connected.py"
 EMBEDDING, SCATTER = "dualtape/layers/embedding.py", "dualtape/kernels/scatter.py"
 EMB = ("tests/test_embedding.py",)
+BUFFERS = ("tests/test_gradient_buffers.py",)
 FF = ("tests/test_layers.py", "tests/test_aliasing.py", "tests/test_network.py")
 RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
        "tests/test_recurrent.py")
@@ -135,4 +136,12 @@ MUTANTS = [
            "the tape shares the caller's ids", EMB),
     Mutant("dualtape/stack.py", "(steps * batch, *h.shape[2:])", "(steps * batch, h.shape[-1])",
            "ids (T, B) reshaped as if they had a feature axis", EMB),
+    Mutant(FC, "    fills_gradient_buffers = True\n", "",
+           "a FullyConnected's gradients are new arrays each call", BUFFERS),
+    Mutant(FC, 'batch_sum(xp, dy, out.get("b"))', "batch_sum(xp, dy)",
+           "a FullyConnected's bias gradient misses its buffer", BUFFERS),
+    Mutant("dualtape/stack.py", "            out = None if grads_out is None else grads_out[k]\n",
+           "            out = None if grads_out is None else grads_out[k - 1]\n",
+           "a layer of one step gets another layer's buffers",
+           BUFFERS + ("tests/test_optim_held.py",)),
 ]
