@@ -15,6 +15,10 @@ array you want to keep as it was.
 
 A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
 it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
+Once two steps running were given the same arrays and every parameter took the compiled
+update, the next steps that are given them again check only that they are the same objects
+(``held_update``) and update all parameters in a few compiled calls; an array changed in
+place between steps (values, or its shape set in place) is updated as it is.
 State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
 owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
 ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
@@ -36,6 +40,7 @@ import array_api_compat
 import numpy as np
 
 from .backend import backend_of, check_same_place, dtype_name, from_host, move, out_module, to_numpy
+from .held_update import HeldUpdate
 from .kernels import blas, optimizer_loops
 from .layers.base import Array
 from .layers.edges import check_real
@@ -113,9 +118,16 @@ class Optimizer:
         self._owners: dict[int, Any] = {}
         self._scratch: dict[tuple[int, str], Array] = {}
         self._chunk_scratch: dict[np.dtype, np.ndarray] = {}
+        self._held: HeldUpdate | None = None
+        self._seen: tuple[int, ...] = ()  # the ids of the last full step's arrays
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
+        held = self._held
+        if held is not None and held.serves(params, grads, self.state):
+            self.steps += 1
+            held.run(self._update_batch)
+            return
         plan = self._plan(params, grads)
         self.steps += 1
         fused = switched_on("DUALTAPE_FUSED")
@@ -149,6 +161,46 @@ class Optimizer:
         for group, name, key, w, slot in generic:
             dict.__setitem__(group, name, w)  # counted once per step above, as in place
             self._keep(key, slot)
+        self._held = self._hold(plan, params, grads)
+
+    def _hold(self, plan: list, params: list[dict[str, Array]],
+              grads: list[dict[str, Array]]) -> HeldUpdate | None:
+        """This step's update kept for the next ones (``held_update``) when the step before it
+        was given the same arrays and every parameter, now with its slots, takes the compiled
+        update (``_loops``'s conditions at any size, and ``_batch_operands``); else None."""
+        seen = tuple(id(a) for *_, w, g, _, _ in plan for a in (w, g))
+        repeated, self._seen = seen == self._seen, seen
+        if not repeated or not plan or not switched_on("DUALTAPE_FUSED"):
+            return None
+        columns: dict[Any, tuple[Any, list[list[Array]]]] = {}
+        for _, _, w, g, slot, _ in plan:
+            operands = self._batch_operands(w, g, slot)
+            if operands is None or _in_place_module(g, w, slot) is not np or (
+                    not _elementwise(w, g, slot)):
+                return None
+            if w.dtype not in columns:
+                loops = optimizer_loops(w, _check_compiled)
+                if loops is None:
+                    return None
+                columns[w.dtype] = loops, [[] for _ in operands]
+            for column, a in zip(columns[w.dtype][1], operands, strict=True):
+                column.append(a)
+        try:
+            runs = [(loops, batch) for loops, found in columns.values()
+                    for batch in loops.batches(found)]
+        except ValueError:  # an operand the compiled code cannot index
+            return None
+        return HeldUpdate(params, grads, self.state, runs)
+
+    def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
+        """The arrays ``_update_batch`` takes for this parameter, in order, or None where the
+        update is not compiled (or a slot is missing)."""
+        raise NotImplementedError
+
+    def _update_batch(self, loops: Any, batch: Any) -> None:
+        """``_compiled_update`` of every parameter of ``batch`` (``numba_optim.batches`` of
+        ``_batch_operands``) in one compiled call."""
+        raise NotImplementedError
 
     def _in_passes(self, mod: Any, w: Array, g: Array, slot: dict[str, Array]) -> bool:
         """Whether the update runs on numpy in passes of ``CHUNK`` elements through one small
@@ -363,7 +415,7 @@ class Optimizer:
                 )
         self.state, self.steps, self._owners = state, steps, {}
         self._bind(params)
-        self._scratch = {}
+        self._scratch, self._held = {}, None
 
 
 def _check_steps(owner: str, value: Any) -> int:
@@ -416,6 +468,16 @@ class SGD(Optimizer):
     def _compiled_update(self, loops: Any, w: Array, g: Array, slot: dict[str, Array]) -> None:
         loops.sgd(w, g, slot["m"] if self.momentum else None, self.rate, self.momentum,
                   self.regulariser)
+
+    def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
+        """``(w, g, m)``, or ``(w, g, w)`` without momentum (``m`` unread); None for plain
+        SGD, whose update is not compiled."""
+        if not (self.momentum or self.regulariser) or not self._chunkable(slot):
+            return None
+        return w, g, slot["m"] if self.momentum else w
+
+    def _update_batch(self, loops: Any, batch: Any) -> None:
+        loops.sgd_many(batch, self.rate, self.momentum, self.regulariser, bool(self.momentum))
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()
@@ -514,10 +576,17 @@ class Adam(Optimizer):
         step, eps = self._corrections()
         loops.adam(w, g, slot["m"], slot["v"], self.beta1, self.beta2, step, eps)
 
+    def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
+        return (w, g, slot["m"], slot["v"]) if self._chunkable(slot) else None
+
+    def _update_batch(self, loops: Any, batch: Any) -> None:
+        loops.adam_many(batch, self.beta1, self.beta2, *self._corrections())
+
 
 def _check_compiled(loops: Any, like: Array) -> str | None:
     """How the compiled updates ``loops`` disagree with the ufunc code on arrays of ``like``'s
-    dtype, or None: plain SGD, SGD with momentum and L2, and Adam, bit for bit."""
+    dtype, or None: plain SGD, SGD with momentum and L2, and Adam, one parameter a call and
+    (but plain SGD) in a batch, bit for bit."""
     rng = np.random.default_rng(0)
     size = 67  # a vector body and a remainder at any SIMD width
     w = rng.standard_normal(size).astype(like.dtype)
@@ -528,9 +597,18 @@ def _check_compiled(loops: Any, like: Array) -> str | None:
             s: np.abs(rng.standard_normal(size)).astype(like.dtype) for s in optimizer.slots}
         ufunc_w, ufunc_slot = w.copy(), {s: a.copy() for s, a in slot.items()}
         optimizer._update_in_place(np, ufunc_w, g, ufunc_slot, np.empty_like(w))
+        batch_w, batch_slot = w.copy(), {s: a.copy() for s, a in slot.items()}
         optimizer._compiled_update(loops, w, g, slot)
-        for what, a, b in (("w", ufunc_w, w), *((s, ufunc_slot[s], slot[s]) for s in slot)):
-            if not np.array_equal(a, b):
-                return (f"{type(optimizer).__name__}'s {what} differs from the ufunc code's "
-                        f"by up to {float(np.max(np.abs(a - b)))}")
+        found = [("", w, slot)]
+        operands = optimizer._batch_operands(batch_w, g, batch_slot)
+        if operands is not None:  # the batched call too (plain SGD has none)
+            for batch in loops.batches([[a] for a in operands]):
+                optimizer._update_batch(loops, batch)
+            found.append((" in a batch", batch_w, batch_slot))
+        for how, got_w, got_slot in found:
+            for what, a, b in (("w", ufunc_w, got_w),
+                               *((s, ufunc_slot[s], got_slot[s]) for s in slot)):
+                if not np.array_equal(a, b):
+                    return (f"{type(optimizer).__name__}'s {what}{how} differs from the ufunc "
+                            f"code's by up to {float(np.max(np.abs(a - b)))}")
     return None

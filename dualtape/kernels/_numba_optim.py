@@ -46,3 +46,19 @@ def adam(w: Array, g: Array, m: Array, v: Array, beta1: Any, keep1: Any, beta2: 
         m[k] = mk
         v[k] = vk
         w[k] = w[k] - (mk / (np.sqrt(vk) + eps)) * step
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def sgd_many(ws: Any, gs: Any, ms: Any, minus_rate: Any, momentum: Any, decay: Any,
+             has_momentum: bool, has_decay: bool) -> None:  # pragma: no cover - compiled
+    """``sgd`` of each parameter of the equal-length tuples ``ws``, ``gs``, ``ms``."""
+    for j in range(len(ws)):
+        sgd(ws[j], gs[j], ms[j], minus_rate, momentum, decay, has_momentum, has_decay)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def adam_many(ws: Any, gs: Any, ms: Any, vs: Any, beta1: Any, keep1: Any, beta2: Any,
+              keep2: Any, step: Any, eps: Any) -> None:  # pragma: no cover - compiled
+    """``adam`` of each parameter of the equal-length tuples ``ws``, ``gs``, ``ms``, ``vs``."""
+    for j in range(len(ws)):
+        adam(ws[j], gs[j], ms[j], vs[j], beta1, keep1, beta2, keep2, step, eps)

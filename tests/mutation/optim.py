@@ -6,9 +6,10 @@ EDGES = "dualtape/layers/edges.py"
 P = "dualtape/optim.py"
 CHECKS = ("tests/test_argument_checks.py",)
 T = ("tests/test_optim.py", "tests/test_optim_state.py", "tests/test_optim_chunks.py",
-     "tests/test_optim_torch.py", "tests/test_optim_compiled.py")
+     "tests/test_optim_torch.py", "tests/test_optim_compiled.py", "tests/test_optim_held.py")
 K, NK = "dualtape/kernels/_numba_optim.py", "dualtape/kernels/numba_optim.py"
 COMPILED = ("tests/test_optim_compiled.py",)
+H, HELD = "dualtape/held_update.py", ("tests/test_optim_held.py",)
 STALE = T + ("tests/test_stale_tapes.py",)
 MUTANTS = [
     # a step that raises changes nothing
@@ -133,4 +134,33 @@ MUTANTS = [
     Mutant(P, "            if isinstance(group, ParamDict):  # tapes made before this step are now "
               "stale\n                group.touch()\n", "",
            "an in-place step leaves the tapes' version", STALE),
+    # a step kept for the steps after it
+    Mutant(H, 'return (cpu_path()[0] == "compiled" and _same(params, self.groups)',
+           "return (_same(params, self.groups)",
+           "a kept step ignores DUALTAPE_JIT=0 and DUALTAPE_FUSED=0", HELD),
+    Mutant(H, "                    and _same(_values(self.slots), self.slot_arrays)\n", "",
+           "a kept step misses a slot array replaced in its dict", HELD),
+    Mutant(H, "                    and all([a.flags.writeable for a in self.written]))", ")",
+           "a kept step writes into a parameter made read-only", HELD),
+    Mutant(H, "                    and (_names(params), _names(grads)) == self.names\n", "",
+           "a kept step misses gradients under other names", HELD),
+    Mutant(H, "                    and _same(_values(params) + _values(grads), self.arrays)\n",
+           "", "a kept step misses a new parameter or gradient array", HELD),
+    Mutant(H, "    return len(found) == len(held) and all(map(is_, found, held))",
+           "    return all(map(is_, found, held))",
+           "a kept step misses a group added at the end", HELD),
+    Mutant(H, "        for group in self.stamped:\n            group.touch()\n", "",
+           "a kept step leaves the tapes' version", HELD),
+    Mutant(P, " or (\n                    not _elementwise(w, g, slot)):", ":",
+           "a parameter overlapping its gradient is kept for the compiled batches", HELD),
+    Mutant(P, "        return w, g, slot[\"m\"] if self.momentum else w",
+           "        return w, g, w", "kept SGD steps read the weights for the velocity", HELD),
+    Mutant(K, "    for j in range(len(ws)):\n        adam(",
+           "    for j in range(1, len(ws)):\n        adam(",
+           "the batched Adam skips a batch's first parameter", HELD + COMPILED),
+    Mutant(NK, "        if not all(a.flags.aligned and a.flags.writeable for a in row):",
+           "        if not all(a.flags.aligned for a in row):",
+           "a read-only operand goes into a batch", HELD),
+    Mutant(P, "        optimizer._update_batch(loops, batch)\n", "",
+           "the self-check never runs the batched updates", HELD),
 ]
