@@ -9,12 +9,12 @@ networks, their layers and the kernels, and nothing below imports it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .backend import check_same_place, namespace_of, to_numpy, zeros_like_place
+from .backend import check_same_place, namespace_of, out_module, to_numpy, zeros_like_place
 from .checkpointing import segment_length
 from .layers.base import Array
 from .layers.edges import check_real, restore
@@ -338,12 +338,19 @@ def train_recurrent(
     return result, [restore(s, found.single) for s in found.state]
 
 
-def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
+def clip_gradients(grads: Any, max_norm: float, *, in_place: bool = False) -> tuple[Any, Any]:
     """``(clipped, norm)``: ``grads`` scaled by ``min(1, max_norm / norm)``, ``norm`` the
-    global L2 norm of all their arrays together (torch's ``clip_grad_norm_``, not in place).
+    global L2 norm of all their arrays together (torch's ``clip_grad_norm_``).
 
     ``grads`` is what a backward pass returns, a list of gradient dicts (one per layer), or
-    one dict; the result has the same form, with new arrays. ``norm`` is a 0-d array on the
+    one dict; the result has the same form, with new arrays. With ``in_place=True`` the
+    result is ``grads`` itself, its dicts (mutable mappings) changed: an array that owns its
+    memory and takes writes (numpy, CuPy; not a view, not read-only) is scaled in place, once
+    however many entries hold it, and any other entry is replaced by a new array; the same
+    numbers, bit for bit. A training loop whose gradients are used up at once (the
+    ``gradient_buffers`` of ``backpropagate_sequence``) saves a copy of every gradient and
+    hands its optimizer the same arrays each step (``Optimizer.step`` keeps such a step).
+    ``norm`` is a 0-d array on the
     gradients' device, in their dtype: ``float(norm)`` reads it (on CuPy that waits for the
     GPU, so a training loop can leave it there). It is computed with the largest magnitude
     factored out, so a float32 norm beyond 3.4e38 is still finite and still clips instead of
@@ -355,9 +362,11 @@ def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
     check_real("clip_gradients", "max_norm", max_norm, "(0, inf]")
     single = isinstance(grads, Mapping)
     groups = [grads] if single else grads
-    if not isinstance(groups, list | tuple) or not all(isinstance(g, Mapping) for g in groups):
-        raise TypeError("clip_gradients: expected a gradient dict or a list of them (what "
-                        f"backward returns), got {type(grads).__name__}")
+    kind = MutableMapping if in_place else Mapping
+    if not isinstance(groups, list | tuple) or not all(isinstance(g, kind) for g in groups):
+        raise TypeError(f"clip_gradients: expected a gradient dict or a list of them (what "
+                        f"backward returns{', changeable for in_place=True' * in_place}), got "
+                        f"{type(grads).__name__}")
     arrays = [g for group in groups for g in group.values()]
     if not arrays:
         return grads, 0.0
@@ -373,8 +382,30 @@ def clip_gradients(grads: Any, max_norm: float) -> tuple[Any, Any]:
     # below the limit exactly 1 (a quotient limit / max(norm, limit) may round, torch's does)
     factor = xp.where(norm > limit, limit / xp.maximum(norm, xp.full_like(norm, limit)),
                       xp.ones_like(norm))
+    if in_place:
+        _scale_in_place(groups, factor)
+        return grads, norm
     clipped = [{k: g * factor for k, g in group.items()} for group in groups]
     return (clipped[0] if single else clipped), norm
+
+
+def _scale_in_place(groups: Sequence[MutableMapping[str, Array]], factor: Array) -> None:
+    """Every entry of ``groups`` times ``factor``: in place where the array owns its memory and
+    takes writes, each such array once; else a new array (one per array), made first (a view
+    may look into an array that is then scaled in place)."""
+    owners: dict[int, tuple[Any, Array]] = {}
+    new: dict[int, Array] = {}  # one new array for an array under several names
+    for group in groups:
+        for k, g in group.items():
+            mod = out_module(g)
+            if mod is None or g.base is not None or (mod is np and not g.flags.writeable):
+                if id(g) not in new:
+                    new[id(g)] = g * factor
+                group[k] = new[id(g)]
+            else:
+                owners[id(g)] = mod, g
+    for mod, g in owners.values():
+        mod.multiply(g, factor, out=g)
 
 
 def _largest(xp: Any, arrays: list[Array]) -> Array:

@@ -22,6 +22,7 @@ from dualtape.backend import resolve_backend
 from dualtape.gradcheck import numeric_gradient
 from dualtape.text import cli as text_cli
 from dualtape.text import console
+from dualtape.text import trainer as trainer_module
 from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import TrainConfig
 from dualtape.text.loop import RunLimits, run_training
@@ -228,6 +229,35 @@ def test_a_step_is_plain_sgd_on_the_mean_loss_per_character(clip):
     step = (before[0]["W"] - dualtape.to_numpy(trainer.net.layers[0].params["W"])) / 0.1
     np.testing.assert_allclose(step, expected, rtol=1e-5, atol=1e-9)
     assert trainer.read_loss() == pytest.approx(loss, rel=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_clipped_steps_hand_the_optimizer_the_same_arrays_and_the_copying_clips_numbers(
+        monkeypatch, optimizer):
+    """train-text clips in place (its default clip, with SGD with momentum and L2): every
+    step gives the optimizer the arrays of the step before, so a numpy optimizer keeps its
+    step (``held_update``); the numbers are those of a clip that copies, bit for bit."""
+    config = dataclasses.replace(TINY, optimizer=optimizer, clip=0.5, hidden=[12, 7])
+    copying = trainer_module.clip_gradients
+
+    def train(patch: pytest.MonkeyPatch, in_place: bool):
+        trainer = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+        if not in_place:
+            patch.setattr(trainer_module, "clip_gradients",
+                          lambda grads, limit, **_: copying(grads, limit))
+        given, step = [], trainer.optimizer.step
+        patch.setattr(trainer.optimizer, "step", lambda params, grads: (
+            given.append([id(g) for group in grads for g in group.values()]),
+            step(params, grads)))
+        for _ in range(4):
+            trainer.step()
+        assert (given[1:] == given[:-1]) == in_place
+        return host_params(trainer.net)
+
+    with monkeypatch.context() as patch:
+        in_place = train(patch, True)
+    with monkeypatch.context() as patch:
+        assert_params_equal(in_place, train(patch, False))
 
 
 def test_the_loss_read_back_is_the_mean_of_the_steps_since_the_last_read():

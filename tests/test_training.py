@@ -102,3 +102,48 @@ def test_gradients_of_two_backends_are_refused_naming_both(backend):
     other, name = other_backend_array(backend, np.ones(2))
     with pytest.raises(TypeError, match=name):
         clip_gradients([{"a": dualtape.asarray(np.ones(2)), "b": other}], 1.0)
+
+
+@pytest.mark.parametrize("scale", [4.0, 0.5], ids=["above-max_norm", "below-max_norm"])
+def test_in_place_gives_the_same_bits_into_the_arrays_that_take_writes(backend, scale):
+    rng = np.random.default_rng(1)
+    host = [{"W": rng.normal(size=(3, 4)) * scale, "b": rng.normal(size=4)},
+            {"U": rng.normal(size=5)}]
+    fresh, fresh_norm = clip_gradients(on_backend(host), 1.0)
+    grads = on_backend(host)
+    before = [dict(group) for group in grads]
+    out, norm = clip_gradients(grads, 1.0, in_place=True)
+    assert out is grads and float(norm) == float(fresh_norm)
+    writes = backend.name in ("numpy", "cupy")
+    for got, want, was in zip(out, fresh, before, strict=True):
+        for key in want:
+            np.testing.assert_array_equal(np64(got[key]), np64(want[key]), err_msg=key)
+            assert (got[key] is was[key]) == writes, key
+
+
+def test_in_place_scales_shared_memory_once_and_replaces_views_and_read_only_arrays(backend):
+    """One array under two names is scaled once; a view into it (made before it is scaled)
+    and a read-only array become new arrays, the read-only one left as it was."""
+    host = np.arange(12.0).reshape(3, 4).copy()  # owns its memory
+    whole = dualtape.asarray(host.copy())
+    locked = dualtape.asarray(np.full(4, 2.0))
+    if isinstance(locked, np.ndarray):
+        locked.flags.writeable = False
+    grads = {"row": whole[1, ...], "W": whole, "again": whole, "locked": locked}
+    out, norm = clip_gradients(grads, 1.0, in_place=True)
+    factor = 1.0 / math.sqrt(float(np.sum(host[1] ** 2) + 2 * np.sum(host**2)) + 16.0)
+    assert float(norm) == pytest.approx(1.0 / factor, rel=1e-12)
+    for key, want in (("row", host[1]), ("W", host), ("again", host), ("locked", 2.0)):
+        np.testing.assert_allclose(np64(out[key]), want * factor, rtol=1e-12, err_msg=key)
+    np.testing.assert_array_equal(np64(locked), np.full(4, 2.0))
+    assert out["again"] is out["W"]
+    assert (out["W"] is whole) == (backend.name in ("numpy", "cupy"))
+
+
+def test_in_place_needs_dicts_it_can_change():
+    from types import MappingProxyType
+
+    frozen = MappingProxyType({"W": np.ones(2)})
+    with pytest.raises(TypeError, match="changeable for in_place=True"):
+        clip_gradients([frozen], 1.0, in_place=True)
+    assert float(clip_gradients([frozen], 1.0)[1]) == pytest.approx(math.sqrt(2))

@@ -22,7 +22,8 @@ loss of a 50 × 32 × 57 window from labels 347 µs against 334 from one-hot tar
 bits); ids would make the first LSTM's input projection a gather (30 µs against 143-434 for the
 one-hot product) but not its weight gradient (row sums 330-390 µs against 213-503 for the
 product). The global gradient norm is clipped to ``clip`` on the device
-(``dualtape.clip_gradients``; the first steps' norm is ~11; without clipping SGD diverged).
+(``dualtape.clip_gradients``; the first steps' norm is ~11; without clipping SGD diverged), in
+place, so the optimizer is given the same arrays every step and keeps its step.
 
 Random state: parameters come from ``seed``; the window and sample generators are
 ``default_rng([seed, 1])`` and ``default_rng([seed, 2])``; each Dropout layer (``--dropout``)
@@ -293,7 +294,7 @@ class TextTrainer:
                                            state=states, loss=self._window_loss)
             grads = found.grads
             if self.config.clip > 0:
-                grads, _ = clip_gradients(grads, self.config.clip)
+                grads, _ = clip_gradients(grads, self.config.clip, in_place=True)
             self.optimizer.step(self._logits.params, grads)
             total = self._loss_sum
             self._loss_sum = found.loss if total is None else total + found.loss
