@@ -15,10 +15,11 @@ array you want to keep as it was.
 
 A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
 it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
-Once two steps running were given the same arrays and every parameter took the compiled
-update, the next steps that are given them again check only that they are the same objects
-(``held_update``) and update all parameters in a few compiled calls; an array changed in
-place between steps (values, or its shape set in place) is updated as it is.
+Once two steps running were given the same arrays, all numpy arrays the compiled updates take
+(or, for plain SGD's large parameters, its axpy), the next steps that are given them again
+check only that they are the same objects (``held_update``) and update all parameters in a
+few compiled calls; an array changed in place between steps (values, or its shape set in
+place) is updated as it is.
 State is tied to the parameter groups it was made for (the dict objects, or a ``StateGroup``'s
 owner): a step on other groups while state exists raises ``ValueError``; ``load_state_dict``
 ties it to the groups it is given. After ``net.to(...)`` the state follows the parameters to
@@ -119,7 +120,8 @@ class Optimizer:
         self._scratch: dict[tuple[int, str], Array] = {}
         self._chunk_scratch: dict[np.dtype, np.ndarray] = {}
         self._held: HeldUpdate | None = None
-        self._seen: tuple[int, ...] = ()  # the ids of the last full step's arrays
+        self._seen: list[int] = []  # the ids of the last full step's arrays
+        self._refused: list[int] = []  # those of arrays whose step could not be kept
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
@@ -166,18 +168,35 @@ class Optimizer:
     def _hold(self, plan: list, params: list[dict[str, Array]],
               grads: list[dict[str, Array]]) -> HeldUpdate | None:
         """This step's update kept for the next ones (``held_update``) when the step before it
-        was given the same arrays and every parameter, now with its slots, takes the compiled
-        update (``_loops``'s conditions at any size, and ``_batch_operands``); else None."""
-        seen = tuple(id(a) for *_, w, g, _, _ in plan for a in (w, g))
+        was given the same arrays and ``_planned`` can keep it; else None, and then not tried
+        again for these arrays."""
+        seen = list(map(id, [a for *_, w, g, _, _ in plan for a in (w, g)]))
         repeated, self._seen = seen == self._seen, seen
-        if not repeated or not plan or not switched_on("DUALTAPE_FUSED"):
+        if not repeated or seen == self._refused:
+            return None
+        held = self._planned(plan, params, grads)
+        if held is None:
+            self._refused = seen
+        return held
+
+    def _planned(self, plan: list, params: list[dict[str, Array]],
+                 grads: list[dict[str, Array]]) -> HeldUpdate | None:
+        """The kept update of ``plan`` when every parameter, now with its slots, takes the
+        compiled update (``_loops``'s conditions at any size, and ``_batch_operands``)."""
+        if not plan or not switched_on("DUALTAPE_FUSED"):
             return None
         columns: dict[Any, tuple[Any, list[list[Array]]]] = {}
+        direct = []
         for _, _, w, g, slot, _ in plan:
-            operands = self._batch_operands(w, g, slot)
-            if operands is None or _in_place_module(g, w, slot) is not np or (
-                    not _elementwise(w, g, slot)):
+            if _in_place_module(g, w, slot) is not np or not _elementwise(w, g, slot):
                 return None
+            operands = self._batch_operands(w, g, slot)
+            if operands is None:
+                call = self._direct_call(w, g, slot)
+                if call is None:
+                    return None
+                direct.append((None, call))
+                continue
             if w.dtype not in columns:
                 loops = optimizer_loops(w, _check_compiled)
                 if loops is None:
@@ -190,16 +209,22 @@ class Optimizer:
                     for batch in loops.batches(found)]
         except ValueError:  # an operand the compiled code cannot index
             return None
-        return HeldUpdate(params, grads, self.state, runs)
+        return HeldUpdate(params, grads, self.state, runs + direct)
 
     def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
         """The arrays ``_update_batch`` takes for this parameter, in order, or None where the
         update is not compiled (or a slot is missing)."""
         raise NotImplementedError
 
+    def _direct_call(self, w: Array, g: Array, slot: dict[str, Array]) -> Any:
+        """For a parameter without ``_batch_operands``: a call that ``_update_batch(None,
+        call)`` makes to update it as a full step does, or None (the step is not kept)."""
+        return None
+
     def _update_batch(self, loops: Any, batch: Any) -> None:
         """``_compiled_update`` of every parameter of ``batch`` (``numba_optim.batches`` of
-        ``_batch_operands``) in one compiled call."""
+        ``_batch_operands``) in one compiled call; with ``loops`` None, ``batch`` is a
+        ``_direct_call``."""
         raise NotImplementedError
 
     def _in_passes(self, mod: Any, w: Array, g: Array, slot: dict[str, Array]) -> bool:
@@ -470,14 +495,26 @@ class SGD(Optimizer):
                   self.regulariser)
 
     def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
-        """``(w, g, m)``, or ``(w, g, w)`` without momentum (``m`` unread); None for plain
-        SGD, whose update is not compiled."""
-        if not (self.momentum or self.regulariser) or not self._chunkable(slot):
+        """``(w, g, m)``, or ``(w, g, w)`` without momentum (``m`` unread); None for a plain
+        SGD parameter of over ``CHUNK`` elements, whose update is BLAS's axpy, of other bits."""
+        plain = not (self.momentum or self.regulariser)
+        if (plain and w.size > CHUNK) or not self._chunkable(slot):
             return None
         return w, g, slot["m"] if self.momentum else w
 
+    def _direct_call(self, w: Array, g: Array, slot: dict[str, Array]) -> Any:
+        """A plain SGD parameter of over ``CHUNK`` elements: its axpy (``blas.axpy_call``),
+        as ``_apply_in_place`` makes it, or None where that takes numpy's passes."""
+        if self.momentum or self.regulariser or w.size <= CHUNK:
+            return None
+        return blas.axpy_call(g, w)
+
     def _update_batch(self, loops: Any, batch: Any) -> None:
-        loops.sgd_many(batch, self.rate, self.momentum, self.regulariser, bool(self.momentum))
+        if loops is None:
+            batch(-self.rate)
+        else:
+            loops.sgd_many(batch, self.rate, self.momentum, self.regulariser,
+                           bool(self.momentum))
 
     def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
         super().__init__()

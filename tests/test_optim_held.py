@@ -9,7 +9,7 @@ import pytest
 
 import dualtape
 from dualtape import held_update, optim
-from dualtape.kernels import cpu_path, numba_optim, selfcheck
+from dualtape.kernels import blas, cpu_path, numba_optim, selfcheck
 
 from .helpers import assert_params_equal, host_params
 
@@ -60,7 +60,7 @@ def test_kept_steps_give_the_full_steps_bits(backend, monkeypatch, rule, dtype):
     assert state.keys() == expected.keys()
     for key in state:
         np.testing.assert_array_equal(state[key], expected[key], err_msg=key)
-    keeps = backend.name == "numpy" and rule != "sgd" and cpu_path()[0] == "compiled"
+    keeps = backend.name == "numpy" and cpu_path()[0] == "compiled"
     # The first step makes the slots, the second finds the same arrays again and keeps its
     # plan, the last three run it: every parameter of the network (LSTM's 3, the layer's 2).
     assert calls == ([5] * 3 if keeps else []), calls
@@ -166,9 +166,33 @@ def test_overlapping_and_strided_parameters_are_never_kept(monkeypatch, rule, ca
     assert_params_equal(*found)
 
 
-def test_plain_sgd_and_a_single_step_keep_nothing():
-    net, opt, grads = kept_optimizer(RULES["sgd"])
-    assert opt._held is None
+@pytest.mark.parametrize("axpy", ["bundled", "missing"])
+def test_a_large_plain_sgd_parameter_is_kept_with_its_axpy(monkeypatch, axpy):
+    """Plain SGD updates a parameter of over ``CHUNK`` elements by BLAS's axpy (other bits
+    than the compiled update's): a kept step makes the same call, its addresses found once;
+    where numpy bundles no such BLAS the full step takes numpy's passes and is not kept."""
+    if cpu_path()[0] != "compiled":
+        pytest.skip(f"only the compiled updates keep a step: {cpu_path()[1]}")
+    if axpy == "missing":
+        monkeypatch.setattr(blas, "axpy_call", lambda x, y: None)
+    found = []
+    for keep in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            if not keep:
+                patch.setattr(optim.Optimizer, "_hold", lambda self, *args: None)
+            rng = np.random.default_rng(0)
+            params = [{"w": rng.normal(size=optim.CHUNK + 1), "small": rng.normal(size=3)}]
+            grads = [{k: rng.normal(size=a.shape) for k, a in params[0].items()}]
+            plain, calls = RULES["sgd"](), served(patch)
+            for _ in range(4):
+                plain.step(params, grads)
+            assert calls == ([2] * 2 if keep and axpy == "bundled" else [])
+            found.append(params)
+    assert_params_equal(*found)
+
+
+def test_a_single_step_keeps_nothing():
+    net, opt, grads = kept_optimizer()
     other = RULES["adam"]()
     other.step(net.params, grads)
     assert other._held is None, "one step: the arrays were not seen twice"

@@ -165,12 +165,23 @@ def axpy(a: float, x: Any, y: Any) -> bool:
     C-contiguous, aligned numpy arrays of one shape and of dtype float32 or float64, ``y``
     writeable and not overlapping ``x`` (numpy buffers an overlap, BLAS would not); otherwise
     False, and ``y`` is untouched."""
+    call = axpy_call(x, y)
+    if call is None:
+        return False
+    call(a)
+    return True
+
+
+def axpy_call(x: Any, y: Any) -> Callable[[float], None] | None:
+    """``axpy(a, x, y)`` as ``call(a)``, checked and its addresses found once, or None where
+    ``axpy`` declines: for a caller that updates the same arrays again and again, keeps them
+    alive and checks that they are still writeable (``held_update``)."""
     routine = _routines().axpy.get(y.dtype) if type(y) is np.ndarray else None
     if routine is None or type(x) is not np.ndarray or (
         x.dtype != y.dtype or x.shape != y.shape or not y.flags.writeable
         or not (x.flags.c_contiguous and y.flags.c_contiguous)
         or not (x.flags.aligned and y.flags.aligned) or np.may_share_memory(x, y)
     ):
-        return False
-    routine(y.size, a, x.ctypes.data, 1, y.ctypes.data, 1)
-    return True
+        return None
+    size, x_at, y_at = y.size, x.ctypes.data, y.ctypes.data
+    return lambda a: routine(size, a, x_at, 1, y_at, 1)
