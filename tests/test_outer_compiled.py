@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dualtape import kernels
 from dualtape.kernels import numba_lstm, numba_outer, outer_loops, selfcheck
 from dualtape.layers import linear_algebra
 from dualtape.layers.linear_algebra import EINSUM_MIN, _check_outer, batch_outer
+from dualtape.switches import held
 
 WHY_NOT = numba_lstm.unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"no compiled loops: {WHY_NOT}")
@@ -104,3 +106,20 @@ def test_the_self_check_passes_and_a_planted_bug_fails_it(monkeypatch, dtype):
     assert (out == 1).all()
     assert outer_loops(like, _check_outer) is None
     assert linear_algebra.outer_loops is outer_loops
+
+
+def test_a_held_call_chooses_the_loops_once_per_array_type_and_dtype(monkeypatch):
+    """A training call asks for the outer product once per weight gradient: the choice is
+    made once per kind of array, and not shared between them."""
+    monkeypatch.delenv("DUALTAPE_JIT", raising=False)
+    made, right = [], kernels._loops_now
+    monkeypatch.setattr(kernels, "_loops_now", lambda *args: made.append(args[3]) or right(*args))
+    likes = [np.ones(1, "float32"), np.ones(1, "float64"), np.ones(1, "float16"), [1.0],
+             np.ma.masked_array(np.ones(1, "float32"))]  # float32, but not a plain ndarray
+
+    @held
+    def call():
+        return [outer_loops(like, _check_outer) for like in likes + likes]
+
+    assert call() == [numba_outer, numba_outer, None, None, None] * 2
+    assert made == likes

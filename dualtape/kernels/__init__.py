@@ -136,7 +136,14 @@ def _checked_loops(module: str, kind: str, what: str, like: Any,
                    self_check: Callable[[Any, Any], str | None]) -> Any:
     """The compiled ``module`` of this package for arrays like ``like`` once ``self_check``
     passed for its ``kind`` and dtype (its compiled half, ``_`` + ``module``, checked against a
-    damaged disk cache), or None where the compiled loops do not run or the check failed."""
+    damaged disk cache), or None where the compiled loops do not run or the check failed.
+    Chosen once per ``held`` call (a training call asks for the outer product per weight)."""
+    key = ("loops", module, type(like), getattr(like, "dtype", None), self_check)
+    return held_choice(key, lambda: _loops_now(module, kind, what, like, self_check))
+
+
+def _loops_now(module: str, kind: str, what: str, like: Any,
+               self_check: Callable[[Any, Any], str | None]) -> Any:
     if not _compiled_for(like):
         return None
     loops = importlib.import_module(f"{__name__}.{module}")

@@ -22,9 +22,12 @@ import contextlib
 import functools
 import importlib.util
 import platform
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
+
+from ..switches import held_choice
 
 FTZ_DAZ = 0x8040
 """MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6)."""
@@ -54,12 +57,17 @@ def unavailable() -> str | None:
 
 
 def flushed_for(xp: Any) -> contextlib.AbstractContextManager[None]:
-    """``flushed()`` for arrays of ``xp`` on numpy with the fast paths on, else nothing."""
+    """``flushed()`` for arrays of ``xp`` on numpy with the fast paths on, else nothing (the
+    choice made once per ``held`` call: a training call enters two such blocks)."""
+    return held_choice(("flushed_for", xp), lambda: _flushes(xp))()
+
+
+def _flushes(xp: Any) -> Callable[[], contextlib.AbstractContextManager[None]]:
     from . import _generic_only
 
     if _generic_only() or not array_api_compat.is_numpy_namespace(xp):
-        return contextlib.nullcontext()
-    return flushed()
+        return contextlib.nullcontext
+    return flushed
 
 
 def flushed() -> contextlib.AbstractContextManager[None]:

@@ -20,8 +20,9 @@ def outer(a: Array, b: Array, out: Array) -> Array:
     """``a bᵀ`` of vectors ``a`` (m,) and ``b`` (n,) written into ``out`` (m, n), returned;
     ``ValueError`` unless all three are float32 or float64 numpy arrays of one dtype and
     these shapes, ``out`` sharing no memory with ``a`` or ``b``."""
-    if not all(type(x) is np.ndarray and x.dtype == out.dtype for x in (a, b, out)) or (
-            out.dtype not in (np.float32, np.float64)):
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or type(out) is not np.ndarray or (
+            a.dtype != out.dtype or b.dtype != out.dtype
+            or out.dtype not in (np.float32, np.float64)):
         raise ValueError("numba_outer: float32 or float64 numpy arrays of one dtype only, got "
                          f"{', '.join(str(getattr(x, 'dtype', type(x))) for x in (a, b, out))}")
     if a.ndim != 1 or b.ndim != 1 or out.shape != (a.shape[0], b.shape[0]):

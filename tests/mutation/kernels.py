@@ -226,4 +226,13 @@ MUTANTS = [
            OUTER_TESTS),
     Mutant(LINALG, "np.multiply.outer(a, b)) or whole[[0, 8]].any():", "np.multiply.outer(a, b)) "
            "and False:", "the outer product's self-check passes anything", OUTER_TESTS),
+    Mutant(INIT, 'key = ("loops", module, type(like), getattr(like, "dtype", None), self_check)',
+           'key = ("loops", module, type(like), self_check)',
+           "a held call takes float32's compiled loops for float64 and float16 too", OUTER_TESTS),
+    Mutant(INIT, 'key = ("loops", module, type(like), getattr(like, "dtype", None), self_check)',
+           'key = ("loops", module, getattr(like, "dtype", None), self_check)',
+           "a held call takes numpy's compiled loops for another array type", OUTER_TESTS),
+    Mutant(OUTER, "            a.dtype != out.dtype or b.dtype != out.dtype\n",
+           "            a.dtype != out.dtype\n",
+           "the compiled outer product takes an operand of another dtype", OUTER_TESTS),
 ]
