@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -86,6 +87,29 @@ def test_each_sample_lasts_at_least_min_sample_after_the_warmup_calls(clock):
     assert result.number == math.ceil(8 / 3) == 3
     assert result.samples == [3 * TICK] * 4
     assert len(runner.calls) == 2 + 4 * 3  # two warm-up calls, four samples of three calls
+
+
+@pytest.mark.parametrize("slow", [1, 2], ids=["second-call", "third-call"])
+def test_a_one_time_cost_in_a_late_warm_up_call_does_not_shrink_the_samples(clock, slow):
+    """A training workload's second call may make a plan or run a self-check once (an
+    optimizer's): the estimate is the faster of the last two of the three warm-up calls."""
+    runner = FakeRunner(clock, "a", cost=1)
+    run = runner.prepare
+
+    def prepare(workload, dtype):
+        call = run(workload, dtype)
+
+        def slow_second():
+            runner.pending += 60 if len(runner.calls) == slow else 0
+            call()
+
+        return slow_second
+
+    runner.prepare = prepare
+    timing = replace(measure.FULL, budget=1.0, min_rounds=2, max_rounds=2, min_sample=8 * TICK)
+    (result,) = measure_workload(WORKLOAD, [runner], ["float64"], timing)
+    assert result.number == 8 and result.samples == [TICK, TICK]
+    assert len(runner.calls) == 3 + 2 * 8
 
 
 def test_uploads_queued_while_preparing_do_not_count_as_a_call(clock):

@@ -27,15 +27,17 @@ from .workloads import DTYPES, Workload
 @dataclass(frozen=True)
 class Timing:
     """How long to measure each (workload, runner, dtype) case: ``warmup`` calls first (the
-    last one also estimates the time of a call), then samples of ``number`` calls lasting at
-    least ``min_sample`` s, about ``budget`` s of them, but no fewer than ``min_rounds`` and no
-    more than ``max_rounds``."""
+    faster of the last two also estimates the time of a call: a one-time cost in the second
+    call, a fast path's self-check or a plan an optimizer makes, must not shrink the samples to
+    one call each, every one of them run cold after the other cases), then samples of
+    ``number`` calls lasting at least ``min_sample`` s, about ``budget`` s of them, but no
+    fewer than ``min_rounds`` and no more than ``max_rounds``."""
 
     budget: float = 1.5
     min_rounds: int = 5
     max_rounds: int = 200
     min_sample: float = 0.01
-    warmup: int = 2
+    warmup: int = 3
 
 
 FULL = Timing()
@@ -131,9 +133,8 @@ def measure_workload(
                 if run is None:
                     continue
                 timed = _timer(run, runner.synchronize)
-                for _ in range(timing.warmup - 1):
-                    timed(1)
-                once = max(timed(1), 1e-9)
+                warm = [timed(1) for _ in range(timing.warmup)]
+                once = max(min(warm[-2:]), 1e-9)
                 result.number = max(1, math.ceil(timing.min_sample / once))
                 per_round += once * result.number
             except Exception as exc:  # a broken backend must not stop the others

@@ -363,4 +363,11 @@ MUTANTS = [
     Mutant(COMPARE, "    if args.rerun_without_openblas_env:\n        found.append",
            "    if not args.rerun_without_openblas_env:\n        found.append",
            "compare_devices: the OpenBLAS re-run section the wrong way round", REPORT_TESTS),
+    Mutant(MEASURE, "                once = max(min(warm[-2:]), 1e-9)",
+           "                once = max(warm[-1], 1e-9)",
+           "bench: a one-time cost in the last warm-up call sets the samples' length",
+           TIMING_TESTS),
+    Mutant(MEASURE, "    warmup: int = 3", "    warmup: int = 2",
+           "bench: an optimizer's one-time self-check at the second call leaves every sample "
+           "one cold call", TIMING_TESTS),
 ]
