@@ -204,8 +204,10 @@ _GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
-    """Per layer, arrays shaped like a recurrent layer's numpy or CuPy parameters, for training
-    code to receive its gradients in (None for the other layers), kept between calls while the
+    """Per layer, arrays shaped like the numpy or CuPy parameters of a layer that fills them
+    (``Layer.fills_gradient_buffers``: the recurrent layers and ``FullyConnected``), for
+    training code to receive its gradients in (None for the other layers), kept between calls
+    while the
     parameters keep their shapes and place. Only for gradients that are used up at once (handed
     to ``optimizer.step``): the next call overwrites them."""
     cached = _GRADIENT_BUFFERS.get(rnet)

@@ -184,10 +184,12 @@ def backpropagate_sequence(
     states, computed only with ``need_dstate=True`` (else None; it costs a product per layer
     and step). An empty batch raises ``ValueError``.
 
-    On numpy and CuPy the recurrent layers' gradients are written into arrays kept with the
-    network and reused (``recurrent.gradient_buffers``): the next ``backpropagate_sequence`` or
-    ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
-    that accumulates gradients over calls does); ``clip_gradients`` returns new arrays.
+    On numpy and CuPy the recurrent and FullyConnected layers' gradients are written into
+    arrays kept with the network and reused (``recurrent.gradient_buffers``): the next
+    ``backpropagate_sequence`` or ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy
+    them to keep them, as a loop that accumulates gradients over calls does);
+    ``clip_gradients`` returns new arrays, or scales them where they are with
+    ``in_place=True``.
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
@@ -313,8 +315,9 @@ def train_recurrent(
     the loss a float, ``state_T`` in the form of ``xs``; a NaN or infinite input, or a
     non-finite loss, raises ``FloatingPointError`` before any update (naming the state or the
     parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
-    CuPy the LSTM gradients handed to ``optimizer.step`` are written into arrays reused by the
-    next call (``gradient_buffers``): an optimizer must not keep them.
+    CuPy the gradients handed to ``optimizer.step`` are written into arrays reused by the next
+    call (``gradient_buffers``; its step is then kept, ``held_update``): an optimizer must not
+    keep them.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
