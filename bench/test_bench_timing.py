@@ -89,8 +89,9 @@ def test_each_sample_lasts_at_least_min_sample_after_the_warmup_calls(clock):
     assert len(runner.calls) == 2 + 4 * 3  # two warm-up calls, four samples of three calls
 
 
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 @pytest.mark.parametrize("slow", [1, 2], ids=["second-call", "third-call"])
-def test_a_one_time_cost_in_a_late_warm_up_call_does_not_shrink_the_samples(clock, slow):
+def test_a_one_time_cost_in_a_late_warm_up_call_does_not_shrink_the_samples(clock, slow, quick):
     """A training workload's second call may make a plan or run a self-check once (an
     optimizer's): the estimate is the faster of the last two of the three warm-up calls."""
     runner = FakeRunner(clock, "a", cost=1)
@@ -106,7 +107,8 @@ def test_a_one_time_cost_in_a_late_warm_up_call_does_not_shrink_the_samples(cloc
         return slow_second
 
     runner.prepare = prepare
-    timing = replace(measure.FULL, budget=1.0, min_rounds=2, max_rounds=2, min_sample=8 * TICK)
+    timing = replace(measure.QUICK if quick else measure.FULL, budget=1.0, min_rounds=2,
+                     max_rounds=2, min_sample=8 * TICK)
     (result,) = measure_workload(WORKLOAD, [runner], ["float64"], timing)
     assert result.number == 8 and result.samples == [TICK, TICK]
     assert len(runner.calls) == 3 + 2 * 8

@@ -41,7 +41,7 @@ class Timing:
 
 
 FULL = Timing()
-QUICK = Timing(budget=0.25, min_rounds=3, max_rounds=30, min_sample=0.004, warmup=1)
+QUICK = Timing(budget=0.25, min_rounds=3, max_rounds=30, min_sample=0.004)
 
 
 @dataclass

@@ -367,6 +367,8 @@ MUTANTS = [
            "                once = max(warm[-1], 1e-9)",
            "bench: a one-time cost in the last warm-up call sets the samples' length",
            TIMING_TESTS),
+    Mutant(MEASURE, "min_sample=0.004)", "min_sample=0.004, warmup=1)",
+           "bench --quick: every sample one cold call after a slow first one", TIMING_TESTS),
     Mutant(MEASURE, "    warmup: int = 3", "    warmup: int = 2",
            "bench: an optimizer's one-time self-check at the second call leaves every sample "
            "one cold call", TIMING_TESTS),
