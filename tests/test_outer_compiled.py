@@ -64,6 +64,7 @@ def test_declined_products_take_numpys_way(calls, case):
 @pytest.mark.parametrize("bad, words", [
     (lambda o: (np.ones(3, np.float16), np.ones(4, np.float16), o.astype(np.float16)), "float32"),
     (lambda o: (np.ones(3), np.ones(4, np.float32), o), "one dtype"),
+    (lambda o: (np.ones(3, np.float32), np.ones(4), o), "one dtype"),
     (lambda o: (np.ones(3), np.ones(5), o), "shapes"),
     (lambda o: (np.ones((1, 3)), np.ones(4), o), "shapes"),
     (lambda o: (o[0, :3], np.ones(4), o), "shares memory"),

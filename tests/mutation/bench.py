@@ -127,7 +127,7 @@ MUTANTS = [
     _workloads("    if unknown:\n        raise ValueError(f\"unknown workloads",
              "    if unknown and not chosen:\n        raise ValueError(f\"unknown workloads",
              "an unknown workload beside a known one ignored"),
-    _measure("for _ in range(timing.warmup - 1):", "for _ in range(timing.warmup):",
+    _measure("for _ in range(timing.warmup)]", "for _ in range(timing.warmup + 1)]",
              "one warm-up call too many"),
     _measure("max(1, math.ceil(timing.min_sample / once))",
              "max(1, int(timing.min_sample / once))", "samples shorter than min_sample"),
