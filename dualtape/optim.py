@@ -122,11 +122,13 @@ class Optimizer:
         self._held: HeldUpdate | None = None
         self._seen: list[int] = []  # the ids of the last full step's arrays
         self._refused: list[int] = []  # those of arrays whose step could not be kept
+        self._held_for: Any = None  # the _kept_for() of the kept step
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
         held = self._held
-        if held is not None and held.serves(params, grads, self.state):
+        if held is not None and self._held_for == self._kept_for() and (
+                held.serves(params, grads, self.state)):
             self.steps += 1
             held.run(self._update_batch)
             return
@@ -209,7 +211,14 @@ class Optimizer:
                     for batch in loops.batches(found)]
         except ValueError:  # an operand the compiled code cannot index
             return None
+        self._held_for = self._kept_for()
         return HeldUpdate(params, grads, self.state, runs + direct)
+
+    def _kept_for(self) -> Any:
+        """What a kept step's plan depends on beyond the arrays (SGD: whether there is momentum
+        and L2); the step is full again when it changes. The values (rates, betas) are read at
+        every step."""
+        return None
 
     def _batch_operands(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple | None:
         """The arrays ``_update_batch`` takes for this parameter, in order, or None where the
@@ -501,6 +510,9 @@ class SGD(Optimizer):
         if (plain and w.size > CHUNK) or not self._chunkable(slot):
             return None
         return w, g, slot["m"] if self.momentum else w
+
+    def _kept_for(self) -> Any:
+        return bool(self.momentum), bool(self.regulariser)
 
     def _direct_call(self, w: Array, g: Array, slot: dict[str, Array]) -> Any:
         """A plain SGD parameter of over ``CHUNK`` elements: its axpy (``blas.axpy_call``),

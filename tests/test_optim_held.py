@@ -191,6 +191,33 @@ def test_a_large_plain_sgd_parameter_is_kept_with_its_axpy(monkeypatch, axpy):
     assert_params_equal(*found)
 
 
+@pytest.mark.parametrize("change", ["momentum-on", "l2-on", "l2-off"])
+def test_sgd_made_another_rule_between_steps_takes_a_full_step(change):
+    """Momentum or L2 switched on or off between steps changes which arrays the update reads
+    and writes: the next step is a full one, with its numbers."""
+    if cpu_path()[0] != "compiled":
+        pytest.skip(f"only the compiled updates keep a step: {cpu_path()[1]}")
+    regulariser = 0.01 if change == "l2-off" else 0.0
+    found = []
+    for keep in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            if not keep:
+                patch.setattr(optim.Optimizer, "_hold", lambda self, *args: None)
+            make = lambda: dualtape.SGD(0.1, regulariser=regulariser)  # noqa: E731
+            net, opt, grads = kept_optimizer(make)
+            assert (opt._held is not None) == keep
+            calls = served(patch)
+            if change == "momentum-on":
+                opt.momentum = 0.5
+            else:
+                opt.regulariser = 0.01 - regulariser
+            for _ in range(2):
+                opt.step(net.params, grads)
+            assert calls == ([5] if keep else []), calls  # the second step is kept again
+            found.append(host_params(net))
+    assert_params_equal(*found)
+
+
 def test_a_single_step_keeps_nothing():
     net, opt, grads = kept_optimizer()
     other = RULES["adam"]()
