@@ -124,6 +124,11 @@ class Optimizer:
         self._refused: list[int] = []  # those of arrays whose step could not be kept
         self._held_for: Any = None  # the _kept_for() of the kept step
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled or copied without its kept step (``held_update``: compiled code and the
+        addresses of these arrays); the copy keeps one of its own."""
+        return {**self.__dict__, "_held": None, "_seen": [], "_refused": [], "_held_for": None}
+
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
         held = self._held

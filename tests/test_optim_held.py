@@ -4,6 +4,9 @@ change a full step would see; the batches of the compiled call and their self-ch
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -216,6 +219,22 @@ def test_sgd_made_another_rule_between_steps_takes_a_full_step(change):
             assert calls == ([5] if keep else []), calls  # the second step is kept again
             found.append(host_params(net))
     assert_params_equal(*found)
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_an_optimizer_with_a_kept_step_pickles_and_copies(how):
+    """The kept step (compiled code, the arrays' addresses) stays behind; the copy, tied to
+    its own copy of the network, trains to the same numbers and keeps a step of its own."""
+    net, opt, grads = kept_optimizer(RULES["sgd-momentum-l2"])
+    twin_net = copy.deepcopy(net)
+    twin = pickle.loads(pickle.dumps(opt)) if how == "pickle" else copy.deepcopy(opt)
+    assert twin._held is None and twin.steps == opt.steps
+    twin.load_state_dict(twin.state_dict(), twin_net.params)
+    for _ in range(3):
+        opt.step(net.params, grads)
+        twin.step(twin_net.params, grads)
+    assert_params_equal(host_params(net), host_params(twin_net))
+    assert (twin._held is not None) == (cpu_path()[0] == "compiled")
 
 
 def test_a_single_step_keeps_nothing():

@@ -165,6 +165,9 @@ MUTANTS = [
     Mutant(P, "        if held is not None and self._held_for == self._kept_for() and (",
            "        if held is not None and (",
            "a kept SGD step ignores momentum or L2 switched on or off", HELD),
+    Mutant(P, '        return {**self.__dict__, "_held": None, "_seen": [], "_refused": [], '
+              '"_held_for": None}', "        return {**self.__dict__}",
+           "an optimizer with a kept step no longer pickles", HELD),
     Mutant(P, "            batch(-self.rate)", "            batch(self.rate)",
            "a kept plain SGD step's axpy climbs the gradient", HELD),
     Mutant("dualtape/kernels/blas.py", " or np.may_share_memory(x, y)\n", "\n",
