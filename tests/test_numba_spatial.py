@@ -70,6 +70,48 @@ def test_deconvolution_equals_the_generic_code(case, dtype):
                  deconvolution.generic_backward(np, x, W, dy, stride), dtype)
 
 
+def test_an_empty_batch_gives_the_generic_shapes_and_zero_gradients():
+    x, W, b = np.zeros((0, 2, 6, 5)), *arrays("float64", 9, (3, 2, 3, 2), (3,))
+    fast = [numba_spatial.convolution_forward(x, W, b, (2, 1)),
+            *numba_spatial.convolution_backward(x, W, np.zeros((0, 3, 2, 4)), (2, 1))]
+    generic = [convolution.generic_forward(np, x, W, b, (2, 1)),
+               *convolution.generic_backward(np, x, W, np.zeros((0, 3, 2, 4)), (2, 1))]
+    for got, expected in zip(fast, generic, strict=True):
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    shape, x = (0, 3, 7, 5), np.zeros((0, 2, 3, 4))
+    fast = [numba_spatial.deconvolution_forward(x, W.reshape(2, 3, 3, 2), b, shape, (2, 1)),
+            *numba_spatial.deconvolution_backward(x, W.reshape(2, 3, 3, 2), np.zeros(shape),
+                                                  (2, 1))]
+    assert [a.shape for a in fast] == [shape, (2, 3, 3, 2), (3,), x.shape]
+    assert not any(np.any(a) for a in fast)
+
+
+def test_operands_the_compiled_code_cannot_read_safely_are_refused():
+    """The loops read their operands through raw pointers and unchecked indices: another
+    dtype, a gradient of another shape, filters of other channels, a kernel larger than the
+    image or an output the input does not fill are refused before any is read."""
+    x, W, b = arrays("float64", 10, (2, 3, 7, 6), (4, 3, 3, 2), (4,))
+    dy = np.zeros((2, 4, 5, 5))
+    with pytest.raises(TypeError, match="one dtype"):
+        numba_spatial.convolution_forward(x, W.astype("float32"), b, (1, 1))
+    with pytest.raises(TypeError, match="one dtype"):
+        numba_spatial.convolution_backward(x, W, dy.astype("float32"), (1, 1))
+    with pytest.raises(ValueError, match=r"dy must have shape \(2, 4, 5, 5\)"):
+        numba_spatial.convolution_backward(x, W, dy[:, :, :4], (1, 1))
+    with pytest.raises(ValueError, match=r"x must have shape \(2, 5, 7, 6\)"):
+        numba_spatial.convolution_forward(x, np.zeros((4, 5, 3, 2)), b, (1, 1))
+    with pytest.raises(ValueError, match="does not fit"):
+        numba_spatial.convolution_forward(x, np.zeros((4, 3, 8, 2)), b, (1, 1))
+    Wd = np.zeros((3, 4, 3, 2))
+    with pytest.raises(ValueError, match=r"x must have shape \(2, 3, 4, 4\)"):
+        numba_spatial.deconvolution_forward(x, Wd, b, (2, 4, 6, 5), (1, 1))
+    with pytest.raises(ValueError, match=r"x must have shape \(2, 3, 4, 4\)"):
+        numba_spatial.deconvolution_backward(x, Wd, np.zeros((2, 4, 6, 5)), (1, 1))
+    with pytest.raises(TypeError, match="one dtype"):
+        numba_spatial.deconvolution_forward(x, Wd, b.astype("float32"), (2, 4, 9, 7), (1, 1))
+
+
 POOLS = {**POOL_SIZES, "digits": ((32, 16, 8, 8), (2, 2), None),
          "int16-positions": ((1, 2, 13, 12), (12, 12), (1, 1))}
 
@@ -198,8 +240,8 @@ def test_results_do_not_share_the_scratch_buffers_with_the_next_call():
 
 
 def test_threads_running_convolutions_at_once_each_get_their_own_numbers():
-    """Two threads, each with its own images, forwards and back many times at once (numpy's
-    products release the GIL between the compiled loops): the results of a serial run."""
+    """Two threads, each with its own images, forwards and back many times at once (the
+    compiled passes release the GIL): the results of a serial run."""
     import threading
 
     W, b = arrays("float32", 8, (16, 8, 3, 3), (16,))

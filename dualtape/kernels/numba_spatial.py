@@ -4,17 +4,18 @@ Measured on AMD EPYC (float32, one thread; bench/results/2026-12-02-conv.md), th
 convolution spends most of its time outside the matrix products: numpy's copy of the
 transposed window view into the (C·kernel, B·rows·cols) matrix, the transposes around that
 matrix, and a col2im of k·k strided adds whose inner loop is one image row long; pooling
-spends it in reductions over windows of four. Here the windows are unfolded by a compiled
-loop straight into one C-contiguous (C·kernel, rows·cols) matrix per image
-(``_numba_spatial.unfold``), so each product is a per-image ``matmul`` whose result is
-already (B, C_out, rows, cols); the weight gradient is one batched product on the same
-buffer, summed over the batch; the input gradient's fold is a compiled loop of row adds; max
-pooling is one compiled pass each way. The unfolded windows and the input gradient's
-products are temporaries written into buffers each thread keeps for its next call of the same
-shape (``_scratch``: for the benchmark's layer two of 6 MB each, held until a call of another
-shape replaces them or the thread ends). Only C-contiguous float32/float64 numpy arrays (others
-are copied to it); ``kernels.spatial_loops`` chooses this module after the layer's self-check
-against the generic code, once per layer kind and dtype.
+spends it in reductions over windows of four. Here each pass of a filter layer is one compiled
+call that goes image by image (``_numba_spatial``): a compiled loop unfolds the image's windows
+into one C-contiguous (C·kernel, rows·cols) matrix, numpy's own ``cblas_?gemm`` multiplies it
+(the result already the image's (C_out, rows, cols)), the weight gradient is summed over the
+images by the products themselves, and the input gradient's fold is a compiled loop of row
+adds. One image's matrix (195 KB for the benchmark's layer) stays in the core's cache, where
+the whole batch's (6 MB) went through memory: forwards and back 0.7x the time of that
+(bench/results/2026-12-03-conv-per-image.md). Max pooling is one compiled pass each way. The
+windows and the input gradient's products are written into buffers each thread keeps for its
+next call of the same shape (``_scratch``). Float32/float64 numpy arrays of one dtype, copied to
+C order where they are not; ``kernels.spatial_loops`` chooses this module after the layer's
+self-check against the generic code, once per layer kind and dtype.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from . import blas
+
 Array = Any
 Pair = tuple[int, int]
 
@@ -32,24 +35,31 @@ Pair = tuple[int, int]
 def convolution_forward(x: Array, W: Array, b: Array, stride: Pair) -> Array:
     """``Convolution``'s output (B, O, rows, cols) for images ``x``, weights ``W`` (O, C,
     kernel rows, kernel cols) and bias ``b`` (O,)."""
-    cols = _unfold(x, W.shape[2:], stride)
-    y = np.matmul(np.reshape(W, (W.shape[0], -1)), _matrices(cols))
-    y += np.reshape(b, (-1, 1))
-    return np.reshape(y, (x.shape[0], W.shape[0], *cols.shape[4:]))
+    x, W2, b = _operands(x, _flat(W), b)
+    _expect(x, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
+    counts = _counts(x.shape, W.shape[2:], stride)
+    y = np.empty((x.shape[0], W.shape[0], counts[0] * counts[1]), x.dtype)
+    _compiled().convolution_forward(_gemm(x), x, W2, b, *stride,
+                                    _windows(x.shape[1], W.shape[2:], counts, x.dtype), y)
+    return np.reshape(y, (*y.shape[:2], *counts))
 
 
 def convolution_backward(x: Array, W: Array, dy: Array, stride: Pair
                          ) -> tuple[Array, Array, Array]:
     """``Convolution``'s ``(dW, db, dx)`` from its input ``x``, weights ``W`` and the output's
     gradient ``dy``."""
-    cols = _matrices(_unfold(x, W.shape[2:], stride))
-    d = np.reshape(np.ascontiguousarray(dy), (dy.shape[0], dy.shape[1], -1))
-    dW = np.reshape(np.sum(np.matmul(d, np.matrix_transpose(cols)), axis=0), W.shape)
-    db = np.sum(d @ np.ones(d.shape[2], d.dtype), axis=0)  # gemv: 3x numpy's sum here
-    W_t = np.matrix_transpose(np.reshape(W, (W.shape[0], -1)))
-    grads = np.matmul(W_t, d, out=_scratch("grads", (d.shape[0], W_t.shape[0], d.shape[2]),
-                                           d.dtype))
-    return dW, db, _fold(grads, tuple(x.shape), W.shape[2:], stride)
+    x, W2, dy = _operands(x, _flat(W), dy)
+    _expect(x, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
+    counts = _counts(x.shape, W.shape[2:], stride)
+    _expect(dy, (x.shape[0], W.shape[0], *counts), "dy")
+    d = np.reshape(dy, (*dy.shape[:2], counts[0] * counts[1]))
+    windows = _windows(x.shape[1], W.shape[2:], counts, x.dtype)
+    dW, db, dx = np.zeros(W2.shape, x.dtype), np.zeros(W.shape[0], x.dtype), np.zeros_like(x)
+    # db by gemv against ones: 3x numpy's sum here
+    _compiled().convolution_backward(*blas.addresses(x.dtype), x, W2, d, *stride, windows,
+                                     _scratch("products", windows.shape, x.dtype),
+                                     np.ones(d.shape[2], x.dtype), dW, db, dx)
+    return np.reshape(dW, W.shape), db, dx
 
 
 def deconvolution_forward(x: Array, W: Array, b: Array, shape: tuple[int, ...],
@@ -57,10 +67,12 @@ def deconvolution_forward(x: Array, W: Array, b: Array, shape: tuple[int, ...],
     """``Deconvolution``'s output of ``shape`` (B, O, H, W) for images ``x`` (B, C, h, w),
     weights ``W`` (C, O, kernel rows, kernel cols) and bias ``b`` (O,): the fold of
     ``Wᵀ x`` per image."""
-    rows = np.reshape(np.ascontiguousarray(x), (x.shape[0], x.shape[1], -1))
-    grads = np.matmul(np.matrix_transpose(np.reshape(W, (W.shape[0], -1))), rows)
-    y = _fold(grads, shape, W.shape[2:], stride)
-    y += np.reshape(b, (-1, 1, 1))
+    x, W2, b = _operands(x, _flat(W), b)
+    _expect(x, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), "x")
+    y = np.zeros(shape, x.dtype)
+    products = _scratch("products", (*W.shape[1:], *x.shape[2:]), x.dtype)
+    _compiled().deconvolution_forward(_gemm(x), _rows(x), W2, b,
+                                      *stride, products, y)
     return y
 
 
@@ -68,11 +80,14 @@ def deconvolution_backward(x: Array, W: Array, dy: Array, stride: Pair
                            ) -> tuple[Array, Array, Array]:
     """``Deconvolution``'s ``(dW, db, dx)`` from its input ``x``, weights ``W`` and the
     output's gradient ``dy``: the convolution of ``dy``."""
-    cols = _matrices(_unfold(dy, W.shape[2:], stride))
-    rows = np.reshape(np.ascontiguousarray(x), (x.shape[0], x.shape[1], -1))
-    dW = np.reshape(np.sum(np.matmul(rows, np.matrix_transpose(cols)), axis=0), W.shape)
-    dx = np.matmul(np.reshape(W, (W.shape[0], -1)), cols)
-    return dW, np.sum(dy, axis=(0, 2, 3)), np.reshape(dx, x.shape)
+    x, W2, dy = _operands(x, _flat(W), dy)
+    _expect(x, (dy.shape[0], W.shape[0], *_counts(dy.shape, W.shape[2:], stride)), "x")
+    windows = _windows(W.shape[1], W.shape[2:], x.shape[2:], x.dtype)
+    dW, dx = np.zeros(W2.shape, x.dtype), np.empty_like(x)
+    _compiled().deconvolution_backward(_gemm(x), _rows(x), W2, dy,
+                                       *stride, windows, dW,
+                                       _rows(dx))
+    return np.reshape(dW, W.shape), np.sum(dy, axis=(0, 2, 3)), dx
 
 
 def max_pool(x: Array, kernel: Pair, stride: Pair, small: Any) -> tuple[Array, Array]:
@@ -94,15 +109,42 @@ def max_pool_back(dy: Array, argmax: Array, shape: tuple[int, ...], kernel: Pair
     return dx
 
 
-def _unfold(x: Array, kernel: Pair, stride: Pair) -> Array:
-    """The windows of ``x`` (B, C, H, W) as an array (B, C, kernel rows, kernel cols, rows,
-    cols): this thread's scratch buffer, overwritten by the next call (every caller uses it up
-    before returning)."""
-    x = np.ascontiguousarray(x)
-    out = _scratch("windows", (*x.shape[:2], *kernel, *_counts(x.shape, kernel, stride)),
-                   x.dtype)
-    _compiled().unfold(x, *stride, out)
-    return out
+def _operands(x: Array, *others: Array) -> tuple[Array, ...]:
+    """``x`` and ``others`` in C order (copies where they are not), all of ``x``'s dtype, else
+    ``TypeError``: compiled code reads them through raw pointers."""
+    if any(a.dtype != x.dtype for a in others):
+        raise TypeError(f"numba_spatial: operands of one dtype, got "
+                        f"{[str(a.dtype) for a in (x, *others)]}")
+    return tuple(np.ascontiguousarray(a) for a in (x, *others))
+
+
+def _expect(a: Array, shape: tuple[int, ...], name: str) -> None:
+    """``ValueError`` unless ``a`` has ``shape`` (compiled code indexes it unchecked)."""
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"numba_spatial: {name} must have shape {tuple(shape)}, "
+                         f"got {tuple(a.shape)}")
+
+
+def _rows(images: Array) -> Array:
+    """Images (B, C, H, W) as (B, C, H·W), a view."""
+    return np.reshape(images, (*images.shape[:2], images.shape[2] * images.shape[3]))
+
+
+def _flat(W: Array) -> Array:
+    """Filters (O, C, kernel rows, kernel cols) as a matrix (O, C·kernel)."""
+    return np.reshape(W, (W.shape[0], -1))
+
+
+def _gemm(x: Array) -> int:
+    """The address of numpy's ``cblas_?gemm`` for ``x``'s dtype."""
+    return blas.addresses(x.dtype)[0]
+
+
+def _windows(channels: int, kernel: tuple[int, ...], counts: tuple[int, ...], dtype: Any
+             ) -> Array:
+    """This thread's buffer for one image's windows (channels, kernel rows, kernel cols,
+    rows, cols)."""
+    return _scratch("windows", (channels, *kernel, *counts), dtype)
 
 
 _SCRATCH = threading.local()
@@ -110,9 +152,10 @@ _SCRATCH = threading.local()
 
 def _scratch(role: str, shape: tuple[int, ...], dtype: Any) -> Array:
     """This thread's buffer of ``shape`` and ``dtype`` for the temporary ``role``, kept for the
-    next call of the same shape (one per role: a new shape replaces it). The windows of the
-    benchmark's layer are 6 MB, and a fresh array that size costs a page fault per 4 KiB on
-    first touch: 1,477 a backward pass, 1.3 of its 3.3 ms on an Intel Xeon."""
+    next call of the same shape (one per role: a new shape replaces it). A fresh array of a
+    few hundred KB (one image's windows: 195 KB for the benchmark's layer) may be mapped anew
+    by malloc and cost a page fault per 4 KiB on first touch (for the whole batch's 6 MB,
+    1,477 a backward pass, 1.3 of its 3.3 ms on an Intel Xeon)."""
     kept = getattr(_SCRATCH, role, None)
     if kept is None or kept.shape != shape or kept.dtype != dtype:
         kept = np.empty(shape, dtype)
@@ -120,25 +163,14 @@ def _scratch(role: str, shape: tuple[int, ...], dtype: Any) -> Array:
     return kept
 
 
-def _fold(grads: Array, shape: tuple[int, ...], kernel: Pair, stride: Pair) -> Array:
-    """The images of ``shape`` (B, C, H, W) summing the windows' gradient ``grads`` (B,
-    C·kernel, rows·cols) where ``_unfold`` took each entry from."""
-    batch, channels = shape[:2]
-    six = np.reshape(grads, (batch, channels, *kernel, *_counts(shape, kernel, stride)))
-    dx = np.zeros(shape, grads.dtype)
-    _compiled().fold(six, *stride, dx)
-    return dx
-
-
-def _matrices(windows: Array) -> Array:
-    """Unfolded windows (B, C, kh, kw, rows, cols) as B matrices (C·kh·kw, rows·cols)."""
-    batch, channels, kh, kw, rows, cols = windows.shape
-    return np.reshape(windows, (batch, channels * kh * kw, rows * cols))
-
-
 def _counts(shape: tuple[int, ...], kernel: Pair, stride: Pair) -> Pair:
-    """How many whole windows fit down and across images of ``shape`` (B, C, H, W)."""
-    return ((shape[2] - kernel[0]) // stride[0] + 1, (shape[3] - kernel[1]) // stride[1] + 1)
+    """How many whole windows fit down and across images of ``shape`` (B, C, H, W);
+    ``ValueError`` where not one does."""
+    counts = ((shape[2] - kernel[0]) // stride[0] + 1, (shape[3] - kernel[1]) // stride[1] + 1)
+    if min(counts) < 1:
+        raise ValueError(f"numba_spatial: a kernel {tuple(kernel)} does not fit images "
+                         f"{tuple(shape[2:])}")
+    return counts
 
 
 @functools.cache

@@ -29,8 +29,8 @@ class Deconvolution(FilterLayer):
     stride: its forward pass is that convolution's input gradient, its backward pass that
     convolution's forward pass. ``W`` is (channels_in, channels_out, rows, cols), torch's
     layout, ``b`` (channels_out,); Grenade's initialisation (``FilterLayer``). The tape keeps
-    the input (the weight gradient's other factor). On numpy with numba the spread and the
-    unfold are compiled loops (``kernels.numba_spatial``).
+    the input (the weight gradient's other factor). On numpy with numba each pass is one
+    compiled call that goes image by image (``kernels.numba_spatial``).
     """
 
     kind = "Deconvolution"

@@ -20,24 +20,24 @@ TESTS = ("tests/test_spatial_golden.py", "tests/test_convolution.py", "tests/tes
 FAST = ("tests/test_numba_spatial.py", "tests/test_convolution.py", "tests/test_pooling.py")
 MUTANTS = [
     # the compiled window loops
-    Mutant(CNS, "out[b, c, p, q, i, j] = x[b, c, r, j + q]",
-           "out[b, c, p, q, i, j] = x[b, c, r, j]",
+    Mutant(CNS, "out[c, p, q, i, j] = x[b, c, r, j + q]",
+           "out[c, p, q, i, j] = x[b, c, r, j]",
            "compiled unfold: the kernel column ignored at column stride 1", FAST),
-    Mutant(CNS, "out[b, c, p, q, i, j] = x[b, c, r, j * sw + q]",
-           "out[b, c, p, q, i, j] = x[b, c, r, j * sh + q]",
+    Mutant(CNS, "out[c, p, q, i, j] = x[b, c, r, j * sw + q]",
+           "out[c, p, q, i, j] = x[b, c, r, j * sh + q]",
            "compiled unfold: the row stride used for columns", FAST),
-    Mutant(CNS, "                        r = i * sh + p\n                        if sw == 1:\n"
-                "                            for j in range(cols):\n"
-                "                                out[",
-           "                        r = i + p\n                        if sw == 1:\n"
-           "                            for j in range(cols):\n"
-           "                                out[",
+    Mutant(CNS, "                    r = i * sh + p\n                    if sw == 1:\n"
+                "                        for j in range(cols):\n"
+                "                            out[",
+           "                    r = i + p\n                    if sw == 1:\n"
+           "                        for j in range(cols):\n"
+           "                            out[",
            "compiled unfold: the row stride ignored", FAST),
-    Mutant(CNS, "dx[b, c, r, j + q] += grads[b, c, p, q, i, j]",
-           "dx[b, c, r, j + q] = grads[b, c, p, q, i, j]",
+    Mutant(CNS, "dx[b, c, r, j + q] += grads[c, p, q, i, j]",
+           "dx[b, c, r, j + q] = grads[c, p, q, i, j]",
            "compiled fold: overlapping windows overwrite instead of summing", FAST),
-    Mutant(CNS, "dx[b, c, r, j * sw + q] += grads[b, c, p, q, i, j]",
-           "dx[b, c, r, j + q] += grads[b, c, p, q, i, j]",
+    Mutant(CNS, "dx[b, c, r, j * sw + q] += grads[c, p, q, i, j]",
+           "dx[b, c, r, j + q] += grads[c, p, q, i, j]",
            "compiled fold: the column stride ignored", FAST),
     Mutant(CNS, "if v > best or (v != v and best == best):", "if v > best:",
            "compiled pooling: a NaN after the window's first element is dropped", FAST),
@@ -47,19 +47,38 @@ MUTANTS = [
     Mutant(CNS, "dx[b, c, i * sh + at // kw, j * sw + at % kw]",
            "dx[b, c, i * sh + at % kw, j * sw + at // kw]",
            "compiled pooling back: the position's row and column swapped", FAST),
-    Mutant(NS, "    y += np.reshape(b, (-1, 1))\n", "",
+    Mutant(CNS, "                y[b, o, j] += bias[o]\n", "",
            "fast Convolution: the bias left out", FAST),
-    Mutant(NS, "    db = np.sum(d @ np.ones(d.shape[2], d.dtype), axis=0)",
-           "    db = (d @ np.ones(d.shape[2], d.dtype))[0]",
-           "fast Convolution: the bias gradient of the first image only", FAST),
-    Mutant(NS, "dW = np.reshape(np.sum(np.matmul(d, np.matrix_transpose(cols)), axis=0), W.shape)",
-           "dW = np.reshape(np.matmul(d, np.matrix_transpose(cols))[-1], W.shape)",
+    Mutant(CNS, "ones.ctypes.data, 1, one, db.ctypes.data, 1)",
+           "ones.ctypes.data, 1, zero, db.ctypes.data, 1)",
+           "fast Convolution: the bias gradient of the last image only", FAST),
+    Mutant(CNS, "        call_gemm(gemm, ROW_MAJOR, NO_TRANS, TRANS, n_out, k, n, one, "
+                "d[b].ctypes.data, n,\n                  windows.ctypes.data, n, one,",
+           "        call_gemm(gemm, ROW_MAJOR, NO_TRANS, TRANS, n_out, k, n, one, "
+           "d[b].ctypes.data, n,\n                  windows.ctypes.data, n, zero,",
            "fast Convolution: the weight gradient of the last image only", FAST),
-    Mutant(NS, "    y += np.reshape(b, (-1, 1, 1))\n", "",
+    Mutant(CNS, "        fold_image(products, b, sh, sw, dx)",
+           "        fold_image(products, 0, sh, sw, dx)",
+           "fast Convolution: every image's input gradient folded into the first", FAST),
+    Mutant(CNS, "            y[b, o] += bias[o]\n", "",
            "fast Deconvolution: the bias left out", FAST),
-    Mutant(NS, "    dx = np.matmul(np.reshape(W, (W.shape[0], -1)), cols)",
-           "    dx = np.matmul(np.reshape(W, (W.shape[0], -1)), cols[::-1])",
+    Mutant(CNS, "windows.ctypes.data, n, zero, dx[b].ctypes.data, n)",
+           "windows.ctypes.data, n, zero, dx[x.shape[0] - 1 - b].ctypes.data, n)",
            "fast Deconvolution: input gradients of the batch reversed", FAST),
+    Mutant(CNS, "channels, k, n, one, x[b].ctypes.data, n,\n"
+                "                  windows.ctypes.data, n, one,",
+           "channels, k, n, one, x[b].ctypes.data, n,\n"
+           "                  windows.ctypes.data, n, zero,",
+           "fast Deconvolution: the weight gradient of the last image only", FAST),
+    Mutant(NS, "    if any(a.dtype != x.dtype for a in others):",
+           "    if False:",
+           "compiled filters read an operand of another dtype through a raw pointer", FAST),
+    Mutant(NS, '    _expect(dy, (x.shape[0], W.shape[0], *counts), "dy")\n', "",
+           "fast Convolution: a gradient of the wrong shape indexed unchecked", FAST),
+    Mutant(NS, '    _expect(x, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), '
+               '"x")\n', "", "fast Deconvolution: an output shape the input does not fit", FAST),
+    Mutant(NS, "    if min(counts) < 1:", "    if min(counts) < 0:",
+           "fast paths: a kernel larger than the image reaches BLAS", FAST),
     Mutant(NS, "(shape[3] - kernel[1]) // stride[1] + 1)",
            "(shape[3] - kernel[1]) // stride[0] + 1)",
            "fast paths: the row stride used to count columns", FAST),
