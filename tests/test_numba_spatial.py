@@ -110,6 +110,14 @@ def test_operands_the_compiled_code_cannot_read_safely_are_refused():
         numba_spatial.deconvolution_backward(x, Wd, np.zeros((2, 4, 6, 5)), (1, 1))
     with pytest.raises(TypeError, match="one dtype"):
         numba_spatial.deconvolution_forward(x, Wd, b.astype("float32"), (2, 4, 9, 7), (1, 1))
+    with pytest.raises(ValueError, match=r"b must have shape \(4,\)"):
+        numba_spatial.convolution_forward(x, W, b[:3], (1, 1))
+    with pytest.raises(ValueError, match=r"the output's channels must have shape \(4,\)"):
+        numba_spatial.deconvolution_forward(x, Wd, b, (2, 3, 9, 7), (1, 1))
+    with pytest.raises(ValueError, match=r"b must have shape \(4,\)"):
+        numba_spatial.deconvolution_forward(x, Wd, b[:2], (2, 4, 9, 7), (1, 1))
+    with pytest.raises(ValueError, match=r"dy's channels must have shape \(4,\)"):
+        numba_spatial.deconvolution_backward(x, Wd, np.zeros((2, 3, 9, 7)), (1, 1))
 
 
 POOLS = {**POOL_SIZES, "digits": ((32, 16, 8, 8), (2, 2), None),

@@ -6,8 +6,8 @@ rows, cols), each kernel position's (rows, cols) image in a row of the (C·kerne
 matrix a product takes without a transpose, and multiplied there by ``cblas_?gemm`` (``gemm``,
 ``gemv``: their addresses as integers, ``blas.addresses``, called through ``_numba_blas``), so
 the matrix stays in the core's cache instead of one for the whole batch going through memory.
-The weight gradient is summed over the images by the products themselves (``beta`` 1 after the
-first image). These passes release the GIL, so threads run them at once (each with its own
+The weight gradient is summed over the images by the products themselves (``beta`` 1, onto
+zeros). These passes release the GIL, so threads run them at once (each with its own
 buffers). A column stride of 1 gets a loop of its own, which LLVM vectorizes.
 """
 

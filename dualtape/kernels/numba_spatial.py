@@ -36,7 +36,8 @@ def convolution_forward(x: Array, W: Array, b: Array, stride: Pair) -> Array:
     """``Convolution``'s output (B, O, rows, cols) for images ``x``, weights ``W`` (O, C,
     kernel rows, kernel cols) and bias ``b`` (O,)."""
     x, W2, b = _operands(x, _flat(W), b)
-    _expect(x, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
+    _expect(x.shape, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
+    _expect(b.shape, W.shape[:1], "b")
     counts = _counts(x.shape, W.shape[2:], stride)
     y = np.empty((x.shape[0], W.shape[0], counts[0] * counts[1]), x.dtype)
     _compiled().convolution_forward(_gemm(x), x, W2, b, *stride,
@@ -49,9 +50,9 @@ def convolution_backward(x: Array, W: Array, dy: Array, stride: Pair
     """``Convolution``'s ``(dW, db, dx)`` from its input ``x``, weights ``W`` and the output's
     gradient ``dy``."""
     x, W2, dy = _operands(x, _flat(W), dy)
-    _expect(x, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
+    _expect(x.shape, (x.shape[0], W.shape[1], *x.shape[2:4]), "x")
     counts = _counts(x.shape, W.shape[2:], stride)
-    _expect(dy, (x.shape[0], W.shape[0], *counts), "dy")
+    _expect(dy.shape, (x.shape[0], W.shape[0], *counts), "dy")
     d = np.reshape(dy, (*dy.shape[:2], counts[0] * counts[1]))
     windows = _windows(x.shape[1], W.shape[2:], counts, x.dtype)
     dW, db, dx = np.zeros(W2.shape, x.dtype), np.zeros(W.shape[0], x.dtype), np.zeros_like(x)
@@ -68,7 +69,9 @@ def deconvolution_forward(x: Array, W: Array, b: Array, shape: tuple[int, ...],
     weights ``W`` (C, O, kernel rows, kernel cols) and bias ``b`` (O,): the fold of
     ``Wᵀ x`` per image."""
     x, W2, b = _operands(x, _flat(W), b)
-    _expect(x, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), "x")
+    _expect(tuple(shape[1:2]), W.shape[1:2], "the output's channels")
+    _expect(b.shape, W.shape[1:2], "b")
+    _expect(x.shape, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), "x")
     y = np.zeros(shape, x.dtype)
     products = _scratch("products", (*W.shape[1:], *x.shape[2:]), x.dtype)
     _compiled().deconvolution_forward(_gemm(x), _rows(x), W2, b,
@@ -81,7 +84,8 @@ def deconvolution_backward(x: Array, W: Array, dy: Array, stride: Pair
     """``Deconvolution``'s ``(dW, db, dx)`` from its input ``x``, weights ``W`` and the
     output's gradient ``dy``: the convolution of ``dy``."""
     x, W2, dy = _operands(x, _flat(W), dy)
-    _expect(x, (dy.shape[0], W.shape[0], *_counts(dy.shape, W.shape[2:], stride)), "x")
+    _expect(dy.shape[1:2], W.shape[1:2], "dy's channels")
+    _expect(x.shape, (dy.shape[0], W.shape[0], *_counts(dy.shape, W.shape[2:], stride)), "x")
     windows = _windows(W.shape[1], W.shape[2:], x.shape[2:], x.dtype)
     dW, dx = np.zeros(W2.shape, x.dtype), np.empty_like(x)
     _compiled().deconvolution_backward(_gemm(x), _rows(x), W2, dy,
@@ -118,11 +122,11 @@ def _operands(x: Array, *others: Array) -> tuple[Array, ...]:
     return tuple(np.ascontiguousarray(a) for a in (x, *others))
 
 
-def _expect(a: Array, shape: tuple[int, ...], name: str) -> None:
-    """``ValueError`` unless ``a`` has ``shape`` (compiled code indexes it unchecked)."""
-    if tuple(a.shape) != tuple(shape):
-        raise ValueError(f"numba_spatial: {name} must have shape {tuple(shape)}, "
-                         f"got {tuple(a.shape)}")
+def _expect(shape: tuple[int, ...], expected: tuple[int, ...], name: str) -> None:
+    """``ValueError`` unless ``shape`` is ``expected`` (compiled code indexes unchecked)."""
+    if tuple(shape) != tuple(expected):
+        raise ValueError(f"numba_spatial: {name} must have shape {tuple(expected)}, "
+                         f"got {tuple(shape)}")
 
 
 def _rows(images: Array) -> Array:

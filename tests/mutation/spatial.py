@@ -73,10 +73,16 @@ MUTANTS = [
     Mutant(NS, "    if any(a.dtype != x.dtype for a in others):",
            "    if False:",
            "compiled filters read an operand of another dtype through a raw pointer", FAST),
-    Mutant(NS, '    _expect(dy, (x.shape[0], W.shape[0], *counts), "dy")\n', "",
+    Mutant(NS, '    _expect(dy.shape, (x.shape[0], W.shape[0], *counts), "dy")\n', "",
            "fast Convolution: a gradient of the wrong shape indexed unchecked", FAST),
-    Mutant(NS, '    _expect(x, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), '
+    Mutant(NS, '    _expect(x.shape, (shape[0], W.shape[0], *_counts(shape, W.shape[2:], stride)), '
                '"x")\n', "", "fast Deconvolution: an output shape the input does not fit", FAST),
+    Mutant(NS, '    _expect(b.shape, W.shape[:1], "b")\n', "",
+           "fast Convolution: a bias of the wrong length read unchecked", FAST),
+    Mutant(NS, "    _expect(tuple(shape[1:2]), W.shape[1:2], \"the output's channels\")\n", "",
+           "fast Deconvolution: an output of fewer channels written unchecked", FAST),
+    Mutant(NS, "    _expect(dy.shape[1:2], W.shape[1:2], \"dy's channels\")\n", "",
+           "fast Deconvolution: a gradient of fewer channels read unchecked", FAST),
     Mutant(NS, "    if min(counts) < 1:", "    if min(counts) < 0:",
            "fast paths: a kernel larger than the image reaches BLAS", FAST),
     Mutant(NS, "(shape[3] - kernel[1]) // stride[1] + 1)",
