@@ -16,7 +16,6 @@ calls each, the four in turns; prints the CPU model.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +23,8 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 from threadpoolctl import threadpool_limits
+
+from dualtape.benchmarks.report import cpu_model
 
 ROWS, VOCAB, GATES = 50 * 32, 57, 4 * 80
 
@@ -35,18 +36,6 @@ def scatter_rows(d: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:  # pr
         row = out[ids[r]]
         for j in range(d.shape[1]):
             row[j] += d[r, j]
-
-
-def cpu_model() -> str:
-    """The CPU's model name, from /proc/cpuinfo where there is one."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:
