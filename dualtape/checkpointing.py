@@ -120,6 +120,8 @@ def checkpointed_backward(
     forward pass; ``ValueError`` for a tape of another number of layers or inputs."""
     first = layers[0]
     example, wanted = tuple(tape.xs.shape[2:]), first.input_shape  # (n_in,), or () for ids
+    if example == () and getattr(first, "takes_one_hot_ids", False):
+        wanted = ()  # ids in place of one-hot rows
     if len(tape.last.tapes) != len(layers) or (wanted is not None and example != wanted):
         owner = repr(first) if len(layers) == 1 else "RecurrentNetwork"
         given = f"inputs of {example[0]}" if example else "ids"
@@ -149,7 +151,7 @@ def checkpointed_backward(
             layer.rng.bit_generator.state = state
     assert grads is not None and dstates is not None  # a tape has at least one segment
     whole = None
-    if need_dxs and dxs[0] is not None:  # None: the input is ids (an Embedding first)
+    if need_dxs and dxs[0] is not None:  # None: the input is ids
         whole = dxs[0] if len(dxs) == 1 else xp.concat(dxs, axis=0)
     return grads, dstates, whole
 

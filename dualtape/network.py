@@ -21,7 +21,14 @@ from .layers.chain import (  # noqa: F401  (check_chain and feature_count: impor
     feature_count,
     forward_chain,
 )
-from .layers.edges import prepare_ids, prepare_input, prepare_like, read_only, restore
+from .layers.edges import (
+    holds_integers,
+    prepare_ids,
+    prepare_input,
+    prepare_like,
+    read_only,
+    restore,
+)
 from .layers.embedding import Embedding
 from .layers.sequential import Sequential, as_layers
 from .switches import held
@@ -111,10 +118,13 @@ class Chain:
         self, x: Any, leading: tuple[str, ...] = ("batch",), what: str = "input", copy: bool = False
     ):
         first, reference = self.layers[0], self._reference()
-        if isinstance(first, Embedding):
-            return prepare_ids(x, vocab=first.vocab, reference=reference,
-                               owner=type(self).__name__, taker=f"layer 0 {first!r}",
-                               leading=leading, what=what, copy=copy)
+        if isinstance(first, Embedding) or (
+                getattr(first, "takes_one_hot_ids", False) and holds_integers(x)):
+            vocab = first.vocab if isinstance(first, Embedding) else first.n_in
+            assert vocab is not None  # a recurrent layer has its n_in
+            return prepare_ids(x, vocab=vocab, reference=reference, owner=type(self).__name__,
+                               taker=f"layer 0 {first!r}", leading=leading, what=what,
+                               copy=copy)
         return prepare_input(
             x,
             n_features=self.in_shape,
@@ -128,8 +138,13 @@ class Chain:
 
     def _gradient_reference(self, first_tape: Any) -> Array:
         """What an output gradient must match in place and dtype: the first layer's tape's
-        first array, or, when that holds ids (an ``Embedding`` first), the parameters."""
-        return self._reference() if self.layers[0].takes_ids else tape_array(first_tape)
+        first array (``_input_reference``)."""
+        return self._input_reference(tape_array(first_tape))
+
+    def _input_reference(self, inputs: Array) -> Array:
+        """``inputs`` as kept on a tape, or the parameters when they are ids (an
+        ``Embedding`` first, or a recurrent layer fed ids)."""
+        return self._reference() if holds_integers(inputs) else inputs
 
     def _check_tapes(self, tapes: Any) -> None:
         """Raise ``ValueError`` unless ``tapes`` has one tape per layer, each of its layer."""

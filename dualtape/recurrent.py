@@ -120,7 +120,7 @@ class RecurrentNetwork(Chain):
             self._check_tapes(tape.tapes)
             reference = self._gradient_reference(tape.tapes[0])
         else:
-            reference = self._reference() if self.layers[0].takes_ids else tape.xs
+            reference = self._input_reference(tape.xs)
         width = self.n_out if self.n_out is not None else reference.shape[-1]
         shape = (tape.steps, tape.batch, width)
         xp, dys, single = prepare_like(dys, shape, reference, "RecurrentNetwork", "dys")

@@ -1,9 +1,11 @@
-"""Row sums by id, the fast paths of ``layers.embedding.generic_row_sums`` (an embedding's
-weight gradient: row ``i`` is the sum of the rows of ``rows`` whose id is ``i``).
+"""Row sums by id, the fast paths of ``layers.linear_algebra.generic_row_sums`` (an embedding's
+weight gradient, and that of a recurrent layer fed ids: row ``i`` is the sum of the rows of
+``rows`` whose id is ``i``).
 
-On numpy a sort and ``np.add.reduceat`` (``np.add.at`` is slower: 1.1 ms against 0.15-0.18
-at 1,600 ids into 57-100 rows of 80, and about even from 10,000 rows of 256 on, where
-zeroing the result dominates; ``bincount`` per column loses from there, 4-5x), on torch
+On numpy the compiled loop (``numba_scatter``) where the compiled LSTM loops run, else a sort
+and ``np.add.reduceat`` (``np.add.at`` is slower: 1.1 ms against 0.15-0.18 at 1,600 ids into
+57-100 rows of 80, and about even from 10,000 rows of 256 on, where zeroing the result
+dominates; ``bincount`` per column loses from there, 4-5x), on torch
 ``index_add_``, on CuPy ``cupyx.scatter_add``; None for the generic code (array-api-strict,
 ``DUALTAPE_FUSED=0``).
 """
@@ -27,7 +29,11 @@ def row_sums(ids: Array, rows: Array, vocab: int) -> Array | None:
     if _generic_only():
         return None
     if type(rows) is np.ndarray:
-        return numpy_row_sums(ids, rows, vocab)
+        from . import scatter_loops
+
+        loops = scatter_loops(rows, check_compiled)
+        return numpy_row_sums(ids, rows, vocab) if loops is None else \
+            loops.row_sums(ids, rows, vocab)
     if array_api_compat.is_torch_array(rows):
         import torch
 
@@ -55,3 +61,17 @@ def numpy_row_sums(ids: np.ndarray, rows: np.ndarray, vocab: int) -> np.ndarray:
     starts = np.flatnonzero(np.diff(ordered, prepend=-1))
     out[ordered[starts]] = np.add.reduceat(rows[order], starts, axis=0)
     return out
+
+
+def check_compiled(loops: Any, like: Array) -> str | None:
+    """How the compiled ``loops.row_sums`` disagrees with ``numpy_row_sums`` on rows of
+    ``like``'s dtype (strided, with ids absent and repeated), beyond rounding, or None."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 6, 40)  # rows 0 and 6 get no ids
+    rows = rng.standard_normal((40, 22)).astype(like.dtype)[:, ::2]
+    got, want = loops.row_sums(ids, rows, 7), numpy_row_sums(ids, rows, 7)
+    bound = 40 * np.finfo(like.dtype).eps * numpy_row_sums(ids, np.abs(rows), 7)
+    if got.shape != want.shape or got.dtype != want.dtype or not (
+            np.abs(got - want) <= bound).all():
+        return "row sums by id differ from numpy's beyond rounding"
+    return None

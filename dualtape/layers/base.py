@@ -59,6 +59,7 @@ from .edges import (
     check_not_empty,
     check_sequence_gradients_order,
     check_size,
+    holds_integers,
     prepare_input,
     prepare_like,
     read_only,
@@ -220,12 +221,13 @@ class Layer:
     def _check_tape(self, tape: Any, owner: str, k: int | None = None) -> None:
         """Raise ``ValueError`` unless ``tape`` can be this layer's (layer ``k`` of ``owner``,
         or the layer itself when ``k`` is None): its class is named after the layer's kind,
-        and its input has ``n_in`` features."""
+        and its input has ``n_in`` features (or is ids, where the layer takes them)."""
         name = type(tape).__name__
         if (
             not isinstance(tape, tuple)
             or not name.startswith(self.kind)
-            or (self.n_in is not None and tape[0].shape[-1] != self.n_in)
+            or (self.n_in is not None and tape[0].shape[-1] != self.n_in
+                and not (getattr(self, "takes_one_hot_ids", False) and holds_integers(tape[0])))
         ):
             if k is None:
                 raise ValueError(
@@ -300,6 +302,10 @@ class RecurrentLayer(Layer):
     """
 
     recurrent = True
+    takes_one_hot_ids: ClassVar[bool] = False
+    """Whether a sequence may be ids ``(T, batch)`` in ``[0, n_in)``, each standing for its
+    one-hot row (``linear_algebra`` says how; no input gradient): first in a
+    ``RecurrentNetwork``, the layer then takes integer ids as the network's input."""
     state_size: int
     n_in: int
     n_out: int

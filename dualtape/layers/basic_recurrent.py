@@ -56,6 +56,7 @@ class BasicRecurrent(RecurrentLayer):
     """
 
     kind = "BasicRecurrent"
+    takes_one_hot_ids = True
 
     def __init__(
         self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"
@@ -120,8 +121,9 @@ class BasicRecurrent(RecurrentLayer):
             if t or need_dstate:
                 dstate = d @ recurrent
         d_all = xp.stack(ds)
-        dW_x, db = sequence_weight_grads(xp, d_all, tape.xs)
+        dW_x, db = sequence_weight_grads(xp, d_all, tape.xs, n_in)
         dW_y = sequence_outer(xp, d_all, tape.ys[:-1, ...])
         grads = {"W": xp.concat([dW_x, dW_y], axis=-1), "b": db}
-        dxs = sequence_product(xp, d_all, W[:, :n_in]) if need_dxs else None
+        dxs = sequence_product(xp, d_all, W[:, :n_in]) if need_dxs and tape.xs.ndim == 3 \
+            else None
         return grads, dstate if need_dstate else None, dxs

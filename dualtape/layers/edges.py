@@ -85,6 +85,18 @@ def prepare_input(
     return xp, x, single
 
 
+def holds_integers(x: Any) -> bool:
+    """Whether ``x`` is an array (of any backend) of integers, booleans not counted."""
+    if type(x) is np.ndarray:
+        return x.dtype.kind in "iu"
+    if getattr(x, "dtype", None) is None or isinstance(x, np.generic):
+        return isinstance(x, np.integer)
+    try:
+        return bool(namespace_of(x).isdtype(x.dtype, "integral"))
+    except TypeError:
+        return False
+
+
 def prepare_ids(
     ids: Any,
     *,

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
-from ..backend import host_rng, to_numpy, zeros_like_place
-from ..kernels.scatter import row_sums
+from ..backend import host_rng
 from .base import Array, Layer
 from .edges import check_size, prepare_ids, prepare_like, read_only, restore
 from .initial import initial_params
+from .linear_algebra import rows_by_id
 
 
 class EmbeddingTape(NamedTuple):
@@ -84,34 +82,8 @@ class Embedding(Layer):
     def _backward(self, xp: Any, tape: EmbeddingTape, dy: Array
                   ) -> tuple[dict[str, Array], None]:
         self._check_version(tape)
-        found = row_sums(tape.ids, dy, self.vocab)
-        if found is None:
-            found = generic_row_sums(xp, self.params["weight"], tape.ids, dy)
-        return {"weight": found}, None
+        return {"weight": rows_by_id(xp, tape.ids, dy, self.vocab)}, None
 
     def _output_shape(self, tape: EmbeddingTape) -> tuple[int, ...]:
         return (tape.ids.shape[0], self.n)
 
-
-def generic_row_sums(xp: Any, like: Array, ids: Array, rows: Array) -> Array:
-    """The weight gradient of an embedding whose weight is ``like`` ``(vocab, n)``: row ``i``
-    the sum of the rows of ``rows`` ``(m, n)`` whose id (``ids``, ``(m,)``, each in ``[0,
-    vocab)``) is ``i``, zero for the ids absent: the reference of ``kernels.scatter``'s
-    fast paths, in array-API calls. The array API has no scatter-add: the rows are sorted by
-    id, each run of one id summed, and the sums stacked with zero rows for the ids between
-    (the run boundaries are read to the host)."""
-    vocab, n = like.shape
-    order = xp.argsort(ids, stable=True)
-    ordered = to_numpy(xp.take(ids, order))
-    sorted_rows = xp.take(rows, order, axis=0)
-    bounds = [*np.flatnonzero(np.diff(ordered, prepend=-1)).tolist(), ordered.shape[0]]
-    pieces, filled = [], 0  # filled: the rows of the result written so far
-    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-        row = int(ordered[start])
-        if row > filled:
-            pieces.append(zeros_like_place((row - filled, n), like))
-        pieces.append(xp.sum(sorted_rows[start:stop, ...], axis=0, keepdims=True))
-        filled = row + 1
-    if filled < vocab:
-        pieces.append(zeros_like_place((vocab - filled, n), like))
-    return xp.concat(pieces, axis=0)

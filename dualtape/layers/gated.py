@@ -23,6 +23,7 @@ class GatedRecurrent(RecurrentLayer):
     default) on the host from ``seed``, in ``dtype``."""
 
     gates: ClassVar[int]
+    takes_one_hot_ids = True
     state_units: ClassVar[int] = 1
     """The state's width in units of ``n_out``: 2 for ``(h, c)``, 1 for ``h``."""
 
@@ -52,17 +53,19 @@ class GatedRecurrent(RecurrentLayer):
     ) -> tuple[dict[str, Array], Array | None]:
         """The parameters' gradients and the inputs' (None unless ``need_dxs``) from those of
         the pre-activations, ``da_i`` of ``xs W_ihᵀ + b_ih`` and ``da_h`` of ``h W_hhᵀ + b_hh``
-        (T, B, gates·n_out), with ``xs`` (T, B, n_in) and ``hs`` (T, B, n_out) the states
-        each step started from: one product per weight over all steps. When ``da_i`` is
-        ``da_h`` (an LSTM's) the two biases have one gradient, summed once."""
+        (T, B, gates·n_out), with ``xs`` (T, B, n_in) (or ids (T, B): no input gradient) and
+        ``hs`` (T, B, n_out) the states each step started from: one product per weight over
+        all steps. When ``da_i`` is ``da_h`` (an LSTM's) the two biases have one gradient,
+        summed once."""
         grads = {}
-        grads["W_ih"], grads["b_ih"] = sequence_weight_grads(xp, da_i, xs)
+        grads["W_ih"], grads["b_ih"] = sequence_weight_grads(xp, da_i, xs, self.n_in)
         if da_i is da_h:
             grads["W_hh"] = sequence_outer(xp, da_h, hs)
             grads["b_hh"] = xp.asarray(grads["b_ih"], copy=True)
         else:
             grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
-        dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs else None
+        dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs and xs.ndim == 3 \
+            else None
         return grads, dxs
 
 

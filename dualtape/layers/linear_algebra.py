@@ -1,5 +1,12 @@
 """The linear algebra layers share: sums of outer products over a batch and over a sequence's
-steps, column sums, and a sequence's input projection as one matrix product."""
+steps, column sums, and a sequence's input projection as one matrix product.
+
+A recurrent layer's sequence may also be ids ``(T, B)``, each standing for its one-hot row of
+the layer's ``n_in`` features (a ``RecurrentNetwork`` whose first layer is recurrent takes
+them): then the projection is a gather of the weights' columns, the same bits as the product
+for finite weights (one non-zero term per entry), and the weight gradient is the gradient's
+rows summed by id (``rows_by_id``), the product's non-zero terms in another order. The
+sequence helpers tell ids by their dimensions."""
 
 from __future__ import annotations
 
@@ -7,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import out_module
+from ..backend import out_module, to_numpy, zeros_like_place
 from ..kernels import outer_loops
+from ..kernels.scatter import row_sums
 
 Array = Any
 
@@ -70,16 +78,29 @@ def batch_sum(xp: Any, a: Array, out: Array | None = None) -> Array:
 
 def sequence_product(xp: Any, xs: Array, M: Array) -> Array:
     """``xs_t M`` for every step of ``xs`` (T, B, i) as one matrix product: (T, B, M's
-    columns)."""
+    columns); for ids ``xs`` (T, B), the rows of ``M`` they name (``one_hot_product``)."""
+    if xs.ndim == 2:
+        return one_hot_product(xp, xs, M)
     steps, batch, n_in = xs.shape
     return reshape(xp, reshape(xp, xs, (steps * batch, n_in)) @ M, (steps, batch, M.shape[-1]))
 
 
+def one_hot_product(xp: Any, ids: Array, M: Array) -> Array:
+    """The product of the one-hot rows of ``ids`` (any shape) with ``M`` (n, k): the rows of
+    ``M`` the ids name, ``ids.shape + (k,)``, gathered (on numpy from a C-ordered copy of
+    ``M``, usually a transposed weight: the rows then are contiguous)."""
+    if type(M) is np.ndarray:
+        return np.ascontiguousarray(M).take(ids, axis=0)
+    flat = reshape(xp, ids, (-1,))
+    return reshape(xp, xp.take(M, flat, axis=0), (*ids.shape, M.shape[-1]))
+
+
 def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
-    """``xs Wᵀ + b`` for every step of ``xs`` (T, B, i) as one matrix product: the input
-    projection a recurrent layer makes before its time loop, (T, B, rows of W). On numpy and
-    CuPy the bias is added in place (the same sums): a fresh array of the product's size costs
-    more than the additions (at the main job's 1600 x 320, 230 µs against 100)."""
+    """``xs Wᵀ + b`` for every step of ``xs`` (T, B, i) (or ids (T, B)) as one matrix
+    product: the input projection a recurrent layer makes before its time loop, (T, B, rows
+    of W). On numpy and CuPy the bias is added in place (the same sums): a fresh array of the
+    product's size costs more than the additions (at the main job's 1600 x 320, 230 µs against
+    100)."""
     projected = sequence_product(xp, xs, W.T)
     if out_module(projected) is None or projected.dtype != b.dtype:
         return projected + b
@@ -87,16 +108,63 @@ def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
     return projected
 
 
-def sequence_outer(xp: Any, d: Array, inputs: Array) -> Array:
-    """``Σ_t d_tᵀ inputs_t`` for ``d`` (T, B, k) and ``inputs`` (T, B, j): a weight gradient
-    of shape (k, j), one product over all ``T·B`` rows, after the time loop."""
+def input_outer(xp: Any, d: Array, inputs: Array, width: int, out: Array | None = None
+                ) -> Array:
+    """``dᵀ inputs`` for ``d`` (rows, k) and ``inputs`` (rows, ``width``) (``batch_outer``,
+    into ``out`` when given), or for ids ``inputs`` (rows,) the same for their one-hot rows:
+    ``rows_by_id`` of ``d``, transposed to (k, ``width``)."""
+    if inputs.ndim == 2:
+        return batch_outer(d, inputs, out)
+    sums = xp.permute_dims(rows_by_id(xp, inputs, d, width), (1, 0))
+    if out is not None:
+        out[...] = sums
+        return out
+    return np.ascontiguousarray(sums) if type(sums) is np.ndarray else sums
+
+
+def sequence_outer(xp: Any, d: Array, inputs: Array, width: int | None = None) -> Array:
+    """``Σ_t d_tᵀ inputs_t`` for ``d`` (T, B, k) and ``inputs`` (T, B, j), or ids (T, B) of
+    one-hot rows of ``width``: a weight gradient of shape (k, j), one product (or one sum by
+    id) over all ``T·B`` rows, after the time loop."""
     rows = d.shape[0] * d.shape[1]
-    return batch_outer(reshape(xp, d, (rows, d.shape[-1])),
-                       reshape(xp, inputs, (rows, inputs.shape[-1])))
+    flat = reshape(xp, inputs, (rows, *inputs.shape[2:]))
+    return input_outer(xp, reshape(xp, d, (rows, d.shape[-1])), flat,
+                       flat.shape[-1] if width is None else width)
 
 
-def sequence_weight_grads(xp: Any, d: Array, inputs: Array) -> tuple[Array, Array]:
-    """``(sequence_outer(d, inputs), Σ_t Σ_b d_t)``: a weight gradient and its bias
+def sequence_weight_grads(xp: Any, d: Array, inputs: Array, width: int | None = None
+                          ) -> tuple[Array, Array]:
+    """``(sequence_outer(d, inputs, width), Σ_t Σ_b d_t)``: a weight gradient and its bias
     gradient (k,)."""
     flat = reshape(xp, d, (d.shape[0] * d.shape[1], d.shape[-1]))
-    return sequence_outer(xp, d, inputs), batch_sum(xp, flat)
+    return sequence_outer(xp, d, inputs, width), batch_sum(xp, flat)
+
+
+def rows_by_id(xp: Any, ids: Array, rows: Array, vocab: int) -> Array:
+    """Row ``i`` of the result ``(vocab, n)`` the sum of the rows of ``rows`` ``(m, n)`` whose
+    id (``ids``, ``(m,)`` int64, each in ``[0, vocab)``) is ``i``, zero for the ids absent:
+    the fast path of ``kernels.scatter`` where there is one, else ``generic_row_sums``."""
+    found = row_sums(ids, rows, vocab)
+    return generic_row_sums(xp, ids, rows, vocab) if found is None else found
+
+
+def generic_row_sums(xp: Any, ids: Array, rows: Array, vocab: int) -> Array:
+    """``rows_by_id`` in array-API calls, the reference of ``kernels.scatter``'s fast paths.
+    The array API has no scatter-add: the rows are sorted by id, each run of one id summed,
+    and the sums stacked with zero rows for the ids between (the run boundaries are read to
+    the host)."""
+    n = rows.shape[1]
+    order = xp.argsort(ids, stable=True)
+    ordered = to_numpy(xp.take(ids, order))
+    sorted_rows = xp.take(rows, order, axis=0)
+    bounds = [*np.flatnonzero(np.diff(ordered, prepend=-1)).tolist(), ordered.shape[0]]
+    pieces, filled = [], 0  # filled: the rows of the result written so far
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        row = int(ordered[start])
+        if row > filled:
+            pieces.append(zeros_like_place((row - filled, n), rows))
+        pieces.append(xp.sum(sorted_rows[start:stop, ...], axis=0, keepdims=True))
+        filled = row + 1
+    if filled < vocab:
+        pieces.append(zeros_like_place((vocab - filled, n), rows))
+    return xp.concat(pieces, axis=0)

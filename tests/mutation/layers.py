@@ -9,6 +9,8 @@ BASE, LSTM_PY = "dualtape/layers/base.py", "dualtape/layers/lstm.py"
 FC = "dualtape/layers/fully_connected.py"
 EMBEDDING, SCATTER = "dualtape/layers/embedding.py", "dualtape/kernels/scatter.py"
 EMB = ("tests/test_embedding.py",)
+IDS = ("tests/test_one_hot_ids.py",)
+NUMBA_SCATTER = "dualtape/kernels/numba_scatter.py"
 BUFFERS = ("tests/test_gradient_buffers.py",)
 FF = ("tests/test_layers.py", "tests/test_aliasing.py", "tests/test_network.py")
 RNN = ("tests/test_lstm.py", "tests/test_kernels.py", "tests/test_aliasing.py",
@@ -122,10 +124,11 @@ MUTANTS = [
            "numpy's row sums keep the first row of each id, dropping repeats", EMB),
     Mutant(SCATTER, "return out.index_add_(0, ids, rows)", "return out.index_copy_(0, ids, rows)",
            "torch's row sums keep one row of each id, dropping repeats", EMB),
-    Mutant(EMBEDDING, "pieces.append(xp.sum(sorted_rows[start:stop, ...], axis=0, keepdims=True))",
+    Mutant(LINEAR_ALGEBRA,
+           "pieces.append(xp.sum(sorted_rows[start:stop, ...], axis=0, keepdims=True))",
            "pieces.append(sorted_rows[start:start + 1, ...])",
            "the generic row sums drop repeated ids", EMB),
-    Mutant(EMBEDDING, "        if row > filled:\n", "        if row > filled + 1:\n",
+    Mutant(LINEAR_ALGEBRA, "        if row > filled:\n", "        if row > filled + 1:\n",
            "the generic row sums drop a gap of one absent id", EMB),
     Mutant(EDGES, "(ids < 0) | (ids >= vocab)", "(ids < 0) | (ids > vocab)",
            "id vocab accepted (off by one)", EMB),
@@ -136,6 +139,36 @@ MUTANTS = [
            "the tape shares the caller's ids", EMB),
     Mutant("dualtape/stack.py", "(steps * batch, *h.shape[2:])", "(steps * batch, h.shape[-1])",
            "ids (T, B) reshaped as if they had a feature axis", EMB),
+    # ids in place of one-hot rows
+    Mutant(LINEAR_ALGEBRA, "return np.ascontiguousarray(M).take(ids, axis=0)",
+           "return np.ascontiguousarray(M).take(np.maximum(ids, 1), axis=0)",
+           "the numpy gather reads id 0 as id 1", IDS),
+    Mutant(LINEAR_ALGEBRA, "xp.take(M, flat, axis=0)", "xp.take(M, xp.flip(flat), axis=0)",
+           "the generic gather pairs the ids with the wrong rows", IDS),
+    Mutant(LINEAR_ALGEBRA, "rows_by_id(xp, inputs, d, width)",
+           "rows_by_id(xp, xp.flip(inputs), d, width)",
+           "the input weights' gradient sums each row into another row's id", IDS),
+    Mutant(LINEAR_ALGEBRA, "        out[...] = sums\n", "        out[...] = sums * 0.5\n",
+           "the sum by id is halved where it goes into a gradient buffer", IDS),
+    Mutant("dualtape/checkpointing.py", "        wanted = ()  # ids in place of one-hot rows\n",
+           "        pass\n", "a checkpointed tape of ids is refused", IDS),
+    Mutant("dualtape/network.py",
+           'getattr(first, "takes_one_hot_ids", False) and holds_integers(x)', "holds_integers(x)",
+           "integers go to any first layer as ids", IDS),
+    Mutant("dualtape/layers/base.py",
+           '\n                and not (getattr(self, "takes_one_hot_ids", False) and '
+           'holds_integers(tape[0]))', "", "a tape of ids is refused by its own network", IDS),
+    Mutant(NUMBA_SCATTER, "int(ids.max()) >= vocab", "int(ids.max()) > vocab",
+           "the compiled row sums write one row past the end", IDS),
+    Mutant(NUMBA_SCATTER, "int(ids.min()) < 0 or ", "",
+           "the compiled row sums write before the start", IDS),
+    Mutant("dualtape/kernels/_numba_scatter.py", "target[j] += rows[r, j]",
+           "target[j] = rows[r, j]", "the compiled row sums keep the last row of each id",
+           (*IDS, *EMB)),
+    Mutant(SCATTER, "    if got.shape != want.shape or got.dtype != want.dtype or not (\n"
+                    "            np.abs(got - want) <= bound).all():",
+           "    if got.shape != want.shape or got.dtype != want.dtype:",
+           "the row sums' self-check compares only shapes", IDS),
     Mutant(FC, "    fills_gradient_buffers = True\n", "",
            "a FullyConnected's gradients are new arrays each call", BUFFERS),
     Mutant(FC, 'batch_sum(xp, dy, out.get("b"))', "batch_sum(xp, dy)",
