@@ -12,16 +12,16 @@ became infinite and the weights NaN.
 Each step draws ``batch`` random windows on the host (with ``stateful``, the next window of
 each of ``batch`` streams read in order, begun from the state the stream's previous window
 ended in: ``streams.py``), sends their symbol ids to the device,
-builds one-hot inputs and next-character targets there, and takes the loss and gradients from
+takes the inputs as ids (the first recurrent layer takes them in place of their one-hot rows:
+its input projection a gather, its input weights' gradient a sum by id, 0.12 against 1.34 ms
+for the two one-hot products on the main job: ``docs/benchmarks.md``), builds one-hot
+next-character targets there, and takes the loss and gradients from
 ``dualtape.backpropagate_sequence`` (its loss a callable, the cross entropy per character): the
 loss stays on the device, summed, and is read back only by ``read_loss`` (every
-``--log-every`` steps), where NaN is caught.
-Inputs and targets are one-hot rather than ids (``Embedding``) and integer labels: the labels'
-range check reads a value back from the device every step, and on numpy labels do not pay (the
-loss of a 50 × 32 × 57 window from labels 347 µs against 334 from one-hot targets, the same
-bits); ids would make the first LSTM's input projection a gather (30 µs against 143-434 for the
-one-hot product) but not its weight gradient (row sums 330-390 µs against 213-503 for the
-product). The global gradient norm is clipped to ``clip`` on the device
+``--log-every`` steps), where NaN is caught. The ids' range check reads one value back from the
+device each step (nothing on numpy). The targets are one-hot rather than integer labels: on
+numpy labels do not pay (the loss of a 50 × 32 × 57 window from labels 347 µs against 334 from
+one-hot targets, the same bits). The global gradient norm is clipped to ``clip`` on the device
 (``dualtape.clip_gradients``; the first steps' norm is ~11; without clipping SGD diverged), in
 place, so the optimizer is given the same arrays every step and keeps its step.
 
@@ -289,9 +289,10 @@ class TextTrainer:
         """One update; returns the states the windows ended in."""
         window, states = self._windows()
         with device_context(self.backend):
-            hot = self._one_hot(window)
-            found = backpropagate_sequence(self._logits, hot[:-1, ...], hot[1:, ...],
-                                           state=states, loss=self._window_loss)
+            ids = self._on_device(window)
+            found = backpropagate_sequence(self._logits, ids[:-1, ...],
+                                           self._one_hot(ids[1:, ...]), state=states,
+                                           loss=self._window_loss)
             grads = found.grads
             if self.config.clip > 0:
                 grads, _ = clip_gradients(grads, self.config.clip, in_place=True)
@@ -306,10 +307,12 @@ class TextTrainer:
         scale = 1.0 / self.config.seq_len
         return value * scale, dys * scale
 
-    def _one_hot(self, window: np.ndarray | Array) -> Array:
-        """Symbol ids ``(steps, batch)``, on the host (sent to the device) or already on the
-        device, as one-hot rows on the device."""
-        ids = from_host(window, self.backend) if isinstance(window, np.ndarray) else window
+    def _on_device(self, window: np.ndarray) -> Array:
+        """Symbol ids ``(steps, batch)`` from the host, on the device."""
+        return from_host(window, self.backend)
+
+    def _one_hot(self, ids: Array) -> Array:
+        """Symbol ids ``(steps, batch)`` on the device as one-hot rows there."""
         return one_hot(self.xp, ids, len(self.vocab), getattr(self.xp, self.config.dtype))
 
     def read_loss(self) -> float | None:
@@ -340,9 +343,10 @@ class TextTrainer:
         with device_context(self.backend), evaluating(core):
             for start in range(0, span, HELD_OUT_CHUNK):
                 stop = min(start + HELD_OUT_CHUNK, span) + 1  # the standard leaves stops past
-                hot = self._one_hot(window[start:stop, ...])  # the end open
-                states, ys = core.predict_sequence(states, hot[:-1, ...])
-                total = total + softmax_cross_entropy(self.xp, ys, hot[1:, ...])[0]
+                ids = window[start:stop, ...]  # the end open
+                states, ys = core.predict_sequence(states, ids[:-1, ...])
+                targets = self._one_hot(ids[1:, ...])
+                total = total + softmax_cross_entropy(self.xp, ys, targets)[0]
         nats = float(to_numpy(total)) / span
         self.held_out["last"] = [self.step_count, nats]
         if nats < self.held_out.get("best", [0, math.inf])[1]:  # NaN is never best
@@ -385,9 +389,9 @@ class TextTrainer:
         starts = np.linspace(0, len(self.ids) - cfg.seq_len - 1, cfg.batch).astype(np.int64)
         window = windows_at(self.ids, starts, cfg.seq_len)
         with device_context(self.backend), evaluating(core):
-            hot = self._one_hot(window)
-            _, ys = core.predict_sequence(None, hot[:-1, ...], chunk=cfg.seq_len)
-            value, _ = softmax_cross_entropy(xp, ys, hot[1:, ...])
+            ids = self._on_device(window)
+            _, ys = core.predict_sequence(None, ids[:-1, ...], chunk=cfg.seq_len)
+            value, _ = softmax_cross_entropy(xp, ys, self._one_hot(ids[1:, ...]))
             return float(to_numpy(value)) / cfg.seq_len
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
