@@ -20,6 +20,7 @@ import numpy as np
 
 from .backend import Backend, backend_of, from_host, get_backend, to_numpy
 from .layers.base import Layer
+from .layers.edges import holds_integers
 from .network import Network
 from .recurrent import RecurrentNetwork
 
@@ -87,10 +88,11 @@ def check_gradients(model: Any, x: Any, *, state: Any = None, rtol: float = 1e-6
     recurrent ones, which run through ``forward_sequence``/``backward_sequence`` with
     ``tape`` (``"full"``, ``"sqrt"`` or k) from ``state`` (None: a seeded random state; for a
     network a list, one per recurrent layer) and a random projection of the final states in
-    the objective too. Integer ids (an ``Embedding`` first) have no gradient: only the
-    parameters are checked. Names: ``"input"``, ``"initial state"``, ``"parameter W"`` for a
-    layer, ``"layer 1 (LSTM) parameter U"`` and ``"layer 0 (LSTM) initial state"`` in a
-    network, ``"part 0 (FullyConnected) parameter W"`` inside a composite layer.
+    the objective too. Integer ids (an ``Embedding`` first, or a recurrent layer first in a
+    ``RecurrentNetwork``) have no gradient: only the parameters are checked. Names:
+    ``"input"``, ``"initial state"``, ``"parameter W"`` for a layer,
+    ``"layer 1 (LSTM) parameter U"`` and ``"layer 0 (LSTM) initial state"`` in a network,
+    ``"part 0 (FullyConnected) parameter W"`` inside a composite layer.
 
     Raises ``GradientCheckError`` (an ``AssertionError``) when an entry differs by more than
     ``atol + rtol * |expected|``, naming the array and its worst entry's index; ``ValueError``
@@ -111,7 +113,9 @@ def check_gradients(model: Any, x: Any, *, state: Any = None, rtol: float = 1e-6
         raise ValueError(f"check_gradients: {model!r} holds {', '.join(sorted(dtypes))} "
                          "parameters; finite differences need float64: build it with "
                          "dtype='float64'")
-    takes_ids = _first_layer(model).takes_ids
+    first = _first_layer(model)
+    takes_ids = first.takes_ids or (isinstance(model, RecurrentNetwork) and holds_integers(x)
+                                    and getattr(first, "takes_one_hot_ids", False))
     host = _host_input(model, x, takes_ids, sequence)
     place = _place(model)
     rng = np.random.default_rng(seed)

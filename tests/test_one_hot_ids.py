@@ -81,6 +81,9 @@ def test_the_gradients_from_ids_against_finite_differences(backend, cell):
     grads = dualtape.backpropagate_sequence(net, ids, labels, loss="softmax_cross_entropy").grads
     check_param_gradients(net, loss_of, [{k: np64(v).copy() for k, v in g.items()}
                                          for g in grads])
+    for tape in ("full", 2):  # backward_sequence, the initial states' gradients too
+        errors = dualtape.check_gradients(net, ids, tape=tape)
+        assert "input" not in errors and f"layer 0 ({cell.__name__}) initial state" in errors
 
 
 def test_ids_run_the_step_and_prediction_calls_and_train_only_their_columns(backend):
