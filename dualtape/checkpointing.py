@@ -61,14 +61,15 @@ def segment_length(policy: Any, steps: int) -> int | None:
 
 
 def sequence_forward(
-    layers: list[Any], xp: Any, states: list[Array], xs: Array, every: int | None = None
+    layers: list[Any], xp: Any, states: list[Array], xs: Array, every: int | None = None,
+    fuse: bool | None = None,
 ) -> tuple[RecurrentNetworkTape | CheckpointedTape, list[Array], Array]:
     """``(tape, states_T, ys)`` of ``layers`` over ``xs`` from ``states``: the full tape when
-    ``every`` is None, else a checkpointed one of segments of ``every`` steps
-    (``segment_length`` gives ``every`` from a tape policy)."""
+    ``every`` is None (``fuse`` as ``stack_forward``'s), else a checkpointed one of segments
+    of ``every`` steps (``segment_length`` gives ``every`` from a tape policy)."""
     with flushed_for(xp):  # subnormals flushed to zero on the fast paths (kernels.flush)
         if every is None:
-            return stack_forward(layers, xp, states, xs)
+            return stack_forward(layers, xp, states, xs, fuse)
         return checkpointed_forward(layers, xp, states, xs, every)
 
 

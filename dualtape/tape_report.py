@@ -41,7 +41,7 @@ from .call_peak import call_peaks, checked_loss, zeros_input
 from .checkpointing import segment_length, sequence_forward
 from .network import Chain, Network
 from .recurrent import RecurrentNetwork
-from .stack import RecurrentNetworkTape
+from .stack import RecurrentNetworkTape, fuses
 
 OPTIMIZER_SLOTS = {"sgd": ("SGD with momentum", 1), "adam": ("Adam", 2), "none": ("none", 0)}
 """The optimizers by name: what they are called in the report and how many arrays of state
@@ -385,13 +385,15 @@ class _Entry:
 
 
 def _probe(net: RecurrentNetwork, backend: Backend, steps: int, batch: int,
-           example: tuple[int, ...]) -> tuple[list[str], list[_Entry]]:
+           example: tuple[int, ...], fuse: bool) -> tuple[list[str], list[_Entry]]:
     """The tape classes and arrays of a full tape over ``steps`` zeros, the input passed in
-    unchanged (so the fields that view it are known: a checkpointed tape keeps those once)."""
+    unchanged (so the fields that view it are known: a checkpointed tape keeps those once),
+    with an ``Embedding`` first fused into the layer after it or not (``stack.fuses``: as
+    for the length the probe stands for)."""
     xs = zeros_input(net, backend, (steps, batch, *example))
     states = net.initial_state(batch)
     xp = backend.xp
-    tape, _, _ = sequence_forward(net.layers, xp, states, xs)
+    tape, _, _ = sequence_forward(net.layers, xp, states, xs, fuse=fuse)
     assert isinstance(tape, RecurrentNetworkTape)  # every=None: the full tape
     return [type(t).__name__ for t in tape.tapes], _entries(net, tape.tapes, xs)
 
@@ -399,18 +401,23 @@ def _probe(net: RecurrentNetwork, backend: Backend, steps: int, batch: int,
 def _recurrent_report(net: RecurrentNetwork, backend: Backend, shape: tuple[int, ...],
                       every: int | None) -> dict:
     steps, batch, example = shape[0], shape[1], shape[2:]
-    probes = [_probe(net, backend, t, batch, example) for t in PROBE_STEPS]
-    classes = probes[0][0]
-    fitted = _fit(probes)
-    if fitted is None or steps in PROBE_STEPS:
-        exact = _probe(net, backend, steps, batch, example)[1]
+    def fused(t: int) -> bool:
+        return fuses(net.layers, t * batch)
+    lengths = {steps} if every is None else {steps, every, steps - (-(-steps // every) - 1) * every}
+    fits = {fuse: _fit([_probe(net, backend, t, batch, example, fuse) for t in PROBE_STEPS])
+            for fuse in {fused(t) for t in lengths}}
+    classes = _probe(net, backend, 1, batch, example, fused(steps))[0]
+    if any(fit is None for fit in fits.values()) or steps in PROBE_STEPS:
+        exact = _probe(net, backend, steps, batch, example, fused(steps))[1]
         def at(t: int) -> list[_Entry]:
-            return exact if t == steps else _probe(net, backend, t, batch, example)[1]
+            return exact if t == steps else _probe(net, backend, t, batch, example, fused(t))[1]
         how = f"one forward pass on zeros {_shape_text(shape)}"
     else:
         def at(t: int) -> list[_Entry]:
+            fit = fits[fused(t)]
+            assert fit is not None  # checked above
             return [_Entry(e.layer, e.path, tuple(a + b * t for a, b in dims), e.dtype,
-                           e.itemsize, e.shared) for e, dims in fitted]
+                           e.itemsize, e.shared) for e, dims in fit]
         how = ("forward passes on zeros of 1, 2 and 3 steps, scaled to "
                f"{steps:,} (every tape array is affine in the steps)")
     full = at(steps)
@@ -487,9 +494,12 @@ def _bytes(e: _Entry) -> int:
 
 def _entries(net: Chain, tapes: list[Any], xs: Any) -> list[_Entry]:
     """Every array of ``tapes`` (one per layer), each marked with the earlier one whose
-    memory holds it, or ``"input"`` when ``xs`` does."""
+    memory holds it, ``"input"`` when ``xs`` does, or ``"parameters"`` (an ``Embedding``'s
+    weight, kept by the layer after it: ``stack.fuses``)."""
     found: list[_Entry] = []
-    seen: list[tuple[int, int, str]] = []
+    seen: list[tuple[int, int, str]] = [
+        (*span, "parameters") for group in net.params for p in group.values()
+        if (span := _span(p)) is not None]
     if xs is not None and (span := _span(xs)) is not None:
         seen.append((*span, "input"))
     for k, tape in enumerate(tapes):

@@ -2,8 +2,9 @@
 ``RecurrentNetwork`` whose first layer is a recurrent cell takes integer ids ``(T, batch)``
 and computes what the one-hot rows give (outputs bit for bit on numpy, gradients to rounding:
 the input weights' gradient is summed by id), on every backend, with full and checkpointed
-tapes, through every public call; against finite differences; refusals; the compiled row sums
-against numpy's."""
+tapes, through every public call; against finite differences; refusals; an ``Embedding``
+first fused into the layer after it (``stack.fuses``) against the same layers fed its rows; the
+compiled row sums against numpy's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape.backend import to_numpy
 from dualtape.kernels import numba_scatter, scatter_loops
 from dualtape.kernels.scatter import check_compiled, numpy_row_sums
+from dualtape.layers.linear_algebra import TableRows, rows_by_id
 
 from .conftest import np64
 from .test_embedding import check_param_gradients
@@ -131,6 +134,61 @@ def test_another_networks_tape_is_still_refused(backend):
                                        dualtape.FullyConnected(4, 3)])
     with pytest.raises(RuntimeError, match="this tape was made with other parameters"):
         other.backward_sequence(tape, None, ys)  # ids carry no width: the versions differ
+
+
+# --- an Embedding fused into the recurrent layer after it --------------------------------------
+
+@pytest.mark.parametrize("tape", ["full", 3])
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.__name__)
+def test_an_embedding_fused_into_the_next_layer_computes_what_its_rows_do(backend, cell, tape):
+    embedding = dualtape.Embedding(VOCAB, 3, seed=4, dtype="float64")
+    rest = [cell(3, 5, seed=1, dtype="float64"), dualtape.FullyConnected(5, 3, seed=2,
+                                                                         dtype="float64")]
+    net, unfused = dualtape.RecurrentNetwork([embedding, *rest]), dualtape.RecurrentNetwork(rest)
+    ids, _ = ids_and_rows(steps=6, batch=4)  # 24 rows > 7 ids, 12 a segment of 3 steps
+    t_ids, _, ys = net.forward_sequence(None, ids, tape=tape)
+    rows = dualtape.asarray(np64(embedding.params["weight"])[to_numpy(ids)])
+    t_rows, _, want = unfused.forward_sequence(None, rows, tape=tape)
+    np.testing.assert_allclose(np64(ys), np64(want), rtol=1e-13, atol=1e-15)
+    dys = dualtape.asarray(np.random.default_rng(3).normal(size=tuple(ys.shape)))
+    grads, dstates, dxs = net.backward_sequence(t_ids, None, dys)
+    g_rows, d_rows, dx_rows = unfused.backward_sequence(t_rows, None, dys)
+    assert dxs is None
+    assert_grads_close(grads[1:], g_rows)
+    xp = dualtape.get_backend().xp
+    summed = rows_by_id(xp, dualtape.asarray(to_numpy(ids).reshape(-1)),
+                        dualtape.asarray(np64(dx_rows).reshape(24, 3)), VOCAB)
+    assert_grads_close(grads[:1], [{"weight": summed}])
+    for a, b in zip(dstates, d_rows, strict=True):
+        np.testing.assert_allclose(np64(a), np64(b), rtol=1e-12, atol=1e-14)
+
+
+def test_an_embedding_is_fused_only_where_it_has_fewer_ids_than_the_sequence_rows(backend):
+    net = dualtape.RecurrentNetwork([dualtape.Embedding(VOCAB, 3, seed=4),
+                                     dualtape.LSTM(3, 5, seed=1)])
+    for steps, fused in [(1, False), (3, False), (4, True), (50, True)]:  # rows 2, 6, 8, 100
+        tape, _, _ = net.forward_sequence(None, dualtape.asarray(np.zeros((steps, 2), np.int64)))
+        assert isinstance(tape.tapes[1].xs, TableRows) == fused, steps
+        fields = {f.path: f for f in dualtape.tape_report(net, seq_len=steps,
+                                                          batch=2).layers[1].fields}
+        if fused:  # the report follows the tape of its length; the weight is not counted
+            assert fields["xs.ids"].shape == (steps, 2) and fields["xs.ids"].dtype == "int64"
+            assert fields["xs.table"].shared_with == "parameters"
+            assert fields["xs.table"].bytes == 0
+        else:
+            assert fields["xs"].shape == (steps, 2, 3) and fields["xs"].dtype == "float32"
+
+
+def test_a_fused_embeddings_tape_is_refused_after_its_weight_changed(backend):
+    embedding = dualtape.Embedding(VOCAB, 3, seed=4)
+    net = dualtape.RecurrentNetwork([embedding, dualtape.LSTM(3, 5, seed=1)])
+    ids, _ = ids_and_rows()
+    tape, _, ys = net.forward_sequence(None, ids)
+    assert isinstance(tape.tapes[1].xs, TableRows)  # fused
+    embedding.params["weight"] = embedding.params["weight"] * 2
+    with pytest.raises(RuntimeError, match=r"Embedding\(7, 3\): this tape was made with other "
+                                           "parameters"):
+        net.backward_sequence(tape, None, ys)
 
 
 # --- the compiled row sums -------------------------------------------------------------------

@@ -13,9 +13,9 @@ from .edges import checked_sizes
 from .initial import uniform_params
 from .linear_algebra import (
     batch_outer,
+    input_gradient,
     project_sequence,
     sequence_outer,
-    sequence_product,
     sequence_weight_grads,
 )
 
@@ -124,6 +124,5 @@ class BasicRecurrent(RecurrentLayer):
         dW_x, db = sequence_weight_grads(xp, d_all, tape.xs, n_in)
         dW_y = sequence_outer(xp, d_all, tape.ys[:-1, ...])
         grads = {"W": xp.concat([dW_x, dW_y], axis=-1), "b": db}
-        dxs = sequence_product(xp, d_all, W[:, :n_in]) if need_dxs and tape.xs.ndim == 3 \
-            else None
+        dxs = input_gradient(xp, d_all, tape.xs, W[:, :n_in]) if need_dxs else None
         return grads, dstate if need_dstate else None, dxs

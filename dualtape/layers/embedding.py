@@ -8,7 +8,7 @@ from ..backend import host_rng
 from .base import Array, Layer
 from .edges import check_size, prepare_ids, prepare_like, read_only, restore
 from .initial import initial_params
-from .linear_algebra import rows_by_id
+from .linear_algebra import TableGradient, TableRows, reshape, rows_by_id
 
 
 class EmbeddingTape(NamedTuple):
@@ -83,6 +83,20 @@ class Embedding(Layer):
                   ) -> tuple[dict[str, Array], None]:
         self._check_version(tape)
         return {"weight": rows_by_id(xp, tape.ids, dy, self.vocab)}, None
+
+    def _forward_rows(self, xp: Any, ids: Array) -> tuple[EmbeddingTape, TableRows]:
+        """The tape of a sequence of ids ``(T, B)`` and, in place of the rows they name, the
+        ids and the weight, for a recurrent layer after this one to look up (``stack.py``)."""
+        p = self.params
+        flat = reshape(xp, ids, (ids.shape[0] * ids.shape[1],))
+        return EmbeddingTape(flat, p.version), TableRows(ids, p["weight"])
+
+    def _backward_summed(self, xp: Any, tape: EmbeddingTape, dy: TableGradient
+                         ) -> tuple[dict[str, Array], None]:
+        """``_backward`` from the weight's gradient already summed by id (by the layer
+        ``_forward_rows`` handed the weight)."""
+        self._check_version(tape)
+        return {"weight": dy.summed}, None
 
     def _output_shape(self, tape: EmbeddingTape) -> tuple[int, ...]:
         return (tape.ids.shape[0], self.n)

@@ -13,7 +13,7 @@ from ..backend import backend_of, device_context, dtype_name, from_host, namespa
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import uniform_params
-from .linear_algebra import sequence_outer, sequence_product, sequence_weight_grads
+from .linear_algebra import input_gradient, sequence_outer, sequence_weight_grads
 
 
 class GatedRecurrent(RecurrentLayer):
@@ -53,7 +53,7 @@ class GatedRecurrent(RecurrentLayer):
     ) -> tuple[dict[str, Array], Array | None]:
         """The parameters' gradients and the inputs' (None unless ``need_dxs``) from those of
         the pre-activations, ``da_i`` of ``xs W_ihᵀ + b_ih`` and ``da_h`` of ``h W_hhᵀ + b_hh``
-        (T, B, gates·n_out), with ``xs`` (T, B, n_in) (or ids (T, B): no input gradient) and
+        (T, B, gates·n_out), with ``xs`` (T, B, n_in) (or ids: ``input_gradient``) and
         ``hs`` (T, B, n_out) the states each step started from: one product per weight over
         all steps. When ``da_i`` is ``da_h`` (an LSTM's) the two biases have one gradient,
         summed once."""
@@ -64,8 +64,7 @@ class GatedRecurrent(RecurrentLayer):
             grads["b_hh"] = xp.asarray(grads["b_ih"], copy=True)
         else:
             grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
-        dxs = sequence_product(xp, da_i, self.params["W_ih"]) if need_dxs and xs.ndim == 3 \
-            else None
+        dxs = input_gradient(xp, da_i, xs, self.params["W_ih"]) if need_dxs else None
         return grads, dxs
 
 

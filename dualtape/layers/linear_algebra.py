@@ -6,11 +6,15 @@ the layer's ``n_in`` features (a ``RecurrentNetwork`` whose first layer is recur
 them): then the projection is a gather of the weights' columns, the same bits as the product
 for finite weights (one non-zero term per entry), and the weight gradient is the gradient's
 rows summed by id (``rows_by_id``), the product's non-zero terms in another order. The
-sequence helpers tell ids by their dimensions."""
+sequence helpers tell ids by their dimensions.
+
+An ``Embedding`` first may hand the layer after it its ids and weight instead of the rows it
+would look up (``TableRows``; ``stack.py`` decides): the layer then projects the table once
+and gathers, and its input gradient is the table's, summed by id (``TableGradient``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,9 +80,33 @@ def batch_sum(xp: Any, a: Array, out: Array | None = None) -> Array:
     return a.sum(axis=0, out=out)
 
 
+class TableRows(NamedTuple):
+    """A sequence's inputs as ``ids`` ((T, B), or (T·B,) once flattened) naming rows of
+    ``table`` (vocab, n): an ``Embedding``'s output left unmade for the recurrent layer after
+    it."""
+
+    ids: Array
+    table: Array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the rows the ids name: ``ids.shape + (n,)``."""
+        return (*self.ids.shape, self.table.shape[-1])
+
+
+class TableGradient(NamedTuple):
+    """The gradient of a ``TableRows`` input's table (vocab, n), summed by id: what a layer fed
+    ``TableRows`` gives in place of its input gradient, the ``Embedding``'s weight gradient."""
+
+    summed: Array
+
+
 def sequence_product(xp: Any, xs: Array, M: Array) -> Array:
     """``xs_t M`` for every step of ``xs`` (T, B, i) as one matrix product: (T, B, M's
-    columns); for ids ``xs`` (T, B), the rows of ``M`` they name (``one_hot_product``)."""
+    columns); for ids ``xs`` (T, B), the rows of ``M`` they name (``one_hot_product``); for
+    ``TableRows``, the rows of ``table M``."""
+    if isinstance(xs, TableRows):
+        return one_hot_product(xp, xs.ids, xs.table @ M)
     if xs.ndim == 2:
         return one_hot_product(xp, xs, M)
     steps, batch, n_in = xs.shape
@@ -112,7 +140,11 @@ def input_outer(xp: Any, d: Array, inputs: Array, width: int, out: Array | None 
                 ) -> Array:
     """``dᵀ inputs`` for ``d`` (rows, k) and ``inputs`` (rows, ``width``) (``batch_outer``,
     into ``out`` when given), or for ids ``inputs`` (rows,) the same for their one-hot rows:
-    ``rows_by_id`` of ``d``, transposed to (k, ``width``)."""
+    ``rows_by_id`` of ``d``, transposed to (k, ``width``); for ``TableRows`` of (rows,) ids,
+    ``rows_by_id`` of ``d`` times the table."""
+    if isinstance(inputs, TableRows):
+        summed = rows_by_id(xp, inputs.ids, d, inputs.table.shape[0])
+        return batch_outer(summed, inputs.table, out)
     if inputs.ndim == 2:
         return batch_outer(d, inputs, out)
     sums = xp.permute_dims(rows_by_id(xp, inputs, d, width), (1, 0))
@@ -127,9 +159,30 @@ def sequence_outer(xp: Any, d: Array, inputs: Array, width: int | None = None) -
     one-hot rows of ``width``: a weight gradient of shape (k, j), one product (or one sum by
     id) over all ``T·B`` rows, after the time loop."""
     rows = d.shape[0] * d.shape[1]
-    flat = reshape(xp, inputs, (rows, *inputs.shape[2:]))
+    flat = flat_rows(xp, inputs)
     return input_outer(xp, reshape(xp, d, (rows, d.shape[-1])), flat,
                        flat.shape[-1] if width is None else width)
+
+
+def flat_rows(xp: Any, xs: Array) -> Array:
+    """A sequence's inputs (T, B, i) as (T·B, i) rows; ids (T, B) as (T·B,) ids; ``TableRows``
+    with their ids so."""
+    rows = xs.shape[0] * xs.shape[1]
+    if isinstance(xs, TableRows):
+        return TableRows(reshape(xp, xs.ids, (rows,)), xs.table)
+    return reshape(xp, xs, (rows, *xs.shape[2:]))
+
+
+def input_gradient(xp: Any, d: Array, xs: Array, W: Array) -> Array | TableGradient | None:
+    """The gradient of a sequence's inputs ``xs`` from ``d`` (T, B, k), that of ``xs Wᵀ``:
+    ``d W`` (T, B, i); None for ids (they have none); for ``TableRows`` the table's,
+    ``TableGradient(rows_by_id(d) W)``."""
+    if isinstance(xs, TableRows):
+        rows = d.shape[0] * d.shape[1]
+        summed = rows_by_id(xp, reshape(xp, xs.ids, (rows,)),
+                            reshape(xp, d, (rows, d.shape[-1])), xs.table.shape[0])
+        return TableGradient(summed @ W)
+    return None if xs.ndim == 2 else sequence_product(xp, d, W)
 
 
 def sequence_weight_grads(xp: Any, d: Array, inputs: Array, width: int | None = None

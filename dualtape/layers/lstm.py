@@ -15,7 +15,15 @@ from ..kernels import lstm_sequence as kernels
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import initial_params
-from .linear_algebra import batch_outer, batch_sum, input_outer, project_sequence, reshape
+from .linear_algebra import (
+    batch_outer,
+    batch_sum,
+    flat_rows,
+    input_gradient,
+    input_outer,
+    project_sequence,
+    reshape,
+)
 from .logit import sigmoid
 
 
@@ -294,12 +302,12 @@ class LSTM(RecurrentLayer):
         given as column blocks of the (T, B, 4o) whole (one block on the generic path; f, i |
         o | ĉ on the fast path, joined only up to ``JOIN_UP_TO`` entries): one matrix product
         per block and parameter, written into ``out`` when given (numpy/CuPy). The input
-        gradient is None unless ``need_dxs``, and for ids."""
+        gradient is None unless ``need_dxs`` (``linear_algebra.input_gradient``)."""
         p, n = self.params, self.n_out
         rows = tape.xs.shape[0] * tape.xs.shape[1]
         if len(blocks) > 1 and rows * 4 * n <= JOIN_UP_TO:
             blocks = (xp.concat(blocks, axis=-1),)
-        xs = reshape(xp, tape.xs, (rows, *tape.xs.shape[2:]))  # ids (T, B): (rows,)
+        xs = flat_rows(xp, tape.xs)
         cells = reshape(xp, tape.cells[:-1, ...], (rows, n))
         parts: dict[str, list[Array]] = {"W": [], "U": [], "b": []}
         dxs, start = None, 0
@@ -314,10 +322,9 @@ class LSTM(RecurrentLayer):
                                               None if out is None else out["U"][start:u_end]))
             parts["b"].append(batch_sum(xp, flat, None if out is None else out["b"][start:end]))
             start = end
-        if need_dxs and xs.ndim == 2:  # ids have no gradient
+        if need_dxs:
             whole = blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-1)
-            dxs = reshape(xp, reshape(xp, whole, (rows, 4 * n)) @ p["W"],
-                             (*tape.xs.shape[:2], self.n_in))
+            dxs = input_gradient(xp, whole, tape.xs, p["W"])
         if out is not None:
             grads = dict(out)
         else:
