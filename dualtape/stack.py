@@ -52,8 +52,8 @@ def fuses(layers: list[Any], rows: int) -> bool:
     """Whether an ``Embedding`` first hands its ids and weight to the recurrent layer after it
     (``linear_algebra.TableRows``): when it has fewer rows (``vocab``) than the sequence has
     (``rows``), projecting the weight once costs less than projecting every row looked up,
-    and so do the gradients (at 57 ids of 32 into an LSTM of 80 over 1,600 rows, 0.17 ms
-    against 1.3: ``docs/layers.md``)."""
+    and so do the gradients (57 ids of 32 into an LSTM of 80 over 1,600 rows: 0.17 ms against
+    1.3 for the lookup, projection and gradients on an AMD EPYC Zen 4)."""
     return (len(layers) > 1 and layers[0].takes_ids and layers[0].vocab < rows
             and getattr(layers[1], "takes_one_hot_ids", False))
 
