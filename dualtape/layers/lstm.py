@@ -322,7 +322,7 @@ class LSTM(RecurrentLayer):
                                               None if out is None else out["U"][start:u_end]))
             parts["b"].append(batch_sum(xp, flat, None if out is None else out["b"][start:end]))
             start = end
-        if need_dxs:
+        if need_dxs and len(tape.xs.shape) == 3:  # ids (T, B) have none: no join for them
             whole = blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-1)
             dxs = input_gradient(xp, whole, tape.xs, p["W"])
         if out is not None:
