@@ -403,7 +403,9 @@ def _recurrent_report(net: RecurrentNetwork, backend: Backend, shape: tuple[int,
     steps, batch, example = shape[0], shape[1], shape[2:]
     def fused(t: int) -> bool:
         return fuses(net.layers, t * batch)
-    lengths = {steps} if every is None else {steps, every, steps - (-(-steps // every) - 1) * every}
+    segments = 1 if every is None else -(-steps // every)
+    last_steps = steps if every is None else steps - (segments - 1) * every
+    lengths = {steps} if every is None else {steps, every, last_steps}
     fits = {fuse: _fit([_probe(net, backend, t, batch, example, fuse) for t in PROBE_STEPS])
             for fuse in {fused(t) for t in lengths}}
     classes = _probe(net, backend, 1, batch, example, fused(steps))[0]
@@ -425,8 +427,6 @@ def _recurrent_report(net: RecurrentNetwork, backend: Backend, shape: tuple[int,
     found: dict[str, Any] = {"measured_at": how}
     layers = []
     if every is not None:
-        segments = -(-steps // every)
-        last_steps = steps - (segments - 1) * every
         last, segment = at(last_steps), at(every)
         pending = iter(state_bytes)
     for k, name in enumerate(classes):

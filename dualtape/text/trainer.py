@@ -289,7 +289,7 @@ class TextTrainer:
         """One update; returns the states the windows ended in."""
         window, states = self._windows()
         with device_context(self.backend):
-            ids = self._on_device(window)
+            ids = from_host(window, self.backend)
             found = backpropagate_sequence(self._logits, ids[:-1, ...],
                                            self._one_hot(ids[1:, ...]), state=states,
                                            loss=self._window_loss)
@@ -306,10 +306,6 @@ class TextTrainer:
         value, dys = softmax_cross_entropy(xp, ys, targets)
         scale = 1.0 / self.config.seq_len
         return value * scale, dys * scale
-
-    def _on_device(self, window: np.ndarray) -> Array:
-        """Symbol ids ``(steps, batch)`` from the host, on the device."""
-        return from_host(window, self.backend)
 
     def _one_hot(self, ids: Array) -> Array:
         """Symbol ids ``(steps, batch)`` on the device as one-hot rows there."""
@@ -389,7 +385,7 @@ class TextTrainer:
         starts = np.linspace(0, len(self.ids) - cfg.seq_len - 1, cfg.batch).astype(np.int64)
         window = windows_at(self.ids, starts, cfg.seq_len)
         with device_context(self.backend), evaluating(core):
-            ids = self._on_device(window)
+            ids = from_host(window, self.backend)
             _, ys = core.predict_sequence(None, ids[:-1, ...], chunk=cfg.seq_len)
             value, _ = softmax_cross_entropy(xp, ys, self._one_hot(ids[1:, ...]))
             return float(to_numpy(value)) / cfg.seq_len
