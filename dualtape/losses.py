@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .backend import backend_of, check_same_place, from_host, namespace_of
+from .kernels import loss_loops
 from .layers.base import Array
 from .layers.edges import prepare_like
 
@@ -143,6 +144,16 @@ def softmax_cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None 
     """Cross entropy of softmax(y) against ``target``, averaged over the batch. With class
     labels, ``−log_p`` at each label and ``softmax(y)`` less 1 there: no one-hot target."""
     t, labelled = _class_target(xp, y, target)
+    if labelled and weights is None:
+        compiled = _compiled_at_labels(y, t)
+        if compiled is not None:
+            return compiled
+    return _softmax_cross_entropy(xp, y, t, labelled, weights)
+
+
+def _softmax_cross_entropy(xp: Any, y: Array, t: Array, labelled: bool,
+                           weights: Array | None) -> tuple[Array, Array]:
+    """``softmax_cross_entropy``'s generic code, its target checked: labels if ``labelled``."""
     z = y - xp.max(y, axis=-1, keepdims=True)
     log_p = z - xp.log(xp.sum(xp.exp(z), axis=-1, keepdims=True))
     p = xp.exp(log_p)
@@ -153,6 +164,40 @@ def softmax_cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None 
     per_example, diff = _weighted(xp, per_example, diff, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, diff / batch
+
+
+def _compiled_at_labels(y: Array, labels: Array) -> tuple[Array, Array] | None:
+    """``softmax_cross_entropy`` of logits ``y`` at ``labels`` by the compiled loops
+    (``kernels.numba_softmax_cross_entropy``) on numpy, or None where they do not run."""
+    if type(y) is not np.ndarray or y.ndim < 2 or y.size == 0:
+        return None
+    loops = loss_loops(y, _check_compiled)
+    if loops is None:
+        return None
+    n = y.shape[-1]
+    value, dy = loops.softmax_cross_entropy(np.ascontiguousarray(y).reshape(-1, n),
+                                            labels.astype(np.int64, copy=False).reshape(-1),
+                                            1.0 / y.shape[-2])
+    return y.dtype.type(value), dy.reshape(y.shape)
+
+
+def _check_compiled(loops: Any, like: Array) -> str | None:
+    """How the compiled ``loops`` disagree with the generic ``softmax_cross_entropy`` at labels
+    on logits of ``like``'s dtype (rows of large and tiny spread, a row whose label's
+    probability underflows), beyond rounding, or None."""
+    rng = np.random.default_rng(0)
+    y = (rng.standard_normal((3, 4, 9)) * np.array([1e-3, 1, 30])[:, None, None]).astype(
+        like.dtype)
+    y[2, 0, 0] = -200  # the label's probability is 0 in any float: the loss stays finite
+    labels = rng.integers(0, 9, (3, 4))
+    labels[2, 0] = 0
+    want = _softmax_cross_entropy(np, y, labels, True, None)
+    got = loops.softmax_cross_entropy(y.reshape(-1, 9), labels.reshape(-1), 1 / 4)
+    tol = 64 * float(np.finfo(like.dtype).eps)
+    if not np.allclose(got[1].reshape(y.shape), want[1], rtol=tol, atol=tol / 4) or (
+            not np.isclose(got[0], want[0], rtol=tol, atol=0)):
+        return "the softmax cross entropy at labels differs from the generic code beyond rounding"
+    return None
 
 
 def cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):

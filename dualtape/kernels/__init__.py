@@ -6,8 +6,9 @@ loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else
 ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The spatial layers on numpy: compiled window
 loops (``numba_spatial``), the optimizers' updates (``numba_optim``, against their ufunc
-code), one-row outer products (``numba_outer``) and row sums by id (``numba_scatter``) where
-the compiled LSTM loops run. The compiled loops (per dtype) and the CUDA kernels (per device
+code), one-row outer products (``numba_outer``), row sums by id (``numba_scatter``) and the
+softmax cross entropy at class labels (``numba_softmax_cross_entropy``) where the compiled
+LSTM loops run. The compiled loops (per dtype) and the CUDA kernels (per device
 and dtype) first pass a self-check against the generic code (on a mismatch: one warning, then
 the generic code); a compiled loop's failure that a fresh compile cures is a damaged disk
 cache, rebuilt with its own warning (``numba_cache``).
@@ -138,6 +139,14 @@ def scatter_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> An
     as in ``optimizer_loops``."""
     return _checked_loops("numba_scatter", "scatter", "compiled row sums by id", like,
                           self_check)
+
+
+def loss_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled softmax cross entropy at class labels (``numba_softmax_cross_entropy``)
+    for float32/float64 numpy logits of ``like``'s dtype where the compiled LSTM loops run, or
+    None for the generic code. ``self_check`` as in ``optimizer_loops``."""
+    return _checked_loops("numba_softmax_cross_entropy", "loss",
+                          "compiled softmax cross entropy", like, self_check)
 
 
 def _checked_loops(module: str, kind: str, what: str, like: Any,

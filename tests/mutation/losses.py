@@ -4,6 +4,9 @@ from run_mutants import Mutant
 
 P = "dualtape/losses.py"
 TESTS = ("tests/test_losses.py", "tests/test_recurrent.py")
+K = "dualtape/kernels/numba_softmax_cross_entropy.py"
+L = "dualtape/kernels/_numba_softmax_cross_entropy.py"
+COMPILED = ("tests/test_loss_compiled.py",)
 MUTANTS = [
     Mutant(P, "xp.all((mask == 0) | (mask == 1))",
            "xp.all((mask >= 0) & (mask <= 1))", "fractional masks accepted", TESTS),
@@ -43,4 +46,36 @@ MUTANTS = [
     Mutant(P, "        grad = xp.where(hits, -1 / safe, xp.zeros_like(y))",
            "        grad = -1 / safe", "cross entropy's label gradient leaks into other classes",
            TESTS),
+    Mutant(L, "            out[j] = row[j] - top\n", "            out[j] = row[j]\n",
+           "the compiled loss takes exp of the logits unshifted (overflow)", COMPILED),
+    Mutant(L, "picked[r] = out[labels[r]]", "picked[r] = out[0]",
+           "the compiled loss reads the first class, not the label", COMPILED),
+    Mutant(L, "        for j in range(1, row.shape[0]):\n            s += row[j]",
+           "        for j in range(1, row.shape[0] - 1):\n            s += row[j]",
+           "the compiled loss leaves the last class out of the sum", COMPILED),
+    Mutant(L, "row[labels[r]] -= scale", "row[labels[r]] -= 1",
+           "the compiled loss subtracts an unscaled 1 at the label", COMPILED),
+    Mutant(L, "factor = scale / s", "factor = 1 / s",
+           "the compiled loss's softmax not divided by the batch", COMPILED),
+    Mutant(L, "total += math.log(s) - picked[r]", "total += math.log(s) + picked[r]",
+           "the compiled loss adds the label's logit", COMPILED),
+    Mutant(K, "int(labels.max()) >= y.shape[1]", "int(labels.max()) > y.shape[1]",
+           "the compiled loss writes one class past the end", COMPILED),
+    Mutant(K, "int(labels.min()) < 0 or ", "",
+           "the compiled loss writes before the row", COMPILED),
+    Mutant(K, "labels.shape != y.shape[:1] or ", "",
+           "the compiled loss reads labels past their end", COMPILED),
+    Mutant(K, "return total * scale, dy", "return total, dy",
+           "the compiled loss's value not divided by the batch", COMPILED),
+    Mutant(P, "    if labelled and weights is None:\n", "    if labelled:\n",
+           "the compiled loss ignores a mask", (*TESTS, *COMPILED)),
+    Mutant(P, "1.0 / y.shape[-2])", "1.0 / y.shape[0])",
+           "the compiled loss divides by the steps, not the batch", COMPILED),
+    Mutant(P, "    return y.dtype.type(value), dy.reshape(y.shape)",
+           "    return value, dy.reshape(y.shape)",
+           "the compiled loss returns a Python float", COMPILED),
+    Mutant(P, "    if not np.allclose(got[1].reshape(y.shape), want[1], rtol=tol, atol=tol / 4) "
+              "or (\n            not np.isclose(got[0], want[0], rtol=tol, atol=0)):",
+           "    if not np.isclose(got[0], want[0], rtol=tol, atol=0):",
+           "the loss's self-check reads the value only", COMPILED),
 ]
