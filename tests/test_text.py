@@ -35,7 +35,6 @@ from dualtape.text.model import (
     build_text_network,
     check_text_network,
     choose,
-    one_hot,
     parse_hidden,
     random_windows,
     read_corpus,
@@ -115,13 +114,6 @@ def test_random_windows_fit_a_corpus_of_exactly_seq_len_plus_one():
     assert random_windows(np.arange(11), 10, 2, np.random.default_rng()).tolist()[0] == [0, 0]
     with pytest.raises(ValueError, match="at least 11"):
         random_windows(np.arange(10), 10, 2, np.random.default_rng())
-
-
-def test_one_hot_is_made_on_the_device_of_the_ids(backend):
-    ids = dualtape.asarray(np.array([[0, 2], [1, 0]]))
-    hot = one_hot(backend.xp, ids, 3, backend.xp.float32)
-    assert dualtape.backend.backend_of(hot).device == backend.device
-    assert np.array_equal(dualtape.to_numpy(hot), np.eye(3, dtype=np.float32)[[[0, 2], [1, 0]]])
 
 
 def test_parse_hidden():

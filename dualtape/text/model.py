@@ -7,8 +7,8 @@ command line in ``cli``):
 - ``Vocabulary``: the N most frequent characters of a text plus one unknown symbol, optionally
   with Grenade's capital annotation (an uppercase letter becomes a marker and its lowercase
   letter, so the network learns one symbol per letter and a separate "capital" decision);
-- ``random_windows`` and ``one_hot``: batches of ``seq_len + 1`` consecutive symbol ids, the
-  input being the first ``seq_len`` and the target the last ``seq_len`` (the next character);
+- ``random_windows``: batches of ``seq_len + 1`` consecutive symbol ids, the input being the
+  first ``seq_len`` and the target (class labels) the last ``seq_len`` (the next character);
 - ``build_text_network``: stacked recurrent layers of one cell (``CELLS``: Grenade's LSTM,
   torch's LSTM or GRU), optionally with ``Dropout`` between them, + FullyConnected + Softmax;
   ``check_text_network`` tells a checkpoint's network apart from other networks;
@@ -31,7 +31,6 @@ import numpy as np
 from ..backend import from_host, to_numpy
 from ..files import open_regular
 from ..layers import GRU, LSTM, Dropout, FullyConnected, Softmax, StandardLSTM
-from ..layers.base import Array
 from ..recurrent import RecurrentNetwork
 from .cells import CELL_NAMES, cell_name
 
@@ -166,11 +165,6 @@ def random_windows(
 def windows_at(ids: np.ndarray, starts: np.ndarray, seq_len: int) -> np.ndarray:
     """``(seq_len + 1, len(starts))`` ids: the windows of ``ids`` beginning at ``starts``."""
     return ids[starts[None, :] + np.arange(seq_len + 1)[:, None]]
-
-
-def one_hot(xp: Any, ids: Array, size: int, dtype: Any) -> Array:
-    """One-hot rows ``ids.shape + (size,)`` of an integer array, made where ``ids`` lives."""
-    return xp.astype(ids[..., None] == xp.arange(size, device=ids.device), dtype)
 
 
 def parse_hidden(spec: str) -> list[int]:

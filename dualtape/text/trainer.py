@@ -11,19 +11,18 @@ became infinite and the weights NaN.
 
 Each step draws ``batch`` random windows on the host (with ``stateful``, the next window of
 each of ``batch`` streams read in order, begun from the state the stream's previous window
-ended in: ``streams.py``), sends their symbol ids to the device,
-takes the inputs as ids (the first recurrent layer takes them in place of their one-hot rows:
-its input projection a gather, its input weights' gradient a sum by id, 0.12 against 1.34 ms
-for the two one-hot products on the main job: ``docs/benchmarks.md``), builds one-hot
-next-character targets there, and takes the loss and gradients from
-``dualtape.backpropagate_sequence`` (its loss a callable, the cross entropy per character): the
-loss stays on the device, summed, and is read back only by ``read_loss`` (every
-``--log-every`` steps), where NaN is caught. The ids' range check reads one value back from the
-device each step (nothing on numpy). The targets are one-hot rather than integer labels: on
-numpy labels do not pay (the loss of a 50 × 32 × 57 window from labels 347 µs against 334 from
-one-hot targets, the same bits). The global gradient norm is clipped to ``clip`` on the device
-(``dualtape.clip_gradients``; the first steps' norm is ~11; without clipping SGD diverged), in
-place, so the optimizer is given the same arrays every step and keeps its step.
+ended in: ``streams.py``) and sends their symbol ids to the device. The inputs go in as ids
+(the first recurrent layer takes them in place of their one-hot rows: its input projection a
+gather, its input weights' gradient a sum by id, 0.12 against 1.34 ms for the two one-hot
+products on the main job: ``docs/benchmarks.md``), and the next characters' ids are the loss's
+class labels (no one-hot targets; on numpy the compiled softmax cross entropy at labels,
+``kernels.numba_softmax_cross_entropy``). ``dualtape.backpropagate_sequence`` gives the loss
+and gradients (its loss a callable, the cross entropy per character): the loss stays on the
+device, summed, and is read back only by ``read_loss`` (every ``--log-every`` steps), where NaN
+is caught. The range checks of the ids and of the labels read one value each back from the
+device each step (nothing on numpy). The global gradient norm is clipped to ``clip`` on the
+device (``dualtape.clip_gradients``; the first steps' norm is ~11; without clipping SGD
+diverged), in place, so the optimizer is given the same arrays every step and keeps its step.
 
 Random state: parameters come from ``seed``; the window and sample generators are
 ``default_rng([seed, 1])`` and ``default_rng([seed, 2])``; each Dropout layer (``--dropout``)
@@ -78,7 +77,6 @@ from .model import (
     dropout_layers,
     evaluating,
     layer_seeds,
-    one_hot,
     random_windows,
     sample,
     windows_at,
@@ -291,7 +289,7 @@ class TextTrainer:
         with device_context(self.backend):
             ids = from_host(window, self.backend)
             found = backpropagate_sequence(self._logits, ids[:-1, ...],
-                                           self._one_hot(ids[1:, ...]), state=states,
+                                           ids[1:, ...], state=states,
                                            loss=self._window_loss)
             grads = found.grads
             if self.config.clip > 0:
@@ -306,10 +304,6 @@ class TextTrainer:
         value, dys = softmax_cross_entropy(xp, ys, targets)
         scale = 1.0 / self.config.seq_len
         return value * scale, dys * scale
-
-    def _one_hot(self, ids: Array) -> Array:
-        """Symbol ids ``(steps, batch)`` on the device as one-hot rows there."""
-        return one_hot(self.xp, ids, len(self.vocab), getattr(self.xp, self.config.dtype))
 
     def read_loss(self) -> float | None:
         """The mean loss (nats/char) of the steps since the last read, read from the device;
@@ -341,8 +335,7 @@ class TextTrainer:
                 stop = min(start + HELD_OUT_CHUNK, span) + 1  # the standard leaves stops past
                 ids = window[start:stop, ...]  # the end open
                 states, ys = core.predict_sequence(states, ids[:-1, ...])
-                targets = self._one_hot(ids[1:, ...])
-                total = total + softmax_cross_entropy(self.xp, ys, targets)[0]
+                total = total + softmax_cross_entropy(self.xp, ys, ids[1:, ...])[0]
         nats = float(to_numpy(total)) / span
         self.held_out["last"] = [self.step_count, nats]
         if nats < self.held_out.get("best", [0, math.inf])[1]:  # NaN is never best
@@ -387,7 +380,7 @@ class TextTrainer:
         with device_context(self.backend), evaluating(core):
             ids = from_host(window, self.backend)
             _, ys = core.predict_sequence(None, ids[:-1, ...], chunk=cfg.seq_len)
-            value, _ = softmax_cross_entropy(xp, ys, self._one_hot(ids[1:, ...]))
+            value, _ = softmax_cross_entropy(xp, ys, ids[1:, ...])
             return float(to_numpy(value)) / cfg.seq_len
 
     def sample(self, chars: int, temperature: float, prime: str = "") -> str:
