@@ -14,6 +14,7 @@ from .backend import (
 )
 from .gradcheck import GradientCheckError, check_gradients
 from .io import load, load_extra, load_with_extra, save
+from .kernels.overlap import overlap_gradients
 from .layers import (
     GRU,
     LSTM,
@@ -106,6 +107,7 @@ __all__ = [
     "load_extra",
     "load_with_extra",
     "losses",
+    "overlap_gradients",
     "save",
     "set_backend",
     "state_from_torch",

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .kernels.overlap import overlapping
+
 Array = Any
 
 
@@ -74,23 +76,24 @@ def stack_backward(
     pending = list(dstates) if dstates is not None else \
         [None] * sum(layer.recurrent for layer in layers)
     dstates_0: list[Array | None] = []
-    dh = dys
-    for k in reversed(range(len(layers))):
-        layer = layers[k]
-        if layer.recurrent:
-            dstate = pending.pop()
-            if dstate is None:
-                dstate = layer._state_gradient(xp, None, batch, "dstate_T")
-            grads[k], d0, dh = layer._backward_sequence(
-                xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
-                None if grads_out is None else grads_out[k], need_dstates)
-            dstates_0.insert(0, d0)
-        elif not hasattr(dh, "shape"):  # the weight's gradient, summed by the layer after
-            grads[k], dh = layer._backward_summed(xp, tape.tapes[k], dh)  # (fuses)
-        else:
-            flat = xp.reshape(dh, (steps * batch, dh.shape[-1]))
-            out = None if grads_out is None else grads_out[k]
-            grads[k], dx = layer._backward(xp, tape.tapes[k], flat) if out is None else (
-                layer._backward(xp, tape.tapes[k], flat, grads_out=out))
-            dh = None if dx is None else xp.reshape(dx, (steps, batch, dx.shape[-1]))
+    with overlapping():  # the weight gradients' products may run beside the loop
+        dh = dys
+        for k in reversed(range(len(layers))):
+            layer = layers[k]
+            if layer.recurrent:
+                dstate = pending.pop()
+                if dstate is None:
+                    dstate = layer._state_gradient(xp, None, batch, "dstate_T")
+                grads[k], d0, dh = layer._backward_sequence(
+                    xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
+                    None if grads_out is None else grads_out[k], need_dstates)
+                dstates_0.insert(0, d0)
+            elif not hasattr(dh, "shape"):  # the weight's gradient, summed by the layer after
+                grads[k], dh = layer._backward_summed(xp, tape.tapes[k], dh)  # (fuses)
+            else:
+                flat = xp.reshape(dh, (steps * batch, dh.shape[-1]))
+                out = None if grads_out is None else grads_out[k]
+                grads[k], dx = layer._backward(xp, tape.tapes[k], flat) if out is None else (
+                    layer._backward(xp, tape.tapes[k], flat, grads_out=out))
+                dh = None if dx is None else xp.reshape(dx, (steps, batch, dx.shape[-1]))
     return grads, dstates_0, dh

@@ -89,7 +89,7 @@ def _fast_exp(x: Any) -> Any:
     return None
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def forward_loop(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, projected: Any, r: Any,
                  cells: Any, gates: Any, one: Any) -> None:
     """Every step forwards: ``r = c_t U_fiᵀ``, ``f, i = σ(a + r)``, ``c_{t+1} = f c_t + i ĉ``.
@@ -116,7 +116,7 @@ def forward_loop(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, projected: Any, r
                 c_next[j] = g[j] * c[j] + g[n + j] * g[3 * n + j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any, carry: Any,
                   dfi: Any, dc: Any, one: Any) -> None:
     """Every step back, t = T-1 … 0: ``d = carry + rec + q_t``, ``dfi_t *= d``, ``carry = d f``,
@@ -143,7 +143,7 @@ def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any,
                       2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def output_gate(gates: Any, projected: Any, cells: Any, hs: Any, one: Any) -> None:
     """Every step's ``o = σ(c_t U_oᵀ + projected_o)`` in ``gates``' o block (which holds the
     product) and ``h = o c_{t+1}`` into ``hs``: one pass."""
@@ -158,7 +158,7 @@ def output_gate(gates: Any, projected: Any, cells: Any, hs: Any, one: Any) -> No
                 h[j] = o * c[j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def gate_factors(gates: Any, cells: Any, dhs: Any, q: Any, da_o: Any, dfi: Any,
                  one: Any) -> None:
     """Every step's ``q = dh o``, ``da_o = q c_{t+1} (1-o)`` and ``dfi = [c_t f(1-f),
@@ -178,7 +178,7 @@ def gate_factors(gates: Any, cells: Any, dhs: Any, q: Any, da_o: Any, dfi: Any,
                 factors[n + j] = (one - g[n + j]) * g[n + j] * g[3 * n + j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def candidate_gradient(gates: Any, dc: Any, out: Any, one: Any) -> None:
     """Every step's ``da_ĉ = (1-ĉ²) i dc`` into ``out``: one pass."""
     steps, batch, four_n = gates.shape
@@ -190,7 +190,7 @@ def candidate_gradient(gates: Any, dc: Any, out: Any, one: Any) -> None:
                 da[j] = (one - g[3 * n + j] * g[3 * n + j]) * g[n + j] * d[j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs: Any, q: Any,
                       da_o: Any, dfi: Any, dc: Any, carry: Any, rec: Any, carried_0: Any,
                       need_dc0: bool, one: Any) -> None:
@@ -224,7 +224,7 @@ def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs:
                 carry[b, j] = (carry[b, j] + rec[b, j]) + carried_0[b, j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def forward_sequence(gemm: Any, gemv: Any, U: Any, U_fi_t: Any, projected: Any, r: Any,
                      cells: Any, gates: Any, hs: Any, one: Any) -> None:
     """``lstm_sequence.forward_sequence`` after its tanh, in one call in its order of

@@ -18,14 +18,14 @@ from ._numba_lstm import fast_exp
 from .blas import NO_TRANS, ROW_MAJOR
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def sigmoid(x: Any, one: Any) -> Any:
     """σ(x) in ``x``'s precision (a function of its own: numba's SSA pass warns about
     ``fast_exp`` inlined several times into one loop; LLVM inlines this one)."""
     return one / (one + fast_exp(-x))
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def standard_lstm_forward_loop(gemm: Any, W_t: Any, hs: Any, cells: Any, gates: Any,
                                tanh_cells: Any, one: Any) -> None:
     """Every step forwards: ``gates_t += h_t W_hhᵀ`` (``gates`` arrives holding the input
@@ -53,7 +53,7 @@ def standard_lstm_forward_loop(gemm: Any, W_t: Any, hs: Any, cells: Any, gates: 
                 h[j] = g[3 * n + j] * e[j]
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def standard_lstm_backward_loop(gemm: Any, W_hh: Any, gates: Any, cells: Any, tanh_cells: Any,
                                 dhs: Any, dh: Any, dc: Any, das: Any, need_first: bool,
                                 one: Any) -> None:
@@ -81,7 +81,7 @@ def standard_lstm_backward_loop(gemm: Any, W_hh: Any, gates: Any, cells: Any, ta
                       das[t].ctypes.data, four_n, W_hh.ctypes.data, n, zero, dh.ctypes.data, n)
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def gru_forward_loop(gemm: Any, W_t: Any, b_hh: Any, hs: Any, gates: Any, r: Any, hn: Any,
                      one: Any) -> None:
     """Every step forwards: ``r = h_t W_hhᵀ``, then with ``gates_t`` holding the input
@@ -105,7 +105,7 @@ def gru_forward_loop(gemm: Any, W_t: Any, b_hh: Any, hs: Any, gates: Any, r: Any
                 h_next[j] = new + g[n + j] * (h[j] - new)
 
 
-@njit(cache=True, boundscheck=False, error_model="numpy")
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def gru_backward_loop(gemm: Any, W_hh: Any, gates: Any, hn: Any, hs: Any, dhs: Any,
                       carry: Any, rec: Any, da_h: Any, dn: Any, need_first: bool,
                       one: Any) -> None:

@@ -77,16 +77,33 @@ def flushed() -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext() if isinstance(registers, str) else _Flushed(registers)
 
 
+def control_here() -> int | None:
+    """This thread's MXCSR (its flush and rounding bits), None where ``unavailable``: a
+    thread that works for this one (``overlap``) runs with the same bits (``under_control``)."""
+    registers = _registers()
+    return None if isinstance(registers, str) else registers.control()
+
+
+def under_control(bits: int | None) -> contextlib.AbstractContextManager[None]:
+    """``bits`` (``control_here``'s) as this thread's MXCSR inside the block, its own restored
+    after; nothing for None."""
+    registers = _registers()
+    if bits is None or isinstance(registers, str):
+        return contextlib.nullcontext()
+    return _Flushed(registers, bits)
+
+
 class _Flushed(contextlib.AbstractContextManager):
     """``flushed``'s block with the compiled MXCSR functions ``registers`` (a class, not a
-    generator: entered twice per training call, 0.2 µs a block where a generator's is 1.5)."""
+    generator: entered twice per training call, 0.2 µs a block where a generator's is 1.5);
+    with ``bits``, those in place of this thread's own with FTZ and DAZ set."""
 
-    def __init__(self, registers: Any) -> None:
-        self.registers = registers
+    def __init__(self, registers: Any, bits: int | None = None) -> None:
+        self.registers, self.bits = registers, bits
 
     def __enter__(self) -> None:
         self.saved = self.registers.control()
-        self.registers.set_control(self.saved | FTZ_DAZ)
+        self.registers.set_control(self.saved | FTZ_DAZ if self.bits is None else self.bits)
 
     def __exit__(self, *exc: object) -> None:
         self.registers.set_control(self.saved)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..backend import out_module, to_numpy, zeros_like_place
 from ..kernels import outer_loops
+from ..kernels.overlap import matmul_later
 from ..kernels.scatter import row_sums
 
 Array = Any
@@ -40,12 +41,14 @@ def batch_outer(a: Array, b: Array, out: Array | None = None) -> Array:
     ``out`` when given (numpy and CuPy arrays only). A one-row numpy product of at least
     ``EINSUM_MIN`` elements goes through the compiled outer product where the compiled loops
     run (``kernels.numba_outer``: about 2x faster again), else ``einsum``, whose loop is about
-    1.6x faster than broadcasting's row-by-row loop there (the same products, bit for bit)."""
+    1.6x faster than broadcasting's row-by-row loop there (the same products, bit for bit).
+    Inside a training call's backward pass with ``overlap_gradients`` on, a product of
+    several rows into ``out`` may run on a second thread (``kernels.overlap``)."""
     if out is None:
         return a.T * b if a.shape[0] == 1 else a.T @ b
     mod = out_module(out)
     if a.shape[0] != 1:
-        return mod.matmul(a.T, b, out=out)
+        return out if matmul_later(a.T, b, out) else mod.matmul(a.T, b, out=out)
     if mod is np and out.size >= EINSUM_MIN:
         loops = outer_loops(out, _check_outer) if a.dtype == b.dtype == out.dtype else None
         if loops is not None and not (np.may_share_memory(out, a) or np.may_share_memory(out, b)):

@@ -17,6 +17,7 @@ OUTER, OUTER_LOOP = "dualtape/kernels/numba_outer.py", "dualtape/kernels/_numba_
 LINALG = "dualtape/layers/linear_algebra.py"
 OUTER_TESTS = ("tests/test_outer_compiled.py", "tests/test_gradient_buffers.py")
 CALLS, CALL_TESTS = "dualtape/kernels/_numba_blas.py", ("tests/test_numba_blas.py",)
+OVERLAP, OVERLAP_TESTS = "dualtape/kernels/overlap.py", ("tests/test_overlap.py",)
 
 MUTANTS = [
     Mutant(CALLS, '"real": (real, ir.FloatType() if real == types.float32 else ir.DoubleType())',
@@ -236,4 +237,18 @@ MUTANTS = [
     Mutant(OUTER, "            a.dtype != out.dtype or b.dtype != out.dtype\n",
            "            a.dtype != out.dtype\n",
            "the compiled outer product takes an operand of another dtype", OUTER_TESTS),
+    Mutant(OVERLAP, "    errors = _errors(pending)\n", "    errors = []\n",
+           "a backward pass returns before its handed-over products finish", OVERLAP_TESTS),
+    Mutant(OVERLAP, "    if errors:\n        raise errors[0]",
+           "    if False:\n        raise errors[0]",
+           "a handed-over product's error is lost", OVERLAP_TESTS),
+    Mutant(OVERLAP, "        _errors(pending)  # nothing writes", "        pass  # nothing writes",
+           "a failed backward pass leaves products writing after it", OVERLAP_TESTS),
+    Mutant(OVERLAP, " or not switched_on(\"DUALTAPE_FUSED\")", "",
+           "products handed over with the fast paths off", OVERLAP_TESTS),
+    Mutant(OVERLAP, "    with under_control(control):\n", "    with contextlib.nullcontext():\n",
+           "the worker ignores the caller's flush bits", OVERLAP_TESTS),
+    Mutant("dualtape/stack.py", "from .kernels.overlap import overlapping\n",
+           "from contextlib import nullcontext as overlapping\n",
+           "the backward pass never hands products over", OVERLAP_TESTS),
 ]

@@ -1,0 +1,110 @@
+"""Weight gradients' matrix products on a second core while the backward pass goes on.
+
+A recurrent network's backward pass is a chain: each layer's time loop needs the input
+gradient of the layer above it, but no layer needs another's weight gradients. Inside
+``overlap_gradients()`` (off unless asked for), the backward pass of a ``RecurrentNetwork``
+writing into gradient buffers (a training call) hands those products (``batch_outer`` into a
+buffer: ``dᵀ x`` and ``dᵀ c``) to one worker thread, and goes on with the next layer; it waits
+for them all before it returns, raising the first error one of them raised, so no buffer is
+written after the call. The products are the same calls with the same operands, run with
+the handing thread's flush-to-zero bits (``kernels.flush``): the same bits; numpy arrays
+only, with the fast paths on (``DUALTAPE_FUSED``). It pays where a core
+is free beside BLAS's threads: the main job's step took 0.84x its time on 2 cores with BLAS
+at one thread (``bench/results/2026-12-03-overlap.md``); with BLAS on every core the two
+would contend, and other processes on the same cores (MPI ranks, a job's workers) are not
+known here, so it is off by default. ``train-text`` and ``dualtape bench`` turn it on under
+``--threads auto`` when their thread rule leaves a core free (``text/threads.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from ..switches import switched_on
+from .flush import control_here, under_control
+
+Array = Any
+_ON: ContextVar[bool] = ContextVar("dualtape_overlap_gradients", default=False)
+_PENDING: ContextVar[list[Future] | None] = ContextVar("dualtape_overlap_pending", default=None)
+_WORKER: list[ThreadPoolExecutor] = []
+_STARTING = threading.Lock()
+
+
+@contextlib.contextmanager
+def overlap_gradients(on: bool = True) -> Iterator[None]:
+    """Within the block (in this thread or task), a training call's weight-gradient products
+    run on a second thread beside the rest of its backward pass when ``on`` (the same
+    results); ``overlap_gradients(False)`` turns it off inside a block that turned it on."""
+    if not isinstance(on, bool):
+        raise TypeError(f"overlap_gradients: on must be True or False, got {on!r}")
+    token = _ON.set(on)
+    try:
+        yield
+    finally:
+        _ON.reset(token)
+
+
+@contextlib.contextmanager
+def overlapping() -> Iterator[None]:
+    """The scope of one backward pass: products handed over inside it (``matmul_later``) are
+    all finished when it ends, an error of theirs raised then (after any error of the block's
+    own, which takes precedence)."""
+    if not _ON.get() or _PENDING.get() is not None or not switched_on("DUALTAPE_FUSED"):
+        yield
+        return
+    pending: list[Future] = []
+    token = _PENDING.set(pending)
+    try:
+        yield
+    except BaseException:
+        _errors(pending)  # nothing writes a buffer after the call, failed or not
+        raise
+    finally:
+        _PENDING.reset(token)
+    errors = _errors(pending)
+    if errors:
+        raise errors[0]
+
+
+def _errors(pending: list[Future]) -> list[BaseException]:
+    """The errors the products in ``pending`` raised, once every one has finished."""
+    return [e for e in [future.exception() for future in pending] if e is not None]
+
+
+def matmul_later(a: Array, b: Array, out: Array) -> bool:
+    """Hand ``out[...] = a @ b`` to the worker inside an ``overlapping`` scope when the three
+    are numpy arrays, and say whether it did (False: the caller multiplies now)."""
+    pending = _PENDING.get()
+    if pending is None or type(out) is not np.ndarray or type(a) is not np.ndarray or (
+            type(b) is not np.ndarray):
+        return False
+    pending.append(_worker().submit(_matmul, a, b, out, control_here()))
+    return True
+
+
+def _matmul(a: Array, b: Array, out: Array, control: int | None) -> None:
+    """``np.matmul(a, b, out=out)`` with the handing thread's flush bits (``kernels.flush``):
+    the same bits as there."""
+    with under_control(control):
+        np.matmul(a, b, out=out)
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The one worker thread, started on first use (again in a forked child, where the
+    parent's thread does not exist)."""
+    with _STARTING:
+        if not _WORKER:
+            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="dualtape-gradients"))
+        return _WORKER[0]
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_WORKER.clear)

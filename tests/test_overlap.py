@@ -1,0 +1,178 @@
+"""``overlap_gradients``: a training call's weight-gradient products on a second thread
+(``kernels.overlap``): the same bits as without, handed over only where asked for (numpy,
+fast paths on, a backward pass into gradient buffers), every product finished before the call
+returns, errors raised, the caller's flush bits kept, and a forked child's own worker."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.kernels import flush, overlap
+from dualtape.kernels.overlap import matmul_later, overlapping
+
+from .helpers import assert_params_equal, host_params
+
+
+@pytest.fixture
+def handed(monkeypatch):
+    """The threads the handed-over products ran on, by output shape."""
+    seen, right = [], overlap._matmul
+
+    def recording(a, b, out, control):
+        seen.append((threading.current_thread().name, out.shape))
+        right(a, b, out, control)
+
+    monkeypatch.setattr(overlap, "_matmul", recording)
+    return seen
+
+
+def text_net(dtype: str, embedding: bool = False) -> dualtape.RecurrentNetwork:
+    first = [dualtape.Embedding(7, 4, seed=3, dtype=dtype), dualtape.LSTM(4, 6, seed=1,
+                                                                         dtype=dtype)] \
+        if embedding else [dualtape.LSTM(7, 6, seed=1, dtype=dtype)]
+    return dualtape.RecurrentNetwork([*first, dualtape.LSTM(6, 5, seed=2, dtype=dtype),
+                                      dualtape.FullyConnected(5, 7, seed=4, dtype=dtype)])
+
+
+def train(net, on: bool, steps: int = 3, tape: str | int = "full") -> list[float]:
+    rng = np.random.default_rng(0)
+    optimizer, losses = dualtape.Adam(0.01), []
+    with dualtape.overlap_gradients(on):
+        for _ in range(steps):
+            ids = dualtape.asarray(rng.integers(0, 7, (9, 4)))
+            labels = dualtape.asarray(rng.integers(0, 7, (9, 4)))
+            losses.append(dualtape.train_recurrent(net, ids, labels, optimizer, tape=tape,
+                                                   loss="softmax_cross_entropy")[0])
+    return losses
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", ["full tape", "checkpointed", "embedding"])
+def test_training_with_the_products_overlapped_gives_the_same_bits(backend, handed, dtype,
+                                                                    case):
+    embedding, tape = case == "embedding", 4 if case == "checkpointed" else "full"
+    overlapped, plain = text_net(dtype, embedding), text_net(dtype, embedding)
+    assert train(overlapped, True, tape=tape) == train(plain, False, tape=tape)
+    assert_params_equal(host_params(overlapped), host_params(plain))
+    if backend.name != "numpy":
+        assert handed == []
+        return
+    # per call: the top layer's W and the LSTMs' U blocks and (but the first's, from ids) W
+    assert handed and {name for name, _ in handed} == {"dualtape-gradients_0"}
+    assert (7, 5) in {shape for _, shape in handed}  # the FullyConnected weight's
+
+
+def test_off_by_default_and_where_the_fast_paths_are_off(handed, monkeypatch):
+    train(text_net("float64"), False)
+    with dualtape.overlap_gradients():
+        with dualtape.overlap_gradients(False):
+            train(text_net("float64"), False)
+        monkeypatch.setenv("DUALTAPE_FUSED", "0")
+        net = text_net("float64")
+        rng = np.random.default_rng(0)
+        dualtape.train_recurrent(net, dualtape.asarray(rng.integers(0, 7, (9, 4))),
+                                 dualtape.asarray(rng.integers(0, 7, (9, 4))),
+                                 dualtape.SGD(0.1), loss="softmax_cross_entropy")
+    assert handed == []
+    with pytest.raises(TypeError, match="on must be True or False, got 1"):
+        with dualtape.overlap_gradients(1):
+            pass
+
+
+def test_nothing_is_handed_over_outside_a_backward_pass_or_for_other_arrays(handed):
+    a, out = np.ones((3, 2)), np.zeros((2, 2))
+    with dualtape.overlap_gradients():
+        assert matmul_later(a.T, a, out) is False  # no scope
+        with overlapping():
+            assert matmul_later(a.T, a, [[0.0, 0.0]] * 2) is False
+            assert matmul_later(a.T, a, out) is True
+    assert (out == 3).all() and len(handed) == 1
+
+
+def test_the_scope_ends_only_when_every_product_has_finished(monkeypatch):
+    right = overlap._matmul
+
+    def slow(a, b, out, control):
+        time.sleep(0.2)
+        right(a, b, out, control)
+
+    monkeypatch.setattr(overlap, "_matmul", slow)
+    outs = [np.zeros((2, 2)) for _ in range(3)]
+    with dualtape.overlap_gradients(), overlapping():
+        for out in outs:
+            matmul_later(np.ones((2, 3)), np.ones((3, 2)), out)
+        assert not outs[-1].any()  # still running
+    assert all((out == 3).all() for out in outs)
+
+
+def test_an_error_in_a_product_is_raised_after_all_have_finished(monkeypatch):
+    right, done = overlap._matmul, []
+
+    def failing_first(a, b, out, control):
+        if not done:
+            done.append(1)
+            raise MemoryError("planted")
+        time.sleep(0.1)
+        right(a, b, out, control)
+
+    monkeypatch.setattr(overlap, "_matmul", failing_first)
+    outs = [np.zeros((2, 2)) for _ in range(2)]
+    with pytest.raises(MemoryError, match="planted"):
+        with dualtape.overlap_gradients(), overlapping():
+            for out in outs:
+                matmul_later(np.ones((2, 3)), np.ones((3, 2)), out)
+    assert (outs[1] == 3).all()
+
+
+def test_an_error_of_the_pass_itself_wins_and_still_waits(monkeypatch):
+    right = overlap._matmul
+
+    def slow_failing(a, b, out, control):
+        time.sleep(0.2)
+        right(a, b, out, control)
+        raise MemoryError("the product's")
+
+    monkeypatch.setattr(overlap, "_matmul", slow_failing)
+    out = np.zeros((2, 2))
+    with pytest.raises(KeyError, match="the pass's"):
+        with dualtape.overlap_gradients(), overlapping():
+            matmul_later(np.ones((2, 3)), np.ones((3, 2)), out)
+            raise KeyError("the pass's")
+    assert (out == 3).all()
+
+
+@pytest.mark.skipif(flush.unavailable() is not None, reason=f"{flush.unavailable()}")
+def test_the_worker_computes_with_the_callers_flush_bits():
+    tiny = np.finfo(np.float32).tiny
+    a, b = np.full((1, 1), tiny, np.float32), np.full((1, 1), 0.25, np.float32)
+    assert (a @ b)[0, 0] != 0  # a subnormal product, unflushed
+    for flushing, expected in ((True, 0.0), (False, float((a @ b)[0, 0]))):
+        out = np.full((1, 1), np.nan, np.float32)
+        with dualtape.overlap_gradients(), (flush.flushed() if flushing else
+                                            flush.under_control(None)):
+            with overlapping():
+                assert matmul_later(a, b, out)
+        assert float(out[0, 0]) == expected
+
+
+def _train_in_child(queue) -> None:
+    queue.put(train(text_net("float64"), True, steps=1))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="no fork on this system")
+def test_a_forked_child_starts_its_own_worker():
+    train(text_net("float64"), True, steps=1)  # the parent's worker exists
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_train_in_child, args=(queue,))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(60)
+    assert child.exitcode == 0 and got == train(text_net("float64"), False, steps=1)
