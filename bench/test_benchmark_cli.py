@@ -116,7 +116,8 @@ def test_backends_none_of_which_can_run_are_refused(capsys):
     assert status == 0 and f"note: skipped backend {missing[0]}" in out
 
 
-def test_without_comparisons_there_is_no_ratio_column_and_no_threads_none(capsys):
+def test_without_comparisons_there_is_no_ratio_column_and_no_threads_none(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "usable_cores", lambda: 1)  # no core free for the gradients
     status, out = bench(capsys, "--backends", "numpy", "--references", "none",
                         "--workloads", "update/matrix-60x60")
     assert status == 0
@@ -231,6 +232,10 @@ def test_auto_threads_are_train_texts_rule_for_each_rows_time_loop(monkeypatch):
     line = cli.threads_summary("auto", chosen)
     assert line.startswith("--threads auto, train-text's rule for each row's time loop: 1 for "
                            "every row but: 4 for train/fifty-time-steps-batch-32, ")
+    assert line.endswith("; where a row's threads leave a core free, dualtape's weight "
+                         "gradients take it (overlap_gradients); --threads N or unset overrides")
+    assert {k for k, c in chosen.items() if not c.overlap} == {
+        f"train/fifty-time-steps-batch-{b}" for b in (32, 64, 256)}  # 4 of 4 cores taken
     assert cli.jax_limit(chosen) is None and cli.jax_limit({"a": chosen["lstm/forwards-60"]}) == 1
     monkeypatch.setattr(cli, "load_average", lambda: 3.0)  # three cores busy: one is left
     assert cli._threads("auto", WORKLOADS)["train/fifty-time-steps-batch-256"].count == 1

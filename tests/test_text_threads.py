@@ -57,11 +57,32 @@ def test_the_work_is_the_widest_layers_recurrent_product():
 @pytest.mark.parametrize("cores", [1, 2, 16, 64])
 @pytest.mark.parametrize("load", [None, 0.0, 40.0])
 def test_the_main_job_gets_one_thread_on_any_machine_idle_or_loaded(cores, load):
+    """And a free core, where there is one, for the weight gradients' products."""
     chosen = auto(MAIN_JOB, cores, load=load)
     assert chosen.count == 1
-    assert chosen.line == ("threads: 1 (auto: the time loop's products are small, 614,400 "
-                           "multiply-adds; a second thread pays from 8,000,000; --threads N "
-                           "overrides)")
+    free = cores - (0 if load is None else round(load))  # 16 cores under load 40 have none
+    assert chosen.overlap == (free > 1)
+    extra = " + 1 for the weight gradients" if chosen.overlap else ""
+    assert chosen.line == (f"threads: 1{extra} (auto: the time loop's products are small, "
+                           "614,400 multiply-adds; a second thread pays from 8,000,000; "
+                           "--threads N overrides)")
+
+
+@pytest.mark.parametrize(("cores", "ranks", "load", "overlap"), [
+    (64, 1, None, True), (16, 1, None, False), (16, 1, 6.6, False), (64, 2, None, True),
+    (64, 3, 20.0, False),
+])
+def test_large_products_leave_a_core_for_the_weight_gradients_only_when_one_is_free(
+        cores, ranks, load, overlap):
+    """25 threads' worth: 64 cores leave some free, 16 do not, nor 44 free among 3 ranks."""
+    assert auto(LARGE, cores, ranks=ranks, load=load).overlap == overlap
+
+
+def test_an_explicit_count_or_the_libraries_own_never_overlap():
+    for option in (1, 3, "unset"):
+        assert not choose_threads(option, *MAIN_JOB, cores=64).overlap
+    assert not choose_threads("auto", *MAIN_JOB, cores=64,
+                              environ={"OMP_NUM_THREADS": "1"}).overlap
 
 
 def test_a_second_thread_comes_at_two_threads_worth_of_work():
@@ -177,9 +198,9 @@ def limits(monkeypatch):
     seen = []
     real = threads.limited_threads
 
-    def recording(n):
-        seen.append(n)
-        return real(n)
+    def recording(n, overlap=False):
+        seen.append(n if not overlap else (n, "overlap"))
+        return real(n, overlap)
 
     monkeypatch.setattr(threads, "limited_threads", recording)
     for name in threads.ENVIRONMENT:
@@ -195,14 +216,21 @@ def train(capsys, *argv: str) -> list[str]:
     return out.splitlines()
 
 
-def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limits):
+@pytest.mark.parametrize(("cores", "load", "overlap"), [(1, 0.0, False), (2, 0.0, True),
+                                                       (2, 1.6, False)])
+def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limits, monkeypatch,
+                                                                    cores, load, overlap):
+    """A core left free by BLAS's one thread takes the weight gradients' products."""
     pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
     lines = train(capsys, *SMALL, "--steps", "1")
     assert lines[2].startswith("training: ")
-    assert lines[3] == ("threads: 1 (auto: the time loop's products are small, 384 "
+    extra = " + 1 for the weight gradients" if overlap else ""
+    assert lines[3] == (f"threads: 1{extra} (auto: the time loop's products are small, 384 "
                         "multiply-adds; a second thread pays from 8,000,000; --threads N "
                         "overrides)")
-    assert limits == [1]
+    assert limits == [(1, "overlap") if overlap else 1]
 
 
 def test_train_text_counts_its_cores_and_the_load(capsys, limits, monkeypatch):

@@ -178,8 +178,11 @@ def _threads(text: str, workloads: Sequence[Workload]) -> dict[str, ThreadChoice
 def threads_summary(option: str, chosen: dict[str, ThreadChoice]) -> str:
     """The header's account of the rows' threads: the count of every row, and why."""
     counts = {c.count for c in chosen.values()}
+    extra = "" if not any(c.overlap for c in chosen.values()) else (
+        "; where a row's threads leave a core free, dualtape's weight gradients take it "
+        "(overlap_gradients)")
     if parse_threads(option) != AUTO or len(counts) == 1 and None in counts:
-        return next(iter(chosen.values())).why
+        return next(iter(chosen.values())).why + extra
     by_count: dict[int | None, list[str]] = {}
     for key, choice in chosen.items():
         by_count.setdefault(choice.count, []).append(key)
@@ -187,7 +190,7 @@ def threads_summary(option: str, chosen: dict[str, ThreadChoice]) -> str:
     others = "; ".join(f"{n} for {', '.join(keys)}" for n, keys in by_count.items()
                        if n != usual)
     return (f"--threads auto, train-text's rule for each row's time loop: {usual} for every "
-            f"row{' but: ' + others if others else ''}; --threads N or unset overrides")
+            f"row{' but: ' + others if others else ''}{extra}; --threads N or unset overrides")
 
 
 def jax_limit(chosen: dict[str, ThreadChoice]) -> int | None:
@@ -358,8 +361,9 @@ def execute(args: argparse.Namespace, command: str | None = None,
     started = time.perf_counter()
     for workload in request.workloads:
         print(f"... {workload.key}", file=sys.stderr, flush=True)
-        count = request.threads[workload.key].count
-        with limited_threads(count):
+        choice = request.threads[workload.key]
+        count = choice.count
+        with limited_threads(count, choice.overlap):
             found = measure_workload(workload, request.runners, request.dtypes,
                                      request.timing, count)
         for result in found:

@@ -313,7 +313,7 @@ def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     for line in [*_header(prepared, chosen), memory, *logging]:
         output.line(line)
     try:
-        return _train(args, prepared, run, stop, output, chosen.count, log)
+        return _train(args, prepared, run, stop, output, chosen, log)
     finally:
         if log is not None:
             log.close()
@@ -402,7 +402,7 @@ def _closing(log: Any, best: list | None, symbols: int) -> list[str]:
 
 
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
-           output: Output, thread_count: int | None, log: Any = None) -> int:
+           output: Output, chosen: threads.ThreadChoice, log: Any = None) -> int:
     """The run itself, after the header: every way it ends, in one line and a status."""
     import numpy as np
 
@@ -421,7 +421,7 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
 
     try:  # numpy's overflow warnings are noise here: a diverged model is reported below
-        with (threads.limited_threads(thread_count), stop_on_signals(stop),
+        with (threads.limited_threads(chosen.count, chosen.overlap), stop_on_signals(stop),
               np.errstate(all="ignore")):
             _ready_cpu_loops(trainer, output)
             result = run(trainer, limits, reporter, stop)

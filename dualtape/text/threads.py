@@ -10,6 +10,9 @@ among the ranks of a distributed run on this machine), and no more than the core
 1-minute load average leaves free. A thread count set in the environment
 (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) is left as it is.
 ``--threads N`` sets N; ``--threads unset`` leaves the libraries at their own defaults.
+Under ``auto``, when the free cores outnumber the threads chosen, one more takes the weight
+gradients' products beside the backward pass (``ThreadChoice.overlap``:
+``dualtape.overlap_gradients``, 0.86x the main job's step on 2 cores).
 
 How ``PER_THREAD_WORK`` was chosen (2-core AMD EPYC, OpenBLAS 0.3.31, float32; the machine
 was never idle: load average 2.6-4.7 from other work): the product ``c Uᵀ`` alone, timed
@@ -29,6 +32,8 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+from ..kernels.overlap import overlap_gradients
 
 AUTO, UNSET = "auto", "unset"
 REQUIREMENT = f"{AUTO}, {UNSET} or a whole number of threads, 1 or more"
@@ -94,16 +99,20 @@ def ranks_on_this_host() -> int:
 
 @dataclass(frozen=True)
 class ThreadChoice:
-    """A thread count (None: the libraries' own) and why, for the header."""
+    """A thread count (None: the libraries' own) and why, for the header; ``overlap``: a
+    core is left free for the weight gradients' products (``dualtape.overlap_gradients``)."""
 
     count: int | None
     why: str
+    overlap: bool = False
 
     @property
     def line(self) -> str:
-        """The header line: ``threads: N (why)``."""
+        """The header line: ``threads: N (why)``, or ``threads: N + 1 for the weight
+        gradients (why)`` with ``overlap``."""
         count = "the libraries' own" if self.count is None else str(self.count)
-        return f"threads: {count} ({self.why})"
+        extra = " + 1 for the weight gradients" if self.overlap else ""
+        return f"threads: {count}{extra} ({self.why})"
 
 
 def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, cores: int,
@@ -134,13 +143,13 @@ def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, core
     if wanted == 1:
         return ThreadChoice(1, f"auto: the time loop's products are small, {work:,} "
                             f"multiply-adds; a second thread pays from {2 * PER_THREAD_WORK:,}; "
-                            "--threads N overrides")
+                            "--threads N overrides", overlap=free > 1)
     why = [f"auto: the time loop's products, {work:,} multiply-adds, are large enough for "
            f"{wanted} threads", f"{cores} cores" + (f" shared by {ranks} ranks" if ranks > 1
                                                    else "")]
     if count < min(wanted, share):
         why.append(f"load average {load:.1f}")
-    return ThreadChoice(count, "; ".join(why) + "; --threads N overrides")
+    return ThreadChoice(count, "; ".join(why) + "; --threads N overrides", overlap=count < free)
 
 
 def threadpoolctl_installed() -> bool:
@@ -151,9 +160,17 @@ def threadpoolctl_installed() -> bool:
 
 
 @contextlib.contextmanager
-def limited_threads(n: int | None) -> Iterator[None]:
+def limited_threads(n: int | None, overlap: bool = False) -> Iterator[None]:
     """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op threads to ``n`` >= 1
-    (``ValueError`` below 1); ``None``: no limit. Needs threadpoolctl for a limit."""
+    (``ValueError`` below 1); ``None``: no limit. Needs threadpoolctl for a limit. With
+    ``overlap``, inside ``overlap_gradients()`` too (a free core for the weight gradients'
+    products)."""
+    with overlap_gradients(overlap), _limited(n):
+        yield
+
+
+@contextlib.contextmanager
+def _limited(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
