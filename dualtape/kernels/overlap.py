@@ -4,9 +4,9 @@ A recurrent network's backward pass is a chain: each layer's time loop needs the
 gradient of the layer above it, but no layer needs another's weight gradients. Inside
 ``overlap_gradients()`` (off unless asked for), the backward pass of a ``RecurrentNetwork``
 writing into gradient buffers (a training call) hands those products (``batch_outer`` into a
-buffer: ``dᵀ x`` and ``dᵀ c``) to one worker thread, and goes on with the next layer; it waits
-for them all before it returns, raising the first error one of them raised, so no buffer is
-written after the call. The products are the same calls with the same operands, run with
+buffer: ``dᵀ x`` and ``dᵀ c``) to one worker thread, and goes on with the next layer; at its
+end it runs those the worker has not begun itself (the last first) and waits for the rest,
+raising an error one of them raised, so no buffer is written after the call. The products are the same calls with the same operands, run with
 the handing thread's flush-to-zero bits (``kernels.flush``): the same bits; numpy arrays
 only, with the fast paths on (``DUALTAPE_FUSED``). It pays where a core
 is free beside BLAS's threads: the main job's step took 0.84x its time on 2 cores with BLAS
@@ -33,7 +33,7 @@ from .flush import control_here, under_control
 
 Array = Any
 _ON: ContextVar[bool] = ContextVar("dualtape_overlap_gradients", default=False)
-_PENDING: ContextVar[list[Future] | None] = ContextVar("dualtape_overlap_pending", default=None)
+_PENDING: ContextVar[list[Any] | None] = ContextVar("dualtape_overlap_pending", default=None)
 _WORKER: list[ThreadPoolExecutor] = []
 _STARTING = threading.Lock()
 
@@ -55,28 +55,46 @@ def overlap_gradients(on: bool = True) -> Iterator[None]:
 @contextlib.contextmanager
 def overlapping() -> Iterator[None]:
     """The scope of one backward pass: products handed over inside it (``matmul_later``) are
-    all finished when it ends, an error of theirs raised then (after any error of the block's
-    own, which takes precedence)."""
+    all finished when it ends, those the worker has not begun run by this thread (the last
+    first, while the worker takes the first), and an error of theirs raised then. When the
+    block itself raises, the products not begun are dropped, the others waited for, and the
+    block's error raised."""
     if not _ON.get() or _PENDING.get() is not None or not switched_on("DUALTAPE_FUSED"):
         yield
         return
-    pending: list[Future] = []
+    pending: list[Handed] = []
     token = _PENDING.set(pending)
     try:
         yield
     except BaseException:
-        _errors(pending)  # nothing writes a buffer after the call, failed or not
+        _settle(pending, run_here=False)  # nothing writes a buffer after the call
         raise
     finally:
         _PENDING.reset(token)
-    errors = _errors(pending)
+    errors = _settle(pending, run_here=True)
     if errors:
         raise errors[0]
 
 
-def _errors(pending: list[Future]) -> list[BaseException]:
-    """The errors the products in ``pending`` raised, once every one has finished."""
-    return [e for e in [future.exception() for future in pending] if e is not None]
+Handed = tuple[Future, tuple[Any, ...]]
+"""A product handed to the worker: its future and ``_matmul``'s arguments."""
+
+
+def _settle(pending: list[Handed], run_here: bool) -> list[BaseException]:
+    """Take back the products of ``pending`` the worker has not begun (from the last),
+    running them here if ``run_here``, and wait for the rest; the errors they raised."""
+    errors: list[BaseException] = []
+    try:
+        for future, args in reversed(pending):
+            if future.cancel() and run_here:
+                try:
+                    _matmul(*args)
+                except Exception as exc:  # noqa: BLE001 - raised by the caller, as the worker's
+                    errors.append(exc)
+    finally:
+        errors += [e for e in [f.exception() for f, _ in pending if not f.cancelled()]
+                   if e is not None]
+    return errors
 
 
 def matmul_later(a: Array, b: Array, out: Array) -> bool:
@@ -86,7 +104,8 @@ def matmul_later(a: Array, b: Array, out: Array) -> bool:
     if pending is None or type(out) is not np.ndarray or type(a) is not np.ndarray or (
             type(b) is not np.ndarray):
         return False
-    pending.append(_worker().submit(_matmul, a, b, out, control_here()))
+    args = (a, b, out, control_here())
+    pending.append((_worker().submit(_matmul, *args), args))
     return True
 
 
