@@ -17,6 +17,8 @@ one-hot target built (the value is read at the labels, the gradient's 1 subtract
 non-float labels (boolean, complex, strings) raise ``TypeError``, as do integer targets for
 ``squared_error`` and float targets shaped like labels (each saying what to do instead).
 ``check_loss_for`` refuses, before training, a loss that cannot fit the network's output.
+On numpy, ``softmax_cross_entropy`` at labels without ``weights`` runs compiled where the CPU
+loops are (``kernels.numba_softmax_cross_entropy``: the same value and gradient up to rounding).
 """
 
 from __future__ import annotations

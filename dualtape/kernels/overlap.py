@@ -6,14 +6,15 @@ gradient of the layer above it, but no layer needs another's weight gradients. I
 writing into gradient buffers (a training call) hands those products (``batch_outer`` into a
 buffer: ``dᵀ x`` and ``dᵀ c``) to one worker thread, and goes on with the next layer; at its
 end it runs those the worker has not begun itself (the last first) and waits for the rest,
-raising an error one of them raised, so no buffer is written after the call. The products are the same calls with the same operands, run with
-the handing thread's flush-to-zero bits (``kernels.flush``): the same bits; numpy arrays
-only, with the fast paths on (``DUALTAPE_FUSED``). It pays where a core
-is free beside BLAS's threads: the main job's step took 0.84x its time on 2 cores with BLAS
-at one thread (``bench/results/2026-12-03-overlap.md``); with BLAS on every core the two
-would contend, and other processes on the same cores (MPI ranks, a job's workers) are not
-known here, so it is off by default. ``train-text`` and ``dualtape bench`` turn it on under
-``--threads auto`` when their thread rule leaves a core free (``text/threads.py``).
+raising an error one of them raised, so no buffer is written after the call. The products
+are the same calls with the same operands, run with the handing thread's flush-to-zero bits
+(``kernels.flush``): the same bits; numpy arrays only, with the fast paths on
+(``DUALTAPE_FUSED``). It pays where a core is free beside BLAS's threads: the main job's step
+took 0.86x its time on 2 cores with BLAS at one thread (``bench/results/2026-12-03-overlap.md``);
+with BLAS on every core the two would contend, and other processes on the same cores (MPI
+ranks, a job's workers) are not known here, so it is off by default. ``train-text`` and
+``dualtape bench`` turn it on under ``--threads auto`` when their thread rule leaves a core
+free (``text/threads.py``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from ..switches import switched_on
 from .flush import control_here, under_control
 
 Array = Any
+Handed = tuple[Future, tuple[Any, ...]]
+"""A product handed to the worker: its future and ``_matmul``'s arguments."""
 _ON: ContextVar[bool] = ContextVar("dualtape_overlap_gradients", default=False)
-_PENDING: ContextVar[list[Any] | None] = ContextVar("dualtape_overlap_pending", default=None)
+_PENDING: ContextVar[list[Handed] | None] = ContextVar("dualtape_overlap_pending",
+                                                      default=None)
 _WORKER: list[ThreadPoolExecutor] = []
 _STARTING = threading.Lock()
 
@@ -74,10 +78,6 @@ def overlapping() -> Iterator[None]:
     errors = _settle(pending, run_here=True)
     if errors:
         raise errors[0]
-
-
-Handed = tuple[Future, tuple[Any, ...]]
-"""A product handed to the worker: its future and ``_matmul``'s arguments."""
 
 
 def _settle(pending: list[Handed], run_here: bool) -> list[BaseException]:
