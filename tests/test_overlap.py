@@ -19,6 +19,13 @@ from dualtape.kernels.overlap import matmul_later, overlapping
 from .helpers import assert_params_equal, host_params
 
 
+@pytest.fixture(autouse=True)
+def any_size(monkeypatch):
+    """Every product handed over, whatever its size (these tests' products are small)."""
+    monkeypatch.setattr(overlap, "HAND_OVER_FROM", 0)
+    monkeypatch.setattr(overlap, "HAND_OVER_ROWS", 0)
+
+
 @pytest.fixture
 def handed(monkeypatch):
     """The threads the handed-over products ran on, by output shape."""
@@ -96,6 +103,16 @@ def test_nothing_is_handed_over_outside_a_backward_pass_or_for_other_arrays(hand
             assert matmul_later(a.T, a, [[0.0, 0.0]] * 2) is False
             assert matmul_later(a.T, a, out) is True
     assert (out == 3).all() and len(handed) == 1
+
+
+def test_small_products_and_those_of_few_rows_are_not_handed_over(monkeypatch, handed):
+    monkeypatch.setattr(overlap, "HAND_OVER_FROM", 24)  # multiply-adds
+    monkeypatch.setattr(overlap, "HAND_OVER_ROWS", 3)
+    with dualtape.overlap_gradients(), overlapping():
+        assert not matmul_later(np.ones((2, 3)), np.ones((3, 3)), np.zeros((2, 3)))  # 18
+        assert not matmul_later(np.ones((9, 2)), np.ones((2, 9)), np.zeros((9, 9)))  # rows
+        assert matmul_later(np.ones((2, 3)), np.ones((3, 4)), np.zeros((2, 4)))  # 24, 3 rows
+    assert len(handed) == 1
 
 
 def test_the_scope_ends_only_when_every_product_has_finished(monkeypatch):

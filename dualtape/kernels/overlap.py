@@ -33,6 +33,17 @@ from ..switches import switched_on
 from .flush import control_here, under_control
 
 Array = Any
+HAND_OVER_FROM = 4_000_000
+"""Multiply-adds from which a product is handed over (about 0.1 ms of BLAS on one core): a
+smaller one costs about as much to hand over as to compute. With every product handed over,
+a two-layer LSTM of 80 at batch 1 (products of 1.3 M) took 1.40-1.55x its training call's
+time and at batch 4 (2.6-5 M) 1.11-1.40x; at batch 16 (5-20 M) 0.80-0.92x, at 32 0.75-0.83x
+(AMD EPYC Zen 4, 2 cores, ``bench/results/2026-12-03-overlap.md``)."""
+HAND_OVER_ROWS = 256
+"""Rows (``T·batch``, the products' inner size) from which a product is handed over: with
+fewer, each gradient entry is a short sum and the product mostly moves its output between the
+cores' caches (Grenade's seed network at batch 1, 50 rows, its 1536 x 512 ``dᵀ c`` the only
+large product: 1.06-1.14x the call's time handed over)."""
 Handed = tuple[Future, tuple[Any, ...]]
 """A product handed to the worker: its future and ``_matmul``'s arguments."""
 _ON: ContextVar[bool] = ContextVar("dualtape_overlap_gradients", default=False)
@@ -99,10 +110,12 @@ def _settle(pending: list[Handed], run_here: bool) -> list[BaseException]:
 
 def matmul_later(a: Array, b: Array, out: Array) -> bool:
     """Hand ``out[...] = a @ b`` to the worker inside an ``overlapping`` scope when the three
-    are numpy arrays, and say whether it did (False: the caller multiplies now)."""
+    are numpy arrays and the product has ``HAND_OVER_ROWS`` rows and ``HAND_OVER_FROM``
+    multiply-adds or more, and say whether it did (False: the caller multiplies now)."""
     pending = _PENDING.get()
     if pending is None or type(out) is not np.ndarray or type(a) is not np.ndarray or (
-            type(b) is not np.ndarray):
+            type(b) is not np.ndarray) or a.shape[-1] < HAND_OVER_ROWS or (
+            out.size * a.shape[-1] < HAND_OVER_FROM):
         return False
     args = (a, b, out, control_here())
     pending.append((_worker().submit(_matmul, *args), args))

@@ -262,4 +262,9 @@ MUTANTS = [
            "the caller takes back products from the first, racing the worker", OVERLAP_TESTS),
     Mutant(OVERLAP, "                    errors.append(exc)", "                    pass",
            "an error of a product the caller took back is lost", OVERLAP_TESTS),
+    Mutant(OVERLAP, "a.shape[-1] < HAND_OVER_ROWS or (", "False or (",
+           "products of few rows handed over", OVERLAP_TESTS),
+    Mutant(OVERLAP, "            out.size * a.shape[-1] < HAND_OVER_FROM):",
+           "            out.size < HAND_OVER_FROM):",
+           "products sized by their output alone", OVERLAP_TESTS),
 ]
