@@ -25,8 +25,8 @@ elif shape == ["seed"]:
 else:
     n, batch = int(shape[0]), int(shape[1])
     sizes, dtype, optimizer = [40, n, n], "float32", dualtape.Adam(0.001)
-layers = [dualtape.LSTM(a, b, seed=k, dtype=dtype) for k, (a, b) in enumerate(zip(sizes,
-                                                                                 sizes[1:]))]
+layers = [dualtape.LSTM(a, b, seed=k, dtype=dtype)
+          for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))]
 if len(shape) == 2:
     layers.append(dualtape.FullyConnected(sizes[-1], 40, seed=9, dtype=dtype))
 net = dualtape.RecurrentNetwork(layers)
