@@ -3,10 +3,9 @@ targets built each step and the generic softmax cross entropy, against the class
 and the compiled path (``kernels.numba_softmax_cross_entropy``). Best of 7 x 200 calls, one
 thread, freed memory kept as train-text keeps it. Run: ``python bench/loss_at_labels.py``."""
 
-import time
-
 import array_api_compat.numpy as xp
 import numpy as np
+from best_of import best_seconds
 from threadpoolctl import threadpool_limits
 
 from dualtape.allocator import keep_freed_memory
@@ -30,10 +29,4 @@ def after():
 with threadpool_limits(1):
     for f in (before, after, before, after):
         f()
-        best = 1e9
-        for _ in range(7):
-            t0 = time.perf_counter()
-            for _ in range(200):
-                f()
-            best = min(best, (time.perf_counter() - t0) / 200)
-        print(f.__name__, round(best * 1e6), "us")
+        print(f.__name__, round(best_seconds(f, 200) * 1e6), "us")

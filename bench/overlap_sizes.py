@@ -12,6 +12,7 @@ import sys
 import time
 
 import numpy as np
+from best_of import best_seconds
 from threadpoolctl import threadpool_limits
 
 import dualtape
@@ -39,10 +40,5 @@ with threadpool_limits(1), overlap:
     start = time.perf_counter()
     dualtape.train_recurrent(net, xs, targets, optimizer)
     reps = max(3, int(0.4 / (time.perf_counter() - start)))
-    best = 1e9
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(reps):
-            dualtape.train_recurrent(net, xs, targets, optimizer)
-        best = min(best, (time.perf_counter() - start) / reps)
+    best = best_seconds(lambda: dualtape.train_recurrent(net, xs, targets, optimizer), reps, 5)
 print(" ".join(shape), mode, round(best * 1e3, 3), "ms")

@@ -11,10 +11,10 @@ A probe built from the compiled loops' internals (it bypasses the layers), not a
 """
 
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from best_of import best_seconds
 from threadpoolctl import threadpool_limits
 
 import dualtape
@@ -80,10 +80,5 @@ with threadpool_limits(1):
     assert np.allclose(wavefront(net, ids), plain, rtol=1e-4, atol=1e-5)  # the same outputs
     for _ in range(20):
         forward()
-    best = 1e9
-    for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(100):
-            forward()
-        best = min(best, (time.perf_counter() - start) / 100)
+    best = best_seconds(forward, 100)
 print(MODE, K, round(best * 1e3, 3), "ms a forward pass")
