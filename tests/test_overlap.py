@@ -158,7 +158,7 @@ def test_the_caller_runs_what_the_worker_has_not_begun(monkeypatch):
     def recording(a, b, out, control):
         ran.append((threading.current_thread().name, int(out[0, 0])))
         started.set()
-        time.sleep(0.3 if len(ran) == 1 else 0)
+        time.sleep(1.0 if len(ran) == 1 else 0)  # the caller takes the rest meanwhile
         right(a, b, out, control)
 
     monkeypatch.setattr(overlap, "_matmul", recording)
@@ -177,7 +177,7 @@ def test_an_error_of_the_pass_itself_wins_drops_what_is_not_begun_and_waits(monk
 
     def slow_failing(a, b, out, control):
         started.set()
-        time.sleep(0.2)
+        time.sleep(1.0)  # the pass fails meanwhile
         right(a, b, out, control)
         raise MemoryError("the product's")
 
