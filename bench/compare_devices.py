@@ -58,8 +58,9 @@ def openblas_rerun(args: argparse.Namespace) -> str:
                 "unset case.")
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_TUNING}
     command = [sys.executable, str(Path(__file__).resolve()), "--backends", "numpy",
-               "--references", "none", "--workloads", "train", "--dtypes", args.dtypes]
-    command += ["--threads", args.threads]
+               "--references", "none", "--workloads", "train", "--threads", args.threads]
+    if args.dtypes is not None:
+        command += ["--dtypes", args.dtypes]
     if args.quick:
         command.append("--quick")
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -42,6 +43,20 @@ def test_unknown_workload_names_the_known_ones():
 def test_quick_drops_only_the_batches_above_32():
     assert {w.key for w in select_workloads()} - {w.key for w in select_workloads(quick=True)} == {
         "train/fifty-time-steps-batch-64", "train/fifty-time-steps-batch-256"}
+
+
+@pytest.mark.parametrize(("options", "dtypes"), [
+    ([], ["float32", "float64"]), (["--quick"], ["float32"]),
+    (["--quick", "--dtypes", "float64,float32"], ["float64", "float32"]),
+], ids=["full", "quick", "quick-with-dtypes"])
+def test_quick_times_float32_unless_dtypes_are_given(options, dtypes):
+    """``--quick`` keeps its minute: float64 would double it (``cli.QUICK_DTYPES``)."""
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args([*options, "--workloads", "update/matrix-60x60",
+                              "--backends", "numpy", "--references", "none"])
+    assert cli.check(args).dtypes == dtypes
+    assert ("--dtypes" in cli.command_line(args)) == ("--dtypes" in options)
 
 
 class Broken:
