@@ -1,6 +1,8 @@
 """Milliseconds a step of the main job (``dualtape bench``'s ``text/char-model-80x80-batch-32``:
 train-text's own ``TextTrainer.step``) for the dualtape checkout at ROOT, one BLAS thread,
-150 timed steps after 5; with ``--overlap``, inside ``dualtape.overlap_gradients()``.
+150 timed steps after 5; with ``--overlap``, inside ``dualtape.overlap_gradients()``; with
+``--cell StandardLSTM`` or ``--cell GRU``, the same model with that cell (``train-text
+--cell``), its weights drawn from the workload's seed.
 Pair two checkouts (or the two settings) in turn for a before/after:
 
     git worktree add --detach /tmp/dt-before <commit>
@@ -24,7 +26,22 @@ from dualtape.benchmarks.workloads import WORKLOADS  # noqa: E402
 
 keep_freed_memory()
 workload = next(w for w in WORKLOADS if w.key.startswith("text"))
-step = char_model.prepare(resolve_backend("numpy"), workload.host_data("float32"))
+data = workload.host_data("float32")
+if "--cell" in sys.argv[2:]:
+    import dataclasses  # noqa: E402
+
+    from dualtape.backend import use_backend  # noqa: E402
+    from dualtape.text.config import make_optimizer  # noqa: E402
+    from dualtape.text.model import build_text_network  # noqa: E402
+    from dualtape.text.trainer import TextTrainer  # noqa: E402
+
+    cfg = dataclasses.replace(data["config"], cell=sys.argv[sys.argv.index("--cell") + 1])
+    with use_backend("numpy"):
+        net = build_text_network(len(data["vocab"]), cfg.hidden, dtype=cfg.dtype,
+                                 cell=cfg.cell, seed=cfg.seed)
+    step = TextTrainer(net, data["vocab"], cfg, make_optimizer(cfg), data["ids"]).step
+else:
+    step = char_model.prepare(resolve_backend("numpy"), data)
 overlap = contextlib.nullcontext()
 if "--overlap" in sys.argv[2:]:
     from dualtape import overlap_gradients  # noqa: E402

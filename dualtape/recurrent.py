@@ -205,11 +205,11 @@ _GRADIENT_BUFFERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     """Per layer, arrays shaped like the numpy or CuPy parameters of a layer that fills them
-    (``Layer.fills_gradient_buffers``: the recurrent layers and ``FullyConnected``), for
-    training code to receive its gradients in (None for the other layers), kept between calls
-    while the
-    parameters keep their shapes and place. Only for gradients that are used up at once (handed
-    to ``optimizer.step``): the next call overwrites them."""
+    (``Layer.fills_gradient_buffers``: ``LSTM``, ``StandardLSTM``, ``GRU`` and
+    ``FullyConnected``), for training code to receive its gradients in (None for the other
+    layers), kept between calls while the parameters keep their shapes and place. Only for
+    gradients that are used up at once (handed to ``optimizer.step``): the next call
+    overwrites them."""
     cached = _GRADIENT_BUFFERS.get(rnet)
     if cached is not None and _fit(cached, _buffer_targets(rnet)):
         return cached

@@ -184,12 +184,12 @@ def backpropagate_sequence(
     states, computed only with ``need_dstate=True`` (else None; it costs a product per layer
     and step). An empty batch raises ``ValueError``.
 
-    On numpy and CuPy the recurrent and FullyConnected layers' gradients are written into
-    arrays kept with the network and reused (``recurrent.gradient_buffers``): the next
-    ``backpropagate_sequence`` or ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy
-    them to keep them, as a loop that accumulates gradients over calls does);
-    ``clip_gradients`` returns new arrays, or scales them where they are with
-    ``in_place=True``.
+    On numpy and CuPy the fast paths of LSTM, StandardLSTM, GRU and FullyConnected write
+    their gradients into arrays kept with the network and reused
+    (``recurrent.gradient_buffers``): the next ``backpropagate_sequence`` or
+    ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
+    that accumulates gradients over calls does); ``clip_gradients`` returns new arrays, or
+    scales them where they are with ``in_place=True``.
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")

@@ -7,6 +7,7 @@ import pytest
 
 import dualtape
 from dualtape.backend import out_module
+from dualtape.kernels import cpu_path
 from dualtape.layers.linear_algebra import EINSUM_MIN, batch_outer
 from dualtape.recurrent import gradient_buffers
 
@@ -124,3 +125,53 @@ def test_a_fully_connected_layer_fills_its_buffers_too(backend, tape):
     buffered = backend.name in ("numpy", "cupy") and tape == "full"
     assert all((first[1][k] is second[1][k]) == buffered for k in ("W", "b"))
     assert_params_equal(host_params(nets[0]), host_params(nets[1]))
+
+
+CELLS = ("StandardLSTM", "GRU")
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize(("inputs", "steps", "tape"), [
+    ("rows", 5, "full"), ("rows", 1, "full"), ("ids", 5, "full"), ("rows", 5, 2)],
+    ids=["products", "one-step", "ids", "checkpointed"])
+def test_the_standard_cells_fill_their_buffers_and_train_as_fresh_gradients(
+        backend, cell, inputs, steps, tape):
+    """StandardLSTM and GRU (torch's layout, two biases; StandardLSTM's share one gradient)
+    receive their gradients in the same arrays each call where they take writes, fed rows or
+    ids, and train bit for bit as the fresh gradients of the public passes do."""
+    rng = np.random.default_rng(5)
+    kind = getattr(dualtape, cell)
+    nets = [dualtape.RecurrentNetwork([kind(3, 4, seed=1, dtype="float64"),
+                                       kind(4, 3, seed=2, dtype="float64")])
+            for _ in range(2)]
+    if inputs == "ids":
+        xs = dualtape.asarray(rng.integers(0, 3, (steps, 2)))
+    else:
+        xs = dualtape.asarray(rng.uniform(-1, 1, (steps, 2, 3)))
+    targets = dualtape.asarray(rng.uniform(-1, 1, (steps, 2, 3)))
+    recording, plain = Recording(), dualtape.SGD(0.1, momentum=0.5)
+    for _ in range(3):
+        dualtape.train_recurrent(nets[0], xs, targets, recording, tape=tape)
+        found, _, ys = nets[1].forward_sequence(None, xs, tape=tape)
+        grads, _, _ = nets[1].backward_sequence(found, None, (ys - targets) / 2)
+        plain.step(nets[1].params, grads)
+    first, last = recording.seen[0], recording.seen[-1]
+    fast = backend.name == "cupy" or (backend.name == "numpy" and cpu_path()[0] == "compiled")
+    buffered = fast and tape == "full"  # the ufunc loop is the LSTM's alone
+    assert [first[k][name] is last[k][name] for k in range(2) for name in first[k]] == \
+        [buffered] * 8
+    assert_params_equal(host_params(nets[0]), host_params(nets[1]))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_standard_cells_generic_path_returns_fresh_gradients(backend, cell, monkeypatch):
+    """Without the fast paths (``DUALTAPE_FUSED=0``) the generic code, the reference, writes
+    into no buffers, as the LSTM's."""
+    if backend.name not in ("numpy", "cupy"):
+        pytest.skip(f"{backend.name}: no gradient buffers (no out= writes)")
+    monkeypatch.setenv("DUALTAPE_FUSED", "0")
+    net = dualtape.RecurrentNetwork([getattr(dualtape, cell)(3, 4, seed=1, dtype="float64")])
+    xs = dualtape.asarray(np.random.default_rng(6).uniform(-1, 1, (4, 2, 3)))
+    found = dualtape.backpropagate_sequence(net, xs, xs[..., :1] * xs[..., :1].T[0, 0, :4])
+    buffers = gradient_buffers(net)[0]
+    assert not any(found.grads[0][name] is buffers[name] for name in buffers)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import flush, overlap
+from dualtape.kernels import cpu_path, flush, overlap
 from dualtape.kernels.overlap import matmul_later, overlapping
 
 from .helpers import assert_params_equal, host_params
@@ -39,11 +39,12 @@ def handed(monkeypatch):
     return seen
 
 
-def text_net(dtype: str, embedding: bool = False) -> dualtape.RecurrentNetwork:
-    first = [dualtape.Embedding(7, 4, seed=3, dtype=dtype), dualtape.LSTM(4, 6, seed=1,
-                                                                         dtype=dtype)] \
-        if embedding else [dualtape.LSTM(7, 6, seed=1, dtype=dtype)]
-    return dualtape.RecurrentNetwork([*first, dualtape.LSTM(6, 5, seed=2, dtype=dtype),
+def text_net(dtype: str, embedding: bool = False, cell: str = "LSTM"
+             ) -> dualtape.RecurrentNetwork:
+    kind = getattr(dualtape, cell)
+    first = [dualtape.Embedding(7, 4, seed=3, dtype=dtype), kind(4, 6, seed=1, dtype=dtype)] \
+        if embedding else [kind(7, 6, seed=1, dtype=dtype)]
+    return dualtape.RecurrentNetwork([*first, kind(6, 5, seed=2, dtype=dtype),
                                       dualtape.FullyConnected(5, 7, seed=4, dtype=dtype)])
 
 
@@ -76,6 +77,20 @@ def test_training_with_the_products_overlapped_gives_the_same_bits(backend, hand
     assert handed and {name for name, _ in handed} <= {"dualtape-gradients_0",
                                                        threading.current_thread().name}
     assert (7, 5) in {shape for _, shape in handed}  # the FullyConnected weight's
+
+
+@pytest.mark.parametrize("cell", ["StandardLSTM", "GRU"])
+def test_the_standard_cells_weight_gradients_are_overlapped_with_the_same_bits(
+        backend, handed, cell):
+    """Their products into the gradient buffers (torch's W_ih, W_hh) are handed over too."""
+    overlapped, plain = text_net("float32", cell=cell), text_net("float32", cell=cell)
+    assert train(overlapped, True) == train(plain, False)
+    assert_params_equal(host_params(overlapped), host_params(plain))
+    gates = 4 if cell == "StandardLSTM" else 3
+    if backend.name == "numpy" and cpu_path()[0] == "compiled":  # the cells' fast loops
+        assert (gates * 5, 5) in {shape for _, shape in handed}  # the second layer's W_hh
+    elif backend.name != "numpy":
+        assert handed == []
 
 
 def test_off_by_default_and_where_the_fast_paths_are_off(handed, monkeypatch):

@@ -24,6 +24,7 @@ class GatedRecurrent(RecurrentLayer):
 
     gates: ClassVar[int]
     takes_one_hot_ids = True
+    fills_gradient_buffers = True
     state_units: ClassVar[int] = 1
     """The state's width in units of ``n_out``: 2 for ``(h, c)``, 1 for ``h``."""
 
@@ -49,21 +50,29 @@ class GatedRecurrent(RecurrentLayer):
         return {"W_ih": (rows, n_in), "W_hh": (rows, n_out), "b_ih": (rows,), "b_hh": (rows,)}
 
     def _weight_grads(
-        self, xp: Any, xs: Array, hs: Array, da_i: Array, da_h: Array, need_dxs: bool
+        self, xp: Any, xs: Array, hs: Array, da_i: Array, da_h: Array, need_dxs: bool,
+        out: dict[str, Array] | None = None,
     ) -> tuple[dict[str, Array], Array | None]:
         """The parameters' gradients and the inputs' (None unless ``need_dxs``) from those of
         the pre-activations, ``da_i`` of ``xs W_ihᵀ + b_ih`` and ``da_h`` of ``h W_hhᵀ + b_hh``
         (T, B, gates·n_out), with ``xs`` (T, B, n_in) (or ids: ``input_gradient``) and
         ``hs`` (T, B, n_out) the states each step started from: one product per weight over
-        all steps. When ``da_i`` is ``da_h`` (an LSTM's) the two biases have one gradient,
-        summed once."""
+        all steps, written into ``out`` (arrays shaped like the parameters) when given. When
+        ``da_i`` is ``da_h`` (an LSTM's) the two biases have one gradient, summed once."""
         grads = {}
-        grads["W_ih"], grads["b_ih"] = sequence_weight_grads(xp, da_i, xs, self.n_in)
+        grads["W_ih"], grads["b_ih"] = sequence_weight_grads(
+            xp, da_i, xs, self.n_in, None if out is None else (out["W_ih"], out["b_ih"]))
         if da_i is da_h:
-            grads["W_hh"] = sequence_outer(xp, da_h, hs)
-            grads["b_hh"] = xp.asarray(grads["b_ih"], copy=True)
+            grads["W_hh"] = sequence_outer(xp, da_h, hs,
+                                           out=None if out is None else out["W_hh"])
+            if out is None:
+                grads["b_hh"] = xp.asarray(grads["b_ih"], copy=True)
+            else:
+                out["b_hh"][...] = grads["b_ih"]
+                grads["b_hh"] = out["b_hh"]
         else:
-            grads["W_hh"], grads["b_hh"] = sequence_weight_grads(xp, da_h, hs)
+            grads["W_hh"], grads["b_hh"] = sequence_weight_grads(
+                xp, da_h, hs, None, None if out is None else (out["W_hh"], out["b_hh"]))
         dxs = input_gradient(xp, da_i, xs, self.params["W_ih"]) if need_dxs else None
         return grads, dxs
 

@@ -175,7 +175,8 @@ class GRU(GatedRecurrent):
         need_dstate: bool = True,
     ) -> tuple[dict[str, Array], Array | None, Array | None]:
         """Backprop through time; the input gradient is None unless ``need_dxs``, the first
-        state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
+        state's unless ``need_dstate``; ``grads_out`` (arrays shaped like the parameters)
+        receives the weight gradients on the fast path instead of new arrays."""
         self._check_version(tape)
         loops = cell_loops("GRU", dh, lambda fast: fast_disagreement(fast, dh))
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
@@ -183,5 +184,6 @@ class GRU(GatedRecurrent):
         da_h, dn, dh = run(self.params["W_hh"], tape.gates, tape.hn, tape.hs, dys, dh,
                            need_dstate)
         da_i = xp.concat([da_h[..., : 2 * self.n_out], dn], axis=-1)
-        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], da_i, da_h, need_dxs)
+        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], da_i, da_h, need_dxs,
+                                        None if loops is None else grads_out)
         return grads, dh if need_dstate else None, dxs

@@ -157,14 +157,16 @@ def input_outer(xp: Any, d: Array, inputs: Array, width: int, out: Array | None 
     return np.ascontiguousarray(sums) if type(sums) is np.ndarray else sums
 
 
-def sequence_outer(xp: Any, d: Array, inputs: Array, width: int | None = None) -> Array:
+def sequence_outer(xp: Any, d: Array, inputs: Array, width: int | None = None,
+                   out: Array | None = None) -> Array:
     """``Σ_t d_tᵀ inputs_t`` for ``d`` (T, B, k) and ``inputs`` (T, B, j), or ids (T, B) of
     one-hot rows of ``width``: a weight gradient of shape (k, j), one product (or one sum by
-    id) over all ``T·B`` rows, after the time loop."""
+    id) over all ``T·B`` rows, after the time loop; written into ``out`` when given
+    (``input_outer``)."""
     rows = d.shape[0] * d.shape[1]
     flat = flat_rows(xp, inputs)
     return input_outer(xp, reshape(xp, d, (rows, d.shape[-1])), flat,
-                       flat.shape[-1] if width is None else width)
+                       flat.shape[-1] if width is None else width, out)
 
 
 def flat_rows(xp: Any, xs: Array) -> Array:
@@ -188,12 +190,13 @@ def input_gradient(xp: Any, d: Array, xs: Array, W: Array) -> Array | TableGradi
     return None if xs.ndim == 2 else sequence_product(xp, d, W)
 
 
-def sequence_weight_grads(xp: Any, d: Array, inputs: Array, width: int | None = None
-                          ) -> tuple[Array, Array]:
+def sequence_weight_grads(xp: Any, d: Array, inputs: Array, width: int | None = None,
+                          out: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
     """``(sequence_outer(d, inputs, width), Σ_t Σ_b d_t)``: a weight gradient and its bias
-    gradient (k,)."""
+    gradient (k,), written into the two arrays ``out`` when given."""
     flat = reshape(xp, d, (d.shape[0] * d.shape[1], d.shape[-1]))
-    return sequence_outer(xp, d, inputs, width), batch_sum(xp, flat)
+    weight, bias = (None, None) if out is None else out
+    return sequence_outer(xp, d, inputs, width, weight), batch_sum(xp, flat, bias)
 
 
 def rows_by_id(xp: Any, ids: Array, rows: Array, vocab: int) -> Array:

@@ -220,7 +220,8 @@ class StandardLSTM(GatedRecurrent):
         need_dstate: bool = True,
     ) -> tuple[dict[str, Array], Array | None, Array | None]:
         """Backprop through time; the input gradient is None unless ``need_dxs``, the first
-        state's unless ``need_dstate``. (``grads_out`` is for layers with a fast path.)"""
+        state's unless ``need_dstate``; ``grads_out`` (arrays shaped like the parameters)
+        receives the weight gradients on the fast path instead of new arrays."""
         self._check_version(tape)
         n, W_hh = self.n_out, self.params["W_hh"]
         loops = cell_loops("StandardLSTM", dstate,
@@ -229,5 +230,6 @@ class StandardLSTM(GatedRecurrent):
             else loops.backward
         das, dh, dc = run(W_hh, tape.gates, tape.cells, tape.tanh_cells, dys, dstate[:, :n],
                           dstate[:, n:], need_dstate)
-        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], das, das, need_dxs)
+        grads, dxs = self._weight_grads(xp, tape.xs, tape.hs[:-1, ...], das, das, need_dxs,
+                                        None if loops is None else grads_out)
         return grads, xp.concat([dh, dc], axis=-1) if need_dstate else None, dxs

@@ -10,7 +10,20 @@ CUPY = "dualtape/kernels/cupy_standard_lstm_gru.py"
 KERNELS = "dualtape/kernels/__init__.py"
 CELLS = ("tests/test_cells.py", "tests/test_cells_torch.py")
 LOOPS = ("tests/test_numba_standard_lstm_gru.py",)
+BUFFERS = ("tests/test_gradient_buffers.py",)
 MUTANTS = [
+    # gradient buffers
+    Mutant(GATED, "                out[\"b_hh\"][...] = grads[\"b_ih\"]\n", "",
+           "the standard LSTM's second bias buffer left unwritten", BUFFERS),
+    Mutant(GATED, "    fills_gradient_buffers = True\n", "",
+           "the standard cells ask for no gradient buffers", BUFFERS),
+    Mutant(GRU, "need_dxs,\n                                        None if loops is None else "
+           "grads_out)", "need_dxs,\n                                        grads_out)",
+           "the GRU's generic path writes into the buffers", BUFFERS),
+    Mutant("dualtape/layers/linear_algebra.py",
+           "    return sequence_outer(xp, d, inputs, width, weight), batch_sum(xp, flat, bias)",
+           "    return sequence_outer(xp, d, inputs, width, weight), batch_sum(xp, flat)",
+           "a sequence's bias gradient not written into its buffer", BUFFERS),
     Mutant(SL, "    c_next = f * c + i * g\n", "    c_next = f * c + g\n",
            "the standard LSTM's input gate left out", CELLS),
     Mutant(SL, "dc * c * f * (1.0 - f)", "dc * c * f", "the forget gate's σ' left out", CELLS),
