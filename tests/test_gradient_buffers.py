@@ -132,19 +132,25 @@ CELLS = ("StandardLSTM", "GRU")
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize(("inputs", "steps", "tape"), [
-    ("rows", 5, "full"), ("rows", 1, "full"), ("ids", 5, "full"), ("rows", 5, 2)],
-    ids=["products", "one-step", "ids", "checkpointed"])
+    ("rows", 5, "full"), ("rows", 1, "full"), ("ids", 5, "full"), ("embedding", 5, "full"),
+    ("rows", 5, 2)], ids=["products", "one-step", "ids", "embedding", "checkpointed"])
 def test_the_standard_cells_fill_their_buffers_and_train_as_fresh_gradients(
         backend, cell, inputs, steps, tape):
     """StandardLSTM and GRU (torch's layout, two biases; StandardLSTM's share one gradient)
-    receive their gradients in the same arrays each call where they take writes, fed rows or
-    ids, and train bit for bit as the fresh gradients of the public passes do."""
+    receive their gradients in the same arrays each call where they take writes, fed rows,
+    ids or an Embedding's table (``stack.fuses``), and train bit for bit as the fresh
+    gradients of the public passes do."""
     rng = np.random.default_rng(5)
     kind = getattr(dualtape, cell)
-    nets = [dualtape.RecurrentNetwork([kind(3, 4, seed=1, dtype="float64"),
-                                       kind(4, 3, seed=2, dtype="float64")])
-            for _ in range(2)]
-    if inputs == "ids":
+
+    def net() -> dualtape.RecurrentNetwork:
+        first = [dualtape.Embedding(3, 2, seed=3, dtype="float64"), kind(2, 4, seed=1,
+                                                                         dtype="float64")] \
+            if inputs == "embedding" else [kind(3, 4, seed=1, dtype="float64")]
+        return dualtape.RecurrentNetwork([*first, kind(4, 3, seed=2, dtype="float64")])
+
+    nets = [net(), net()]
+    if inputs in ("ids", "embedding"):
         xs = dualtape.asarray(rng.integers(0, 3, (steps, 2)))
     else:
         xs = dualtape.asarray(rng.uniform(-1, 1, (steps, 2, 3)))
@@ -158,7 +164,8 @@ def test_the_standard_cells_fill_their_buffers_and_train_as_fresh_gradients(
     first, last = recording.seen[0], recording.seen[-1]
     fast = backend.name == "cupy" or (backend.name == "numpy" and cpu_path()[0] == "compiled")
     buffered = fast and tape == "full"  # the ufunc loop is the LSTM's alone
-    assert [first[k][name] is last[k][name] for k in range(2) for name in first[k]] == \
+    cells = range(len(nets[0].layers) - 2, len(nets[0].layers))  # (an Embedding's: new)
+    assert [first[k][name] is last[k][name] for k in cells for name in first[k]] == \
         [buffered] * 8
     assert_params_equal(host_params(nets[0]), host_params(nets[1]))
 
