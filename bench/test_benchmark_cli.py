@@ -238,7 +238,7 @@ def test_auto_threads_are_train_texts_rule_for_each_rows_time_loop(monkeypatch):
     # On an idle 4-core machine only the rows whose loop product passes 8 M multiply-adds (the
     # 512-unit train rows from batch 32: 32 · 512 · 3 · 512 = 25 M) get more than one thread.
     monkeypatch.setattr(cli, "usable_cores", lambda: 4)
-    monkeypatch.setattr(cli, "load_average", lambda: 0.0)
+    monkeypatch.setattr(cli, "busy_cores", lambda: 0.0)
     monkeypatch.setattr(cli, "threadpoolctl_installed", lambda: True)
     chosen = cli._threads("auto", WORKLOADS)
     assert {k: c.count for k, c in chosen.items() if c.count != 1} == {
@@ -252,7 +252,7 @@ def test_auto_threads_are_train_texts_rule_for_each_rows_time_loop(monkeypatch):
     assert {k for k, c in chosen.items() if not c.overlap} == {
         f"train/fifty-time-steps-batch-{b}" for b in (32, 64, 256)}  # 4 of 4 cores taken
     assert cli.jax_limit(chosen) is None and cli.jax_limit({"a": chosen["lstm/forwards-60"]}) == 1
-    monkeypatch.setattr(cli, "load_average", lambda: 3.0)  # three cores busy: one is left
+    monkeypatch.setattr(cli, "busy_cores", lambda: 3.0)  # three cores busy: one is left
     assert cli._threads("auto", WORKLOADS)["train/fifty-time-steps-batch-256"].count == 1
     assert {c.count for c in cli._threads("unset", WORKLOADS).values()} == {None}
     assert {c.count for c in cli._threads("3", WORKLOADS).values()} == {3}
@@ -269,7 +269,7 @@ def test_each_row_runs_under_the_threads_chosen_for_it(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "measure_workload", measure)
     monkeypatch.setattr(cli, "usable_cores", lambda: 2)
-    monkeypatch.setattr(cli, "load_average", lambda: 0.0)
+    monkeypatch.setattr(cli, "busy_cores", lambda: 0.0)
     status, _ = bench(capsys, "--backends", "numpy", "--references", "none", "--workloads",
                       "lstm/forwards-60,train/fifty-time-steps-batch-32")
     assert status == 0 and seen == [1, 2]  # auto: the small row on one, batch 32 x 512 on two

@@ -108,14 +108,14 @@ def test_the_ranks_on_one_machine_share_its_cores(cores, ranks, count):
 @pytest.mark.parametrize(("cores", "ranks", "load", "count"), [
     (16, 1, 6.4, 10), (16, 1, 6.6, 9), (4, 1, 1.6, 2), (16, 2, 6.6, 4), (2, 1, 20.0, 1),
 ])
-def test_the_load_average_takes_the_cores_it_keeps_busy(cores, ranks, load, count):
+def test_other_work_takes_the_cores_it_keeps_busy(cores, ranks, load, count):
     chosen = auto(LARGE, cores, ranks=ranks, load=load)
-    assert chosen.count == count and f"; load average {load:.1f}; " in chosen.why
+    assert chosen.count == count and f"; other work busy on {load:.1f} cores; " in chosen.why
 
 
-def test_a_load_that_leaves_enough_cores_is_not_mentioned():
-    assert "load" not in auto(LARGE, 2, load=0.2).why
-    assert "load" not in auto(LARGE, 64, load=30.0).why  # 34 free: 25 threads' worth
+def test_other_work_that_leaves_enough_cores_is_not_mentioned():
+    assert "other work" not in auto(LARGE, 2, load=0.2).why
+    assert "other work" not in auto(LARGE, 64, load=30.0).why  # 34 free: 25 threads' worth
 
 
 def test_a_count_set_in_the_environment_is_kept():
@@ -156,6 +156,82 @@ def test_no_load_average_is_none(monkeypatch):
 
     monkeypatch.setattr(os, "getloadavg", unavailable)
     assert threads.load_average() is None
+
+
+class Clock:
+    """``time`` for ``busy_cores``: ``sleep`` writes the second reading of the CPUs' ticks
+    and moves the clocks on (this process's CPU time by ``own`` seconds a second)."""
+
+    def __init__(self, stat, second: str, own: float = 0.0) -> None:
+        self.stat, self.second, self.own, self.now = stat, second, own, 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.stat.write_text(self.second)
+        self.now += seconds
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.own * self.now
+
+
+def stat_lines(*cpus: tuple[int, ...]) -> str:
+    """A ``/proc/stat`` with the all-CPU line and one per CPU: user nice system idle iowait
+    irq softirq steal guest guest_nice."""
+    rows = [" ".join(map(str, ticks)) for ticks in cpus]
+    total = " ".join(str(sum(column)) for column in zip(*cpus, strict=True))
+    return "\n".join([f"cpu  {total}", *(f"cpu{k} {row}" for k, row in enumerate(rows)),
+                      "intr 1 2 3", "ctxt 99"]) + "\n"
+
+
+@pytest.mark.parametrize(("usable", "own", "busy"), [
+    ({0, 1, 2}, 0.0, 1.5), ({0, 1, 2}, 1.0, 0.5), ({1, 2}, 0.0, 0.5), ({2}, 0.0, 0.0),
+    (None, 0.0, 1.5)], ids=["all", "less-own", "two-cpus", "idle-cpu", "no-affinity-mask"])
+def test_the_busy_cores_are_the_usable_cpus_busy_time_less_this_process(
+        monkeypatch, tmp_path, usable, own, busy):
+    """Over the window: cpu0 busy throughout (user), cpu1 half the time (half of it steal,
+    a hypervisor's other guests), cpu2 idle or waiting on I/O; guest time is in user's."""
+    stat = tmp_path / "stat"
+    stat.write_text(stat_lines((100, 0, 50, 500, 10, 0, 0, 0, 40, 0),
+                               (100, 0, 50, 500, 10, 0, 0, 0, 0, 0),
+                               (100, 0, 50, 500, 10, 0, 0, 0, 0, 0)))
+    clock = Clock(stat, stat_lines((107, 0, 53, 500, 10, 0, 0, 0, 45, 0),
+                                   (101, 0, 51, 503, 12, 1, 0, 2, 0, 0),
+                                   (100, 0, 50, 505, 15, 0, 0, 0, 0, 0)), own)
+    monkeypatch.setattr(threads, "time", clock)
+    if usable is None:
+        monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    else:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: usable, raising=False)
+    assert threads.busy_cores(0.1, str(stat)) == pytest.approx(busy)
+
+
+@pytest.mark.parametrize("stat", ["missing", "no cpu lines", "too few fields", "not numbers",
+                                  "not text", "unchanged"])
+def test_busy_cores_fall_back_to_the_load_average(monkeypatch, tmp_path, stat):
+    """A ``stat`` that cannot be read, or read as CPU ticks, or no time passed in: the load
+    average, never an error (a run must not stop over how busy the machine looks)."""
+    path = tmp_path / "stat"
+    first = {"missing": None, "no cpu lines": "\nintr 1 2\n", "too few fields": "cpu0 1 2 3\n",
+             "not numbers": "cpu0 1 2 x 4 5\n", "not text": "cpu0 1 2 3 4 \xff\n",
+             "unchanged": stat_lines((1, 0, 1, 5, 0, 0, 0, 0, 0, 0))}[stat]
+    if first is not None:
+        path.write_bytes(first.encode("latin-1"))
+    monkeypatch.setattr(threads, "time", Clock(path, first or "", 0.0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.25, 1.0, 1.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert threads.busy_cores(0.1, str(path)) == 1.25
+
+
+def test_busy_cores_read_this_machine(monkeypatch):
+    """Where ``/proc/stat`` is (Linux), a number of cores between 0 and the usable ones, and
+    this process's own spinning is not counted."""
+    if not os.path.exists(threads.PROC_STAT):
+        pytest.skip("no /proc/stat here: busy_cores is the load average")
+    monkeypatch.setattr(os, "getloadavg", lambda: pytest.fail("fell back to the load average"))
+    found = threads.busy_cores(0.05)
+    assert found is not None and 0.0 <= found <= threads.usable_cores()
 
 
 class FakeComm:
@@ -223,7 +299,7 @@ def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limi
     """A core left free by BLAS's one thread takes the weight gradients' products."""
     pytest.importorskip("threadpoolctl")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
+    monkeypatch.setattr(threads, "busy_cores", lambda: load)
     lines = train(capsys, *SMALL, "--steps", "1")
     assert lines[2].startswith("training: ")
     extra = " + 1 for the weight gradients" if overlap else ""
@@ -233,16 +309,23 @@ def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limi
     assert limits == [(1, "overlap") if overlap else 1]
 
 
-def test_train_text_counts_its_cores_and_the_load(capsys, limits, monkeypatch):
+def test_train_text_counts_its_cores_and_the_busy_ones(capsys, limits, monkeypatch):
     pytest.importorskip("threadpoolctl")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    monkeypatch.setattr(threads, "busy_cores", lambda: 1.6)
     lines = train(capsys, *BIG)
     assert lines[3] == ("threads: 2 (auto: the time loop's products, 48,000,000 multiply-adds, "
-                        "are large enough for 12 threads; 4 cores; load average 1.6; "
-                        "--threads N overrides)")
+                        "are large enough for 12 threads; 4 cores; other work busy on 1.6 "
+                        "cores; --threads N overrides)")
     assert limits == [2]
+
+
+def test_only_auto_watches_the_cpus(capsys, limits, monkeypatch):
+    """An explicit count needs no measure of the machine (a tenth of a second saved)."""
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(threads, "busy_cores", lambda: pytest.fail("watched the CPUs"))
+    assert train(capsys, *SMALL, "--steps", "1", "--threads", "1")[3].startswith("threads: 1 (")
 
 
 @pytest.mark.parametrize(("option", "line", "count"), [

@@ -33,9 +33,9 @@ from ..text.threads import (
     AUTO,
     UNSET,
     ThreadChoice,
+    busy_cores,
     choose_threads,
     limited_threads,
-    load_average,
     parse_threads,
     threadpoolctl_installed,
     usable_cores,
@@ -167,14 +167,15 @@ def _dtypes(text: str | None, quick: bool) -> list[str]:
 def _threads(text: str, workloads: Sequence[Workload]) -> dict[str, ThreadChoice]:
     """Each workload's threads (by key) as ``--threads`` asks: a count >= 1 for every row
     (needs threadpoolctl), ``unset``, or ``auto``: train-text's rule for the row's time loop,
-    on this process's cores and the load average now."""
+    on this process's cores and the cores other work keeps busy now (``busy_cores``)."""
     try:
         option = parse_threads(text)
     except ValueError as exc:
         raise _refused(str(exc)) from None
     if isinstance(option, int):
         require_threadpoolctl()
-    cores, load, can_limit = usable_cores(), load_average(), threadpoolctl_installed()
+    cores, can_limit = usable_cores(), threadpoolctl_installed()
+    load = busy_cores() if option == AUTO else None
     return {w.key: choose_threads(option, hidden, w.batch, gates=gates, cores=cores, load=load,
                                   can_limit=can_limit)
             for w in workloads for hidden, gates in [w.time_loop()]}

@@ -264,10 +264,11 @@ def _on_disk(trainer: Any, before: str | None) -> str:
 def _threads(args: argparse.Namespace, config: Any, ranks: int) -> threads.ThreadChoice:
     """The threads ``--threads`` asks for, for ``config``'s sizes on this machine, its cores
     shared by ``ranks`` ranks of this run."""
-    return threads.choose_threads(threads.parse_threads(args.threads), config.hidden,
-                                  config.batch, gates=threads.RECURRENT_GATES[config.cell],
+    option = threads.parse_threads(args.threads)
+    return threads.choose_threads(option, config.hidden, config.batch,
+                                  gates=threads.RECURRENT_GATES[config.cell],
                                   cores=threads.usable_cores(), ranks=ranks,
-                                  load=threads.load_average(),
+                                  load=threads.busy_cores() if option == threads.AUTO else None,
                                   can_limit=threads.threadpoolctl_installed())
 
 

@@ -6,8 +6,9 @@ threads waits for the slowest one. So the count is one thread per ``PER_THREAD_W
 multiply-adds of the loop's largest product (``product_work``: ``c Uᵀ`` of the widest LSTM,
 ``batch · o · 3o``; ``h W_hhᵀ``, ``batch · o · 4o`` for torch's LSTM, ``3o`` for the GRU), at
 least 1, at most this process's share of the usable cores (divided
-among the ranks of a distributed run on this machine), and no more than the cores the
-1-minute load average leaves free. A thread count set in the environment
+among the ranks of a distributed run on this machine), and no more than the cores other work
+leaves free now (``busy_cores``: their busy time over a tenth of a second; the 1-minute load
+average where that cannot be read). A thread count set in the environment
 (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``) is left as it is.
 ``--threads N`` sets N; ``--threads unset`` leaves the libraries at their own defaults.
 Under ``auto``, when the free cores outnumber the threads chosen, one more takes the weight
@@ -30,6 +31,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -83,6 +85,62 @@ def load_average() -> float | None:
         return None
 
 
+BUSY_WINDOW = 0.1
+"""Seconds ``busy_cores`` watches the CPUs for (ten of Linux's clock ticks on each)."""
+PROC_STAT = "/proc/stat"
+
+
+def busy_cores(window: float = BUSY_WINDOW, stat: str = PROC_STAT) -> float | None:
+    """How many of this process's usable CPUs other work keeps busy now: their busy time
+    (all but idle and I/O wait, steal included: a hypervisor's other guests) over ``window``
+    seconds, from Linux's ``stat`` (``/proc/stat``), less this process's own CPU time; where
+    that cannot be read, the 1-minute load average (``load_average``), or None. The load
+    average lags: it still counted a run that had just ended as a busy core for a minute or
+    more, which kept the README's first command from the free core on an idle machine."""
+    cpus = _usable_cpus()
+    first, own = _cpu_times(stat, cpus), time.process_time()
+    if first is None:
+        return load_average()
+    began = time.perf_counter()
+    time.sleep(window)
+    second, own = _cpu_times(stat, cpus), time.process_time() - own
+    elapsed = time.perf_counter() - began
+    if second is None or second[1] <= first[1]:
+        return load_average()
+    busy, total = second[0] - first[0], second[1] - first[1]
+    return max(0.0, busy / total * second[2] - own / elapsed)
+
+
+def _usable_cpus() -> set[int] | None:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return set(affinity(0)) if affinity else None
+
+
+def _cpu_times(stat: str, cpus: set[int] | None) -> tuple[int, int, int] | None:
+    """``(busy, total, count)`` clock ticks of ``cpus`` (all, for None) so far, and how many
+    CPUs they are; None where ``stat`` cannot be read or holds none of them."""
+    try:
+        with open(stat, encoding="ascii") as file:
+            lines = file.read().splitlines()
+    except (OSError, ValueError):
+        return None
+    busy = total = count = 0
+    for line in lines:
+        name, *fields = line.split() or [""]
+        if not (name.startswith("cpu") and name[3:].isdigit()) or (
+                cpus is not None and int(name[3:]) not in cpus):
+            continue
+        try:  # user nice system idle iowait irq softirq steal
+            ticks = [int(f) for f in fields[:8]]
+        except ValueError:
+            return None
+        if len(ticks) < 5:
+            return None
+        busy, total = busy + sum(ticks) - ticks[3] - ticks[4], total + sum(ticks)
+        count += 1
+    return (busy, total, count) if count else None
+
+
 def ranks_on_this_host() -> int:
     """How many ranks of this MPI run share this machine (a collective: every rank calls it);
     1 without MPI."""
@@ -121,8 +179,9 @@ def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, core
                    environ: Mapping[str, str] | None = None,
                    can_limit: bool = True) -> ThreadChoice:
     """The threads for a run of LSTMs ``hidden`` at ``batch`` on ``cores`` usable cores
-    shared by ``ranks`` ranks, as ``option`` (``parse_threads``) asks; ``load`` is the load
-    average, ``environ`` the environment, ``can_limit`` whether threadpoolctl is here."""
+    shared by ``ranks`` ranks, as ``option`` (``parse_threads``) asks; ``load`` is how many
+    cores other work keeps busy (``busy_cores``; None: unknown), ``environ`` the environment,
+    ``can_limit`` whether threadpoolctl is here."""
     if option == UNSET:
         return ThreadChoice(None, f"--threads {UNSET}")
     if option != AUTO:
@@ -148,7 +207,7 @@ def choose_threads(option: int | str, hidden: Sequence[int], batch: int, *, core
            f"{wanted} threads", f"{cores} cores" + (f" shared by {ranks} ranks" if ranks > 1
                                                    else "")]
     if count < min(wanted, share):
-        why.append(f"load average {load:.1f}")
+        why.append(f"other work busy on {load:.1f} cores")
     return ThreadChoice(count, "; ".join(why) + "; --threads N overrides", overlap=count < free)
 
 
