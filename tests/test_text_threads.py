@@ -208,20 +208,24 @@ def test_the_busy_cores_are_the_usable_cpus_busy_time_less_this_process(
 
 
 @pytest.mark.parametrize("stat", ["missing", "no cpu lines", "too few fields", "not numbers",
-                                  "not text", "unchanged"])
+                                  "not text", "unchanged", "no time"])
 def test_busy_cores_fall_back_to_the_load_average(monkeypatch, tmp_path, stat):
     """A ``stat`` that cannot be read, or read as CPU ticks, or no time passed in: the load
     average, never an error (a run must not stop over how busy the machine looks)."""
     path = tmp_path / "stat"
     first = {"missing": None, "no cpu lines": "\nintr 1 2\n", "too few fields": "cpu0 1 2 3\n",
              "not numbers": "cpu0 1 2 x 4 5\n", "not text": "cpu0 1 2 3 4 \xff\n",
-             "unchanged": stat_lines((1, 0, 1, 5, 0, 0, 0, 0, 0, 0))}[stat]
+             "unchanged": stat_lines((1, 0, 1, 5, 0, 0, 0, 0, 0, 0)),
+             "no time": stat_lines((1, 0, 1, 5, 0, 0, 0, 0, 0, 0))}[stat]
     if first is not None:
         path.write_bytes(first.encode("latin-1"))
-    monkeypatch.setattr(threads, "time", Clock(path, first or "", 0.0))
+    clock = Clock(path, first or "", 0.0)
+    if stat == "no time":  # ticks passed, the clock did not (a window of 0 s below)
+        clock.second = stat_lines((2, 0, 1, 6, 0, 0, 0, 0, 0, 0))
+    monkeypatch.setattr(threads, "time", clock)
     monkeypatch.setattr(os, "getloadavg", lambda: (1.25, 1.0, 1.0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert threads.busy_cores(0.1, str(path)) == 1.25
+    assert threads.busy_cores(0.0 if stat == "no time" else 0.1, str(path)) == 1.25
 
 
 def test_busy_cores_read_this_machine(monkeypatch):

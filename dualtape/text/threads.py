@@ -105,7 +105,7 @@ def busy_cores(window: float = BUSY_WINDOW, stat: str = PROC_STAT) -> float | No
     time.sleep(window)
     second, own = _cpu_times(stat, cpus), time.process_time() - own
     elapsed = time.perf_counter() - began
-    if second is None or second[1] <= first[1]:
+    if second is None or second[1] <= first[1] or elapsed <= 0:
         return load_average()
     busy, total = second[0] - first[0], second[1] - first[1]
     return max(0.0, busy / total * second[2] - own / elapsed)

@@ -336,7 +336,7 @@ MUTANTS = [
            "                False):", "CPUs outside the affinity mask counted", THREAD_TESTS),
     Mutant(THREADS, "ticks = [int(f) for f in fields[:8]]", "ticks = [int(f) for f in fields[:10]]",
            "guest time counted twice", THREAD_TESTS),
-    Mutant(THREADS, "    if second is None or second[1] <= first[1]:",
+    Mutant(THREADS, "    if second is None or second[1] <= first[1] or elapsed <= 0:",
            "    if second is None:", "no ticks in the window divides by zero", THREAD_TESTS),
     Mutant(THREADS, "            ticks = [int(f) for f in fields[:8]]\n        except ValueError:",
            "            ticks = [int(f) for f in fields[:8]]\n        except TypeError:",
