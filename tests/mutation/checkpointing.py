@@ -31,8 +31,8 @@ MUTANTS += [
            "        kept, states, ys = sequence_forward([self], xp, [state], xs, every and "
            "every + 1)", "a layer's segments one step longer than its policy says",
            ("tests/test_checkpointing.py",)),
-    Mutant(CK, "        return stack_forward(layers, xp, states, xs)\n",
-           "        return checkpointed_forward(layers, xp, states, xs, 1)\n",
+    Mutant(CK, "            return stack_forward(layers, xp, states, xs, fuse)\n",
+           "            return checkpointed_forward(layers, xp, states, xs, 1)\n",
            "the full tape policy checkpoints every step", ("tests/test_checkpointing.py",)),
     Mutant(CK, "    if len(tape.last.tapes) != len(layers) or (wanted is not None and example != "
                "wanted):",

@@ -199,8 +199,8 @@ MUTANTS = [
            "                                  lambda: self_check(path, like)):",
            "the Grenade loops' damaged cache never rebuilt", CACHED),
     # --- subnormals flushed to zero (flush.py, checkpointing.py) --------------------------------
-    Mutant(FLUSH, "        self.registers.set_control(self.saved | FTZ_DAZ)",
-           "        self.registers.set_control(self.saved | 0x8000)",
+    Mutant(FLUSH, "self.registers.set_control(self.saved | FTZ_DAZ if self.bits is None",
+           "self.registers.set_control(self.saved | 0x8000 if self.bits is None",
            "only FTZ: subnormal operands still computed with", FLUSH_TESTS),
     Mutant(FLUSH, "        self.registers.set_control(self.saved)\n",
            "        pass\n",
