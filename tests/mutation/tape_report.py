@@ -15,7 +15,8 @@ MUTANTS = [
     Mutant(TR, "    return e.shared is not None and e.shared != \"input\"",
            "    return False", "memory two fields share counted twice", TESTS),
     Mutant(TR, "    last_steps = steps if every is None else steps - (segments - 1) * every",
-           "    last_steps = steps if every is None else every", "the last segment taken as a whole one", TESTS),
+           "    last_steps = steps if every is None else every",
+           "the last segment taken as a whole one", TESTS),
     Mutant(TR, "        return self.checkpoint_bytes + (self.segment_bytes if self.segments > 1 "
                "else 0)",
            "        return self.checkpoint_bytes",
