@@ -159,7 +159,7 @@ def test_the_standard_cells_fill_their_buffers_and_train_as_fresh_gradients(
     for _ in range(3):
         dualtape.train_recurrent(nets[0], xs, targets, recording, tape=tape)
         found, _, ys = nets[1].forward_sequence(None, xs, tape=tape)
-        grads, _, _ = nets[1].backward_sequence(found, None, (ys - targets) / 2)
+        grads, _, _ = nets[1].backward_sequence(found, None, (ys - targets) / 2)  # batch 2
         plain.step(nets[1].params, grads)
     first, last = recording.seen[0], recording.seen[-1]
     fast = backend.name == "cupy" or (backend.name == "numpy" and cpu_path()[0] == "compiled")
@@ -178,7 +178,8 @@ def test_the_standard_cells_generic_path_returns_fresh_gradients(backend, cell, 
         pytest.skip(f"{backend.name}: no gradient buffers (no out= writes)")
     monkeypatch.setenv("DUALTAPE_FUSED", "0")
     net = dualtape.RecurrentNetwork([getattr(dualtape, cell)(3, 4, seed=1, dtype="float64")])
-    xs = dualtape.asarray(np.random.default_rng(6).uniform(-1, 1, (4, 2, 3)))
-    found = dualtape.backpropagate_sequence(net, xs, xs[..., :1] * xs[..., :1].T[0, 0, :4])
+    rng = np.random.default_rng(6)
+    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (4, 2, n))) for n in (3, 4))
+    found = dualtape.backpropagate_sequence(net, xs, targets)
     buffers = gradient_buffers(net)[0]
     assert not any(found.grads[0][name] is buffers[name] for name in buffers)
