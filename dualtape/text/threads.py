@@ -72,9 +72,9 @@ def product_work(hidden: Sequence[int], batch: int, gates: int = 3) -> int:
 
 
 def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity mask where the system has one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
+    """How many CPUs this process may run on (its affinity mask where the system has one)."""
+    cpus = _usable_cpus()
+    return len(cpus) if cpus is not None else os.cpu_count() or 1
 
 
 def load_average() -> float | None:
@@ -112,6 +112,7 @@ def busy_cores(window: float = BUSY_WINDOW, stat: str = PROC_STAT) -> float | No
 
 
 def _usable_cpus() -> set[int] | None:
+    """The CPUs of this process's affinity mask; None where the system has none."""
     affinity = getattr(os, "sched_getaffinity", None)
     return set(affinity(0)) if affinity else None
 

@@ -300,7 +300,7 @@ MUTANTS = [
            "--threads unset chooses like auto", THREAD_TESTS),
     Mutant(THREADS, "    if count < min(wanted, share):\n", "    if count < wanted:\n",
            "the load blamed for the cores the machine lacks", THREAD_TESTS),
-    Mutant(THREADS, "return len(affinity(0)) if affinity else os.cpu_count() or 1",
+    Mutant(THREADS, "return len(cpus) if cpus is not None else os.cpu_count() or 1",
            "return os.cpu_count() or 1", "cores outside the affinity mask counted",
            THREAD_TESTS),
     Mutant(THREADS, "local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)\n    try:\n"
