@@ -1,17 +1,21 @@
-"""How much of a small training call is plumbing: ``train_recurrent`` against the same call with
-the per-layer dispatch stripped, for issue 30's per-call rows.
+"""How much of a training call is plumbing: the library's call against the same numeric helpers
+with the per-layer dispatch stripped, for issue 30's per-call rows and its main job.
 
-    python bench/lean_call_floor.py [--workload tiny-4-8-4-fifty-time-steps] [--rounds 2000]
+    python bench/lean_call_floor.py [--workload train/tiny-4-8-4-fifty-time-steps] [--rounds 2000]
+    python bench/lean_call_floor.py --workload text/char-model-80x80-batch-32 --rounds 300
 
-The lean call runs the very numeric helpers ``train_recurrent`` runs on numpy with the compiled
-loops, in the same order (each LSTM's ``project_sequence``, ``NumbaLSTM.forward_sequence``, the
-squared error, ``NumbaLSTM.backward_sequence``, ``LSTM._sequence_grads`` into the gradient
-buffers, then the same ``SGD.step``), inside one subnormal-flushing block, and skips
-everything else: the argument and state checks, the path choice per layer and pass, the tapes'
-version checks, the stack's dispatch. It is a measurement, not a path to use: it checks
-nothing. The weights of both networks must stay equal bit for bit over every call (the script
-says so), and the times are medians of alternating calls in one process. A network of LSTMs
-only, batch as the workload's.
+A train-group workload times ``train_recurrent``; the text workload ``TextTrainer.step`` (the
+main job, train-text's code; the trainer's private window, loss and network are read here, as
+a measurement may). The lean call runs the very numeric helpers the library runs on numpy with
+the compiled loops, in the same order (each LSTM's ``project_sequence`` and
+``NumbaLSTM.forward_sequence``, the top ``FullyConnected``'s ``_forward`` when there is one, the
+loss, then back: ``_backward`` into its gradient buffers, ``NumbaLSTM.backward_sequence`` and
+``LSTM._sequence_grads`` into the buffers; then the same optimizer step), inside one
+subnormal-flushing block, and skips everything else: the argument and state checks, the path
+choice per layer and pass, the tapes' version checks, the stack's dispatch. It is a
+measurement, not a path to use: it checks nothing. The weights of both must stay equal bit for
+bit over every call (the script says so), and the times are medians of alternating calls in one
+process, at one BLAS thread. LSTMs only, then at most one FullyConnected; zero initial states.
 """
 
 from __future__ import annotations
@@ -21,50 +25,100 @@ import cProfile
 import pstats
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import dualtape as dt
 from dualtape.backend import from_host, resolve_backend
+from dualtape.benchmarks import char_model
 from dualtape.benchmarks.runners import _network
 from dualtape.benchmarks.workloads import WORKLOADS
 from dualtape.kernels.flush import flushed
 from dualtape.kernels.numba_lstm import NumbaLSTM
 from dualtape.layers.linear_algebra import project_sequence
 from dualtape.layers.lstm import LSTMSequenceTape
+from dualtape.losses import squared_error
 from dualtape.recurrent import gradient_buffers
 
 RATE = 0.01
 
 
-def lean_call(net: dt.RecurrentNetwork, xs: np.ndarray, optimizer: dt.SGD) -> float:
-    """One training call of ``net`` (LSTMs, zero initial states) towards ``xs`` itself."""
-    cell, batch = NumbaLSTM(), xs.shape[1]
-    buffers, tapes, grads = gradient_buffers(net), [], []
+def lean_backprop(net: dt.RecurrentNetwork, xs: np.ndarray,
+                  objective: Callable[[np.ndarray], tuple[Any, np.ndarray]]) -> tuple[Any, list]:
+    """``(loss, grads)`` of ``net`` (LSTMs, then at most one FullyConnected; zero initial
+    states) over ``xs``, ``objective(ys) -> (loss, dys)``, the gradients in the buffers."""
+    cell, batch, steps = NumbaLSTM(), xs.shape[1], xs.shape[0]
+    buffers, tapes = gradient_buffers(net), []
+    *lstms, top = net.layers if not net.layers[-1].recurrent else (*net.layers, None)
     with flushed():
         h = xs
-        for layer in net.layers:
+        for layer in lstms:
             p = layer.params
-            projected = project_sequence(np, h, p["W"], p["b"])
             cells, gates, hs = cell.forward_sequence(
-                np, p["U"], np.zeros((batch, layer.n_out), xs.dtype), projected)
+                np, p["U"], np.zeros((batch, layer.n_out), p["U"].dtype),
+                project_sequence(np, h, p["W"], p["b"]))
             tapes.append(LSTMSequenceTape(h, cells, gates, p.version))
             h = hs
-        diff = h - xs
-        loss = float(np.sum(0.5 * np.sum(diff * diff, axis=-1)) / batch)
-        dhs = diff / batch
-        for k in reversed(range(len(net.layers))):
-            layer, tape = net.layers[k], tapes[k]
+        if top is not None:
+            top_tape, y = top._forward(np, h.reshape(steps * batch, -1))
+            h = y.reshape(steps, batch, -1)
+        loss, dhs = objective(h)
+        grads: list = []
+        if top is not None:
+            found, dh = top._backward(np, top_tape, dhs.reshape(steps * batch, -1),
+                                      grads_out=buffers[-1])
+            grads, dhs = [found], dh.reshape(steps, batch, -1)
+        for k in reversed(range(len(lstms))):
+            layer, tape = lstms[k], tapes[k]
             blocks, _ = cell.backward_sequence(
                 np, layer.params["U"], tape.cells, tape.gates, dhs,
-                np.zeros((batch, layer.n_out), xs.dtype), False)
+                np.zeros((batch, layer.n_out), tape.cells.dtype), False)
             found, dhs = layer._sequence_grads(np, tape, blocks, k > 0, buffers[k])
             grads.insert(0, found)
-    optimizer.step(net.params, grads)
-    return loss
+    return loss, grads
 
 
-def calls_per_call(call: Callable[[], object], rounds: int = 100) -> float:
+def train_calls(workload: Any) -> tuple[dict[str, Callable[[], object]], Callable[[], bool]]:
+    """``train_recurrent`` and its lean call on two copies of ``workload``'s network, and
+    whether their weights are equal bit for bit."""
+    backend, data = resolve_backend("numpy"), workload.host_data("float32")
+    full_net, lean_net = _network(backend, data), _network(backend, data)
+    xs = from_host(data["xs"], backend)
+    full_sgd, lean_sgd = dt.SGD(rate=RATE), dt.SGD(rate=RATE)
+
+    def lean() -> float:
+        loss, grads = lean_backprop(lean_net, xs, lambda ys: squared_error(np, ys, xs))
+        lean_sgd.step(lean_net.params, grads)
+        return float(loss)
+
+    return ({"train_recurrent": lambda: dt.train_recurrent(full_net, xs, xs, full_sgd),
+             "lean": lean}, lambda: _same(full_net, lean_net))
+
+
+def text_calls(workload: Any) -> tuple[dict[str, Callable[[], object]], Callable[[], bool]]:
+    """``TextTrainer.step`` and its lean step on two trainers from the same data (the same
+    windows, step by step), and whether their weights are equal bit for bit."""
+    backend, data = resolve_backend("numpy"), workload.host_data("float32")
+    full, lean = char_model.trainer(backend, data), char_model.trainer(backend, data)
+
+    def lean_step() -> None:
+        window, _ = lean._windows()
+        _, grads = lean_backprop(lean._logits, window[:-1],
+                                 lambda ys: lean._window_loss(np, ys, window[1:]))
+        lean.optimizer.step(lean._logits.params, grads)
+
+    return ({"TextTrainer.step": full.step, "lean": lean_step},
+            lambda: _same(full._logits, lean._logits))
+
+
+def _same(a: dt.RecurrentNetwork, b: dt.RecurrentNetwork) -> bool:
+    return all(np.array_equal(p[key], q[key])
+               for p, q in zip(a.params, b.params, strict=True) for key in p)
+
+
+def calls_per_call(call: Callable[[], object], rounds: int = 20) -> float:
     """Python-level calls (cProfile's count) per call of ``call``."""
     profile = cProfile.Profile()
     profile.enable()
@@ -76,30 +130,31 @@ def calls_per_call(call: Callable[[], object], rounds: int = 100) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="tiny-4-8-4-fifty-time-steps")
+    parser.add_argument("--workload", default="train/tiny-4-8-4-fifty-time-steps",
+                        help="a train-group key, or the text group's (the main job)")
     parser.add_argument("--rounds", type=int, default=2000)
     args = parser.parse_args()
-    workload = next(w for w in WORKLOADS if w.key == f"train/{args.workload}")
-    backend, data = resolve_backend("numpy"), workload.host_data("float32")
-    full_net, lean_net = _network(backend, data), _network(backend, data)
-    xs = from_host(data["xs"], backend)
-    full_sgd, lean_sgd = dt.SGD(rate=RATE), dt.SGD(rate=RATE)
-    calls = {"train_recurrent": lambda: dt.train_recurrent(full_net, xs, xs, full_sgd),
-             "lean": lambda: lean_call(lean_net, xs, lean_sgd)}
+    key = args.workload if "/" in args.workload else f"train/{args.workload}"
+    workload = next((w for w in WORKLOADS if w.key == key and w.group in ("train", "text")),
+                    None)
+    if workload is None:
+        parser.error(f"--workload: a train-group or text-group key, got {args.workload!r}")
+    calls, same = (text_calls if workload.group == "text" else train_calls)(workload)
     times: dict[str, list[float]] = {name: [] for name in calls}
-    for k in range(50 + args.rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            if k >= 50:
-                times[name].append(time.perf_counter() - start)
-    same = all(np.array_equal(a[key], b[key])
-               for a, b in zip(full_net.params, lean_net.params, strict=True) for key in a)
-    full, lean = (float(np.median(times[name])) * 1e6 for name in calls)
-    print(f"{workload.key}, float32, {args.rounds} alternating calls: train_recurrent "
-          f"{full:.1f} us ({calls_per_call(calls['train_recurrent']):.0f} calls), lean "
-          f"{lean:.1f} us ({calls_per_call(calls['lean']):.0f} calls): {full / lean:.2f}x; "
-          f"weights equal bit for bit: {same}")
+    with threadpool_limits(1):
+        for k in range(20 + args.rounds):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                if k >= 20:
+                    times[name].append(time.perf_counter() - start)
+        counts = {name: calls_per_call(call) for name, call in calls.items()}
+    (full_name, full), (_, lean) = ((name, float(np.median(times[name])) * 1e6)
+                                    for name in calls)
+    print(f"{workload.key}, float32, one BLAS thread, {args.rounds} alternating calls: "
+          f"{full_name} {full:.1f} us ({counts[full_name]:.0f} calls), lean {lean:.1f} us "
+          f"({counts['lean']:.0f} calls): {full / lean:.3f}x; weights equal bit for bit: "
+          f"{same()}")
 
 
 if __name__ == "__main__":

@@ -157,10 +157,7 @@ class Optimizer:
         except BaseException:
             self.steps -= 1
             raise
-        self._bind(params)
-        for group in params:
-            if isinstance(group, ParamDict):  # tapes made before this step are now stale
-                group.touch()
+        self._stamp(params)
         for module, w, g, slot, key, scratch, loops in in_place:
             if loops is None:
                 self._apply_in_place(module, w, g, slot, scratch)
@@ -379,6 +376,15 @@ class Optimizer:
 
     def _bind(self, params: list[dict[str, Array]]) -> None:
         self._owners.update({k: _owner(group) for k, group in enumerate(params)})
+
+    def _stamp(self, params: list[dict[str, Array]]) -> None:
+        """Bind ``params`` to this optimizer and mark them changed before a step writes them
+        (tapes made before it are then stale): ``step``'s, and that of a step fused into the
+        backward pass (``descent``), which counts it too."""
+        self._bind(params)
+        for group in params:
+            if isinstance(group, ParamDict):
+                group.touch()
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         """Generic: the new parameter and a new slot dict (``slot`` is not changed)."""

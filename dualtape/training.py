@@ -16,6 +16,7 @@ import numpy as np
 
 from .backend import check_same_place, namespace_of, out_module, to_numpy, zeros_like_place
 from .checkpointing import segment_length
+from .descent import fused_descent
 from .layers.base import Array
 from .layers.edges import check_real, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
@@ -317,7 +318,9 @@ def train_recurrent(
     parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
     CuPy the gradients handed to ``optimizer.step`` are written into arrays reused by the next
     call (``gradient_buffers``; its step is then kept, ``held_update``): an optimizer must not
-    keep them.
+    keep them. With ``SGD`` itself (not a subclass), no momentum and no regulariser, a network
+    of ``LSTM`` layers on numpy with the compiled loops moves its weights inside the backward
+    pass instead (``descent``: no gradient arrays, the same step to rounding).
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
@@ -327,8 +330,8 @@ def train_recurrent(
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
-    grads, dstates = _sequence_gradients(rnet, found, learn_initial_state)
     if learn_initial_state:
+        grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})
         gradients = {str(k): d for k, d in enumerate(dstates)}
         optimizer.step([*rnet.params, learned], [*grads, gradients])
@@ -336,8 +339,8 @@ def train_recurrent(
             # each state keeps the form it came in, (o,) or (batch, o), whatever xs's form
             own_form_single = np.ndim(state[k]) == 1  # type: ignore[index]
             state[k] = restore(learned[str(k)], own_form_single)  # type: ignore[index]
-    else:
-        optimizer.step(rnet.params, grads)
+    elif not fused_descent(rnet, optimizer, found):
+        optimizer.step(rnet.params, _sequence_gradients(rnet, found, False)[0])
     return result, [restore(s, found.single) for s in found.state]
 
 

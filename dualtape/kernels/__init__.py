@@ -6,12 +6,13 @@ loops (``numba_lstm``) where numba is installed and numpy bundles OpenBLAS, else
 ufunc loop (``numpy_lstm``); ``DUALTAPE_JIT`` off (also read at each call) keeps the ufunc
 loop. On CuPy: the fused ``lstm.cu`` kernels. The spatial layers on numpy: compiled window
 loops (``numba_spatial``), the optimizers' updates (``numba_optim``, against their ufunc
-code), one-row outer products (``numba_outer``), row sums by id (``numba_scatter``) and the
-softmax cross entropy at class labels (``numba_softmax_cross_entropy``) where the compiled
-LSTM loops run. The compiled loops (per dtype) and the CUDA kernels (per device
-and dtype) first pass a self-check against the generic code (on a mismatch: one warning, then
-the generic code); a compiled loop's failure that a fresh compile cures is a damaged disk
-cache, rebuilt with its own warning (``numba_cache``).
+code), one-row outer products (``numba_outer``), row sums by id (``numba_scatter``), the
+softmax cross entropy at class labels (``numba_softmax_cross_entropy``) and plain SGD fused
+into an LSTM's backward pass (``numba_descent``) where the compiled LSTM loops run. The
+compiled loops (per dtype) and the CUDA kernels (per device and dtype) first pass a
+self-check against the generic code (on a mismatch: one warning, then the generic code); a
+compiled loop's failure that a fresh compile cures is a damaged disk cache, rebuilt with its
+own warning (``numba_cache``).
 """
 
 from __future__ import annotations
@@ -131,6 +132,14 @@ def outer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
     of ``like``'s dtype where the compiled LSTM loops run, or None for numpy's. ``self_check``
     as in ``optimizer_loops``."""
     return _checked_loops("numba_outer", "outer", "compiled outer product", like, self_check)
+
+
+def descent_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled SGD fused into an LSTM's backward pass (``numba_descent``) for
+    float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or
+    None. ``self_check`` as in ``optimizer_loops``."""
+    return _checked_loops("numba_descent", "descent", "compiled fused SGD step", like,
+                          self_check)
 
 
 def scatter_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:

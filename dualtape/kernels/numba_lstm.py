@@ -144,6 +144,12 @@ def version() -> str:
     return numba.__version__
 
 
+def compiled_loops() -> Any:
+    """The compiled functions of ``_numba_lstm`` by name, for compiled paths that run the
+    loops on buffers of their own (``descent``); numba is imported on first use."""
+    return _compiled()
+
+
 @functools.cache
 def _compiled() -> Any:
     """The compiled functions, by name (numba is imported here, on first use; ``numba_cache``

@@ -1,0 +1,57 @@
+"""Plain SGD of one LSTM by its pre-activation gradients, compiled for the CPU behind
+``numba_descent`` (imports numba).
+
+``gemm`` is the address of ``cblas_?gemm`` as an integer (``blas.addresses``), called through
+``_numba_blas`` as in ``_numba_lstm``; ``one`` is 1 in the arrays' dtype, so float32 stays
+float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from ._numba_blas import call_gemm
+from .blas import NO_TRANS, ROW_MAJOR, TRANS
+
+Array = Any
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def descend(gemm: Any, W: Array, U: Array, b: Array, xs: Array, cells: Array, dfi: Array,
+            da_o: Array, dg: Array, dxs: Array, need_dxs: bool, rate: Any,
+            one: Any) -> None:  # pragma: no cover - compiled
+    """With ``need_dxs`` first the input gradient ``dxs = dfi W_fi + da_o W_o + dg W_ĉ``
+    (rows, i), then ``W -= rate·dᵀ xs``, ``U -= rate·d_fioᵀ cells`` (BLAS, ``beta = 1``: the
+    gradients are never written) and ``b -= rate·Σ_rows d``, the column sums added row by row.
+    ``xs`` (rows, i) the inputs, ``cells`` (rows, o) the cells each step began from; the
+    blocks of ``d``: ``dfi`` (rows, 2o), ``da_o`` and ``dg`` (rows, o)."""
+    rows, n = da_o.shape
+    n_in = xs.shape[1]
+    zero = one - one
+    if need_dxs:
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, rows, n_in, 2 * n, one, dfi.ctypes.data,
+                  2 * n, W.ctypes.data, n_in, zero, dxs.ctypes.data, n_in)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, rows, n_in, n, one, da_o.ctypes.data, n,
+                  W[2 * n :].ctypes.data, n_in, one, dxs.ctypes.data, n_in)
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, rows, n_in, n, one, dg.ctypes.data, n,
+                  W[3 * n :].ctypes.data, n_in, one, dxs.ctypes.data, n_in)
+    step = zero - rate
+    for block, first, width in ((dfi, 0, 2 * n), (da_o, 2 * n, n), (dg, 3 * n, n)):
+        call_gemm(gemm, ROW_MAJOR, TRANS, NO_TRANS, width, n_in, rows, step, block.ctypes.data,
+                  width, xs.ctypes.data, n_in, one, W[first:].ctypes.data, n_in)
+        if first < 3 * n:  # U has no ĉ rows
+            call_gemm(gemm, ROW_MAJOR, TRANS, NO_TRANS, width, n, rows, step,
+                      block.ctypes.data, width, cells.ctypes.data, n, one,
+                      U[first:].ctypes.data, n)
+    sums = np.zeros(4 * n, dtype=b.dtype)
+    for r in range(rows):  # row by row: each inner loop is contiguous, so LLVM vectorizes it
+        for j in range(2 * n):
+            sums[j] += dfi[r, j]
+        for j in range(n):
+            sums[2 * n + j] += da_o[r, j]
+            sums[3 * n + j] += dg[r, j]
+    for j in range(4 * n):
+        b[j] -= rate * sums[j]

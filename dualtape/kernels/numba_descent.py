@@ -1,0 +1,93 @@
+"""Plain SGD fused into an LSTM's backward pass, compiled for the CPU: the fast path
+``descent.py`` takes for ``train_recurrent`` with ``SGD`` without momentum or regulariser.
+
+From the pre-activation gradients the backward loop leaves (``lstm_sequence``'s blocks
+``dfi``, ``da_o``, ``dĉ``), one call computes the input gradient for the layer below and then
+moves ``W``, ``U`` and ``b`` by ``−rate`` times their gradients without writing the gradients:
+each weight is a BLAS ``gemm`` with ``beta = 1`` into the weight itself, the bias a sum of rows.
+Where the unfused step writes each gradient and reads it back in the update (at the seed
+network's 1536 x 512 ``U`` and one step, 3 MB written and read again), the weights are read and
+written once. The results differ from the unfused step by rounding: the product is added to the
+weight inside BLAS (scaled by ``−rate`` there) instead of rounded to a gradient first.
+numpy arrays only, where the compiled LSTM loops run (``kernels.descent_loops`` chooses).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from . import blas
+
+Array = Any
+
+
+def descend(W: Array, U: Array, b: Array, xs: Array, cells: Array,
+            blocks: tuple[Array, Array, Array], dxs: Array | None, rate: float) -> None:
+    """``dxs = d W`` when ``dxs`` is given (written first, with the weights as they were),
+    then ``W -= rate·dᵀ xs``, ``U -= rate·d_{f,i,o}ᵀ cells``, ``b -= rate·Σ d`` in place, for
+    an LSTM of ``o`` cells and ``i`` inputs: ``W`` (4o, i), ``U`` (3o, o), ``b`` (4o,),
+    ``xs`` (rows, i), ``cells`` (rows, o) the cells each step began from, ``blocks`` the
+    pre-activation gradients ``(dfi (rows, 2o), da_o (rows, o), dĉ (rows, o))``, ``dxs``
+    (rows, i). ``ValueError`` unless all are C-contiguous numpy arrays of one dtype, float32
+    or float64, of these shapes, the written ones writeable (the compiled code indexes raw
+    memory)."""
+    dfi, da_o, dg = blocks
+    out = (W, U, b) if dxs is None else (W, U, b, dxs)
+    arrays = (*out, xs, cells, dfi, da_o, dg)
+    dtype = W.dtype if type(W) is np.ndarray else None
+    if dtype not in (np.float32, np.float64) or not all(
+            [type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous
+             for a in arrays]):
+        raise ValueError("numba_descent: C-contiguous float32 or float64 numpy arrays of one "
+                         "dtype only, got " + ", ".join(
+                             f"{getattr(a, 'dtype', type(a).__name__)}" for a in arrays))
+    rows, n = da_o.shape if da_o.ndim == 2 else (-1, -1)
+    i = W.shape[-1]
+    want = ((4 * n, i), (3 * n, n), (4 * n,), (rows, i), (rows, n), (rows, 2 * n), (rows, n),
+            (rows, n))
+    shapes = (W.shape, U.shape, b.shape, xs.shape, cells.shape, dfi.shape, da_o.shape,
+              dg.shape)
+    if shapes != want or (dxs is not None and dxs.shape != (rows, i)):
+        raise ValueError(f"numba_descent: shapes W {W.shape}, U {U.shape}, b {b.shape}, xs "
+                         f"{xs.shape}, cells {cells.shape}, blocks {dfi.shape} {da_o.shape} "
+                         f"{dg.shape}, dxs {None if dxs is None else dxs.shape}")
+    if not all([a.flags.writeable for a in out]):
+        raise ValueError("numba_descent: W, U, b and dxs must be writeable")
+    _compiled().descend(blas.addresses(dtype)[0], W, U, b, xs, cells, dfi, da_o, dg,
+                        W if dxs is None else dxs, dxs is not None, dtype.type(rate),
+                        dtype.type(1))
+
+
+def check_compiled(loops: Any, like: Array) -> str | None:
+    """How ``loops.descend`` disagrees with numpy's products and sums (the unfused step's
+    maths) on a small LSTM of ``like``'s dtype beyond rounding, or None."""
+    rng = np.random.default_rng(0)
+    rows, n, i, rate = 5, 3, 4, 0.25
+    W, U, b, xs, cells, d = (rng.standard_normal(shape).astype(like.dtype) for shape in (
+        (4 * n, i), (3 * n, n), (4 * n,), (rows, i), (rows, n), (rows, 4 * n)))
+    blocks = tuple(np.ascontiguousarray(d[:, s]) for s in (
+        slice(0, 2 * n), slice(2 * n, 3 * n), slice(3 * n, None)))
+    want = {"dxs": d @ W, "W": W - rate * (d.T @ xs), "U": U - rate * (d[:, : 3 * n].T @ cells),
+            "b": b - rate * d.sum(axis=0)}
+    sizes = {"dxs": abs(d) @ abs(W), "W": abs(W) + rate * (abs(d).T @ abs(xs)),
+             "U": abs(U) + rate * (abs(d[:, : 3 * n]).T @ abs(cells)),
+             "b": abs(b) + rate * abs(d).sum(axis=0)}
+    got = {"dxs": np.empty((rows, i), like.dtype), "W": W.copy(), "U": U.copy(), "b": b.copy()}
+    loops.descend(got["W"], got["U"], got["b"], xs, cells, blocks, got["dxs"], rate)
+    eps = 8 * rows * np.finfo(like.dtype).eps
+    for name, value in want.items():
+        if not (np.abs(got[name] - value) <= eps * sizes[name]).all():
+            return f"the fused SGD step's {name} differs from numpy's beyond rounding"
+    return None
+
+
+@functools.cache
+def _compiled() -> Any:
+    """The compiled function (numba imported here, on first use, the disk cache folder checked
+    first: ``numba_cache.load``)."""
+    from . import numba_cache
+
+    return numba_cache.load("_numba_descent")

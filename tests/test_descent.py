@@ -1,0 +1,244 @@
+"""train_recurrent's plain SGD fused into the backward pass of an LSTM stack (``descent``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import descent
+from dualtape.backend import to_numpy
+from dualtape.kernels import cpu_path, numba_descent, selfcheck
+from dualtape.layers import lstm
+
+from .helpers import host_params
+
+
+class Unfused(dualtape.SGD):
+    """The same rule through ``optimizer.step``: the fused step takes ``SGD`` itself only."""
+
+
+def stack(sizes, dtype="float64", seed=1):
+    return dualtape.RecurrentNetwork([
+        dualtape.LSTM(a, b, seed=seed + k, dtype=dtype, init="scaled")
+        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))])
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """The layers ``numba_descent.descend`` moved, call by call."""
+    calls = []
+
+    def counted(W, *args, **kwargs):
+        calls.append(W.shape)
+        return numba_descent.descend(W, *args, **kwargs)
+
+    monkeypatch.setattr(descent, "descend", counted)
+    return calls
+
+
+def fuses_here(backend) -> bool:
+    return backend.name == "numpy" and cpu_path()[0] == "compiled"
+
+
+def train_both(sizes, steps, batch, dtype, calls=2, state=True):
+    """Two copies of a stack trained ``calls`` times by ``SGD`` and by ``Unfused``: their
+    parameters before and after, and whether the first call's losses and states agreed bit
+    for bit (the weights differ by rounding after it)."""
+    rng = np.random.default_rng(3)
+    xs = dualtape.asarray(rng.uniform(-1, 1, (steps, batch, sizes[0])).astype(dtype))
+    targets = dualtape.asarray(rng.uniform(-1, 1, (steps, batch, sizes[-1])).astype(dtype))
+    states = [dualtape.asarray(rng.uniform(-1, 1, (batch, n)).astype(dtype)) if state else None
+              for n in sizes[1:]]
+    fused, unfused = stack(sizes, dtype), stack(sizes, dtype)
+    before = host_params(fused)
+    same = None
+    for _ in range(calls):
+        loss_f, ends_f = dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5),
+                                                  state=states)
+        loss_u, ends_u = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5),
+                                                  state=states)
+        if same is None:
+            same = loss_f == loss_u and all(np.array_equal(to_numpy(a), to_numpy(b))
+                                            for a, b in zip(ends_f, ends_u, strict=True))
+    return before, host_params(fused), host_params(unfused), same
+
+
+def assert_same_step(before, got, want, dtype):
+    """Each weight's move agrees with ``want``'s to rounding, relative to the largest move
+    of that weight (a well-conditioned measure: the moves are sums of products)."""
+    tolerance = 1e-11 if dtype == "float64" else 2e-4
+    for k, (b, g, w) in enumerate(zip(before, got, want, strict=True)):
+        for name in b:
+            moved = np.abs(w[name].astype(np.float64) - b[name]).max()
+            error = np.abs(g[name].astype(np.float64) - w[name]).max()
+            assert moved > 0 and error <= tolerance * moved, (k, name, error, moved)
+
+
+@pytest.mark.parametrize("sizes", [(3, 5), (3, 5, 4), (2, 6, 5, 3)], ids=["1", "2", "3"])
+@pytest.mark.parametrize(("steps", "batch"), [(1, 1), (1, 4), (9, 1), (6, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_fused_step_moves_the_weights_as_the_optimizers_step(
+        backend, fused_calls, sizes, steps, batch, dtype):
+    """From given states, two calls; the forward pass and loss are the same code, so the first
+    call's loss and final states agree bit for bit."""
+    before, got, want, same = train_both(sizes, steps, batch, dtype)
+    assert_same_step(before, got, want, dtype)
+    assert same
+    assert len(fused_calls) == (2 * (len(sizes) - 1) if fuses_here(backend) else 0)
+
+
+def test_the_fused_step_agrees_with_the_generic_code(backend, monkeypatch):
+    rng = np.random.default_rng(4)
+    xs = dualtape.asarray(rng.uniform(-1, 1, (7, 2, 3)))
+    nets = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv("DUALTAPE_FUSED", switch)
+        nets[switch] = net = stack((3, 6, 3))
+        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.5))
+    assert_same_step(host_params(stack((3, 6, 3))), host_params(nets["1"]),
+                     host_params(nets["0"]), "float64")
+
+
+@pytest.mark.parametrize("case", ["momentum", "regulariser", "subclass", "sqrt-tape", "ids",
+                                  "fully-connected", "learn-initial-state", "ufunc-loop"])
+def test_the_other_calls_step_through_the_optimizer(backend, fused_calls, monkeypatch, case):
+    """None of these fuse; each still trains (the loss is finite, the weights move)."""
+    rng = np.random.default_rng(5)
+    layers = [dualtape.LSTM(3, 4, seed=1), dualtape.LSTM(4, 3, seed=2)]
+    if case == "fully-connected":
+        layers.append(dualtape.FullyConnected(3, 3, seed=3))
+    net = dualtape.RecurrentNetwork(layers)
+    optimizer = {"momentum": dualtape.SGD(0.1, momentum=0.5),
+                 "regulariser": dualtape.SGD(0.1, regulariser=0.01),
+                 "subclass": Unfused(0.1)}.get(case, dualtape.SGD(0.1))
+    xs = dualtape.asarray(rng.uniform(-1, 1, (4, 2, 3)))
+    inputs = dualtape.asarray(rng.integers(0, 3, (4, 2))) if case == "ids" else xs
+    if case == "ufunc-loop":
+        monkeypatch.setenv("DUALTAPE_JIT", "0")
+    state = [dualtape.asarray(np.zeros((2, n))) for n in (4, 3)]
+    before = host_params(net)
+    loss, _ = dualtape.train_recurrent(
+        net, inputs, xs, optimizer, tape="sqrt" if case == "sqrt-tape" else "full",
+        state=state, learn_initial_state=case == "learn-initial-state")
+    assert np.isfinite(loss) and fused_calls == []
+    assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+
+
+def test_the_fused_step_keeps_the_optimizers_bookkeeping(backend, fused_calls):
+    """The step is counted, and a tape made before it is stale, as after ``optimizer.step``."""
+    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
+    xs = dualtape.asarray(np.random.default_rng(6).uniform(-1, 1, (5, 2, 3)))
+    tape, _, ys = net.forward_sequence(None, xs)
+    dualtape.train_recurrent(net, xs, xs, optimizer)
+    dualtape.train_recurrent(net, xs, xs, optimizer)
+    assert optimizer.steps == 2 and len(fused_calls) == (4 if fuses_here(backend) else 0)
+    with pytest.raises(RuntimeError, match="parameters"):
+        net.backward_sequence(tape, None, ys)
+
+
+def test_a_failure_before_the_first_move_changes_nothing(backend, fused_calls, monkeypatch):
+    """The buffers are allocated before any weight moves: running out of memory there leaves
+    the network and the optimizer as they were."""
+    def no_memory(*args):
+        raise MemoryError("planted")
+
+    monkeypatch.setattr(descent, "_scratch", no_memory)
+    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
+    xs = dualtape.asarray(np.random.default_rng(7).uniform(-1, 1, (5, 2, 3)))
+    before = host_params(net)
+    if not fuses_here(backend):
+        dualtape.train_recurrent(net, xs, xs, optimizer)
+        assert optimizer.steps == 1
+        return
+    with pytest.raises(MemoryError, match="planted"):
+        dualtape.train_recurrent(net, xs, xs, optimizer)
+    assert optimizer.steps == 0 and fused_calls == []
+    for b, a in zip(before, host_params(net), strict=True):
+        assert all(np.array_equal(b[k], a[k]) for k in b)
+
+
+def small_operands(dtype="float64", rows=3, n=2, i=4):
+    rng = np.random.default_rng(8)
+
+    def draw(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    return (draw(4 * n, i), draw(3 * n, n), draw(4 * n), draw(rows, i), draw(rows, n),
+            (draw(rows, 2 * n), draw(rows, n), draw(rows, n)), draw(rows, i))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_compiled_step_passes_its_self_check(dtype):
+    pytest.importorskip("numba")
+    assert numba_descent.check_compiled(numba_descent, np.zeros(1, dtype)) is None
+
+
+class PlantedBug:
+    """``numba_descent`` with the bias left where it was."""
+
+    @staticmethod
+    def descend(W, U, b, xs, cells, blocks, dxs, rate):
+        kept = b.copy()
+        numba_descent.descend(W, U, b, xs, cells, blocks, dxs, rate)
+        b[...] = kept
+
+
+class SlightlyOff:
+    """``numba_descent`` at a rate off by one part in 10⁹: far above float64 rounding."""
+
+    @staticmethod
+    def descend(W, U, b, xs, cells, blocks, dxs, rate):
+        numba_descent.descend(W, U, b, xs, cells, blocks, dxs, rate * (1 + 1e-9))
+
+
+def test_the_self_check_catches_planted_bugs():
+    pytest.importorskip("numba")
+    assert "b differs" in numba_descent.check_compiled(PlantedBug, np.zeros(1))
+    assert "differs" in numba_descent.check_compiled(SlightlyOff, np.zeros(1))
+
+
+def compiled_numpy_only():
+    if cpu_path()[0] != "compiled":
+        pytest.skip(f"the fused step runs with the compiled loops: {cpu_path()[1]}")
+
+
+def test_a_failed_check_of_the_lstm_loops_keeps_the_optimizers_step(fused_calls, monkeypatch):
+    """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
+    the fused step, which calls them, is not taken either."""
+    compiled_numpy_only()
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.setattr(lstm, "fused_disagreement", lambda path, like: "planted")
+    net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
+    xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
+    with pytest.warns(RuntimeWarning, match="compiled CPU LSTM loops disagree"):
+        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1))
+    assert fused_calls == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+
+
+def test_a_failed_self_check_keeps_the_optimizers_step(fused_calls, monkeypatch):
+    compiled_numpy_only()
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.setattr(descent, "check_compiled", lambda loops, like: "planted")
+    net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
+    xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
+    with pytest.warns(RuntimeWarning, match="compiled fused SGD step disagree"):
+        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1))
+    assert fused_calls == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+
+
+@pytest.mark.parametrize("bad", ["float16", "mixed", "strided", "shape", "read-only"])
+def test_the_compiled_step_refuses_what_it_cannot_index(bad):
+    W, U, b, xs, cells, blocks, dxs = small_operands()
+    if bad == "float16":
+        W, U, b = (a.astype(np.float16) for a in (W, U, b))
+    elif bad == "mixed":
+        xs = xs.astype(np.float32)
+    elif bad == "strided":
+        cells = np.repeat(cells, 2, axis=1)[:, ::2]
+    elif bad == "shape":
+        dxs = dxs[:, :-1].copy()
+    else:
+        W.flags.writeable = False
+    with pytest.raises(ValueError, match="numba_descent"):
+        numba_descent.descend(W, U, b, xs, cells, blocks, dxs, 0.1)
