@@ -4,7 +4,9 @@ with the per-layer dispatch stripped, for issue 30's per-call rows and its main 
     python bench/lean_call_floor.py [--workload train/tiny-4-8-4-fifty-time-steps] [--rounds 2000]
     python bench/lean_call_floor.py --workload text/char-model-80x80-batch-32 --rounds 300
 
-A train-group workload times ``train_recurrent``; the text workload ``TextTrainer.step`` (the
+A train-group workload times ``train_recurrent`` twice: with ``SGD``, which fuses its step into
+the backward pass (``dualtape/descent.py``), and with ``Unfused``, a subclass that does not
+(the gradients, then ``optimizer.step``); the text workload times ``TextTrainer.step`` (the
 main job, train-text's code; the trainer's private window, loss and network are read here, as
 a measurement may). The lean call runs the very numeric helpers the library runs on numpy with
 the compiled loops, in the same order (each LSTM's ``project_sequence`` and
@@ -13,9 +15,10 @@ loss, then back: ``_backward`` into its gradient buffers, ``NumbaLSTM.backward_s
 ``LSTM._sequence_grads`` into the buffers; then the same optimizer step), inside one
 subnormal-flushing block, and skips everything else: the argument and state checks, the path
 choice per layer and pass, the tapes' version checks, the stack's dispatch. It is a
-measurement, not a path to use: it checks nothing. The weights of both must stay equal bit for
-bit over every call (the script says so), and the times are medians of alternating calls in one
-process, at one BLAS thread. LSTMs only, then at most one FullyConnected; zero initial states.
+measurement, not a path to use: it checks nothing. Its weights and the unfused library call's
+must stay equal bit for bit over every call (the script says so), and the times are medians
+of alternating calls in one process, at one BLAS thread. LSTMs only, then at most one
+FullyConnected; zero initial states.
 """
 
 from __future__ import annotations
@@ -80,20 +83,26 @@ def lean_backprop(net: dt.RecurrentNetwork, xs: np.ndarray,
     return loss, grads
 
 
+class Unfused(dt.SGD):
+    """Plain SGD through ``optimizer.step``: the fused step takes ``SGD`` itself only."""
+
+
 def train_calls(workload: Any) -> tuple[dict[str, Callable[[], object]], Callable[[], bool]]:
-    """``train_recurrent`` and its lean call on two copies of ``workload``'s network, and
-    whether their weights are equal bit for bit."""
+    """``train_recurrent`` fused and unfused and the lean call, each on its own copy of
+    ``workload``'s network, and whether the unfused call's and the lean call's weights are
+    equal bit for bit."""
     backend, data = resolve_backend("numpy"), workload.host_data("float32")
-    full_net, lean_net = _network(backend, data), _network(backend, data)
+    fused_net, full_net, lean_net = (_network(backend, data) for _ in range(3))
     xs = from_host(data["xs"], backend)
-    full_sgd, lean_sgd = dt.SGD(rate=RATE), dt.SGD(rate=RATE)
+    fused_sgd, full_sgd, lean_sgd = dt.SGD(rate=RATE), Unfused(rate=RATE), dt.SGD(rate=RATE)
 
     def lean() -> float:
         loss, grads = lean_backprop(lean_net, xs, lambda ys: squared_error(np, ys, xs))
         lean_sgd.step(lean_net.params, grads)
         return float(loss)
 
-    return ({"train_recurrent": lambda: dt.train_recurrent(full_net, xs, xs, full_sgd),
+    return ({"train_recurrent": lambda: dt.train_recurrent(fused_net, xs, xs, fused_sgd),
+             "unfused": lambda: dt.train_recurrent(full_net, xs, xs, full_sgd),
              "lean": lean}, lambda: _same(full_net, lean_net))
 
 
@@ -149,12 +158,12 @@ def main() -> None:
                 if k >= 20:
                     times[name].append(time.perf_counter() - start)
         counts = {name: calls_per_call(call) for name, call in calls.items()}
-    (full_name, full), (_, lean) = ((name, float(np.median(times[name])) * 1e6)
-                                    for name in calls)
-    print(f"{workload.key}, float32, one BLAS thread, {args.rounds} alternating calls: "
-          f"{full_name} {full:.1f} us ({counts[full_name]:.0f} calls), lean {lean:.1f} us "
-          f"({counts['lean']:.0f} calls): {full / lean:.3f}x; weights equal bit for bit: "
-          f"{same()}")
+    medians = {name: float(np.median(times[name])) * 1e6 for name in calls}
+    lean = medians["lean"]
+    rows = ", ".join(f"{name} {us:.1f} us ({counts[name]:.0f} calls, {us / lean:.3f}x the "
+                     "lean call's time)" for name, us in medians.items())
+    print(f"{workload.key}, float32, one BLAS thread, {args.rounds} alternating calls: {rows}; "
+          f"the lean call's weights equal bit for bit: {same()}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ by all (less memory than the gradients and blocks of the unfused step).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -36,23 +36,6 @@ from .optim import SGD
 from .stack import RecurrentNetworkTape
 
 Array = Any
-
-
-class _Scratch(NamedTuple):
-    """Flat buffers the layers' backward passes share: the pre-activation blocks ``dfi``
-    (2 per cell), ``da_o``, ``dg`` and the cell gradients ``dc`` (1 per cell), the carries
-    (``carry``, ``rec``, ``first``: batch × cells) and the input gradient ``dxs``, which
-    becomes the layer below's output gradient (its backward loop reads that before its input
-    gradient is written over it)."""
-
-    dfi: Array
-    da_o: Array
-    dg: Array
-    dc: Array
-    carry: Array
-    rec: Array
-    first: Array
-    dxs: Array
 
 
 def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
@@ -91,22 +74,21 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
     return True
 
 
-def _scratch(layers: list[LSTM], tape: RecurrentNetworkTape, dtype: Any) -> _Scratch:
-    """The buffers for ``tape``'s backward pass through ``layers``, sized for the largest."""
+def _scratch(layers: list[LSTM], tape: RecurrentNetworkTape, dtype: Any) -> tuple[Array, int]:
+    """One buffer for ``tape``'s backward pass through ``layers``, and where its input
+    gradients begin: first the blocks and carries of one layer (``dfi``: 2 per cell and row;
+    ``da_o``, ``dĉ``, ``dc``: 1 each; three carries of batch × cells), sized for the largest,
+    then the input gradient, which becomes the layer below's output gradient (that layer's
+    loop reads it before its own input gradient is written over it)."""
     rows, batch = tape.steps * tape.batch, tape.batch
-    cells = max(layer.n_out for layer in layers)
+    cells = max([layer.n_out for layer in layers])
     inputs = max([layer.n_in for layer in layers[1:]], default=0)
-
-    def empty(size: int) -> Array:
-        return np.empty(size, dtype=dtype)
-
-    return _Scratch(empty(rows * 2 * cells), empty(rows * cells), empty(rows * cells),
-                    empty(rows * cells), empty(batch * cells), empty(batch * cells),
-                    empty(batch * cells), empty(rows * inputs))
+    at = (5 * rows + 3 * batch) * cells
+    return np.empty(at + rows * inputs, dtype=dtype), at
 
 
 def _descend(layers: list[LSTM], tape: RecurrentNetworkTape, xs: Array, dys: Array,
-             scratch: _Scratch, rate: float) -> None:
+             scratch: tuple[Array, int], rate: float) -> None:
     """Each layer from the last: its backward loop from ``dys`` (the first cell's gradient
     not wanted, the last one's zero), then its input gradient (for the layer below: the next
     ``dys``) and its weights moved (``numba_descent.descend``)."""
@@ -114,26 +96,28 @@ def _descend(layers: list[LSTM], tape: RecurrentNetworkTape, xs: Array, dys: Arr
     rows, dtype = steps * batch, dys.dtype
     gemm, gemv = blas.addresses(dtype)
     loops, one = compiled_loops(), dtype.type(1)
+    flat, at = scratch
     with flushed():  # subnormals flushed, as on the unfused fast path (kernels.flush)
-        for k in reversed(range(len(layers))):
+        for k in range(len(layers) - 1, -1, -1):
             layer, layer_tape = layers[k], tape.tapes[k]
             n, p = layer.n_out, layer.params
-            shape = (steps, batch, n)
-            dfi = scratch.dfi[: rows * 2 * n].reshape(steps, batch, 2 * n)
-            da_o, dg, dc = (a[: rows * n].reshape(shape)
-                            for a in (scratch.da_o, scratch.dg, scratch.dc))
-            carry, rec, first = (a[: batch * n].reshape(batch, n)
-                                 for a in (scratch.carry, scratch.rec, scratch.first))
+            block, carry_size = rows * n, batch * n
+            dfi = flat[: 2 * block].reshape(rows, 2 * n)
+            da_o = flat[2 * block : 3 * block].reshape(rows, n)
+            dg = flat[3 * block : 4 * block].reshape(rows, n)
+            dc = flat[4 * block : 5 * block].reshape(steps, batch, n)
+            carry = flat[5 * block : 5 * block + carry_size].reshape(batch, n)
+            rec = flat[5 * block + carry_size : 5 * block + 2 * carry_size].reshape(batch, n)
+            first = flat[5 * block + 2 * carry_size : 5 * block + 3 * carry_size]
             carry[...] = 0
-            loops.backward_sequence(gemm, gemv, p["U"], layer_tape.gates, layer_tape.cells,
-                                    dys, dg, da_o, dfi, dc, carry, rec, first, False, one)
+            loops.backward_sequence(
+                gemm, gemv, p["U"], layer_tape.gates, layer_tape.cells, dys,
+                dg.reshape(steps, batch, n), da_o.reshape(steps, batch, n),
+                dfi.reshape(steps, batch, 2 * n), dc, carry, rec, first.reshape(batch, n),
+                False, one)
+            dxs = None if k == 0 else flat[at : at + rows * layer.n_in].reshape(rows, layer.n_in)
             inputs = xs if k == 0 else layer_tape.xs
-            dxs = None if k == 0 else scratch.dxs[: rows * layer.n_in].reshape(
-                rows, layer.n_in)
             descend(p["W"], p["U"], p["b"], inputs.reshape(rows, layer.n_in),
-                              layer_tape.cells[:-1].reshape(rows, n),
-                              (dfi.reshape(rows, 2 * n), da_o.reshape(rows, n),
-                               dg.reshape(rows, n)), dxs, rate)
+                    layer_tape.cells[:-1].reshape(rows, n), (dfi, da_o, dg), dxs, rate)
             if dxs is not None:
                 dys = dxs.reshape(steps, batch, layer.n_in)
-
