@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape import switches
 from dualtape.backend import BackendUnavailable, resolve_backend, use_backend
 from dualtape.kernels import cpu_path
 from dualtape.recompute_check import CountingNamespace
@@ -44,6 +45,14 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
         pytest.skip(str(exc))
     with use_backend(name, device):
         yield chosen
+
+
+@pytest.fixture(autouse=True)
+def fresh_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test makes its own fast-path choices (``switches.held_choice`` keeps them across
+    calls): one that plants a failing self-check or resets the verdicts is not served a
+    choice an earlier test made."""
+    monkeypatch.setattr(switches, "_CHOICES", {})
 
 
 UNAVAILABLE_REASONS: set[str] = set()

@@ -132,21 +132,32 @@ def test_a_held_call_holds_its_values_for_its_own_thread_alone(monkeypatch):
 
 def test_one_training_call_reads_each_switch_once(backend, monkeypatch):
     """train_recurrent and the network's passes inside it: one environment read per switch,
-    not one per layer and pass (each read costs about 2 us)."""
+    when the call begins, not one per layer and pass (each read costs about 2 us)."""
     reads = []
-    real = switches._read
-    monkeypatch.setattr(switches, "_read", lambda name: reads.append(name) or real(name))
+    real = switches._spelled
+    monkeypatch.setattr(switches, "_spelled", lambda: reads.append(1) or real())
     net = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=0, dtype="float64"),
                                      dualtape.LSTM(4, 2, seed=1, dtype="float64")])
     xp = backend.xp
     xs = xp.ones((5, 2, 3), dtype=xp.float64, device=backend.device)
     targets = xp.zeros((5, 2, 2), dtype=xp.float64, device=backend.device)
     dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
-    assert reads, "no switch was read: the check would pass whatever held did"
-    assert sorted(reads) == sorted(set(reads))
+    assert reads == [1]
 
 
-def test_a_held_choice_is_made_once_per_call_and_per_key():
+def test_every_switch_the_package_reads_is_registered():
+    """A held call keys its kept choices by ``SWITCHES``: a switch missing there would let a
+    choice made under one value serve another (``switched_on`` would raise KeyError)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(dualtape.__file__).parent
+    read = {name for path in root.rglob("*.py")
+            for name in re.findall(r'switched_on\("(\w+)"\)', path.read_text())}
+    assert read and read <= set(switches.SWITCHES)
+
+
+def test_a_held_choice_is_made_once_per_key_and_spelling_of_the_switches(monkeypatch):
     made = []
 
     def choose(key):
@@ -158,14 +169,17 @@ def test_a_held_choice_is_made_once_per_call_and_per_key():
 
     assert call() == ["path for a", "path for b", "path for a", "path for a", "path for b"]
     assert made == ["a", "b"]
-    assert call() and made == ["a", "b", "a", "b"]  # the choices went with the call
+    assert call() and made == ["a", "b"]  # kept for later calls under the same switches
+    monkeypatch.setenv("DUALTAPE_JIT", "1")  # another spelling: chosen again, and kept
+    assert call() and call() and made == ["a", "b", "a", "b"]
     assert switches.held_choice("a", choose("a")) == "path for a"  # outside one: every time
     assert switches.held_choice("a", choose("a")) and made[-2:] == ["a", "a"]
 
 
-def test_one_training_call_chooses_each_lstm_path_once(backend, monkeypatch):
+def test_training_calls_choose_each_lstm_path_once(backend, monkeypatch):
     """Two LSTMs forwards and back in one training call: one path choice for their dtype,
-    not one per layer and pass."""
+    not one per layer and pass; later calls under the same switches keep it, and one under
+    another spelling of them chooses again."""
     chosen = []
     real = kernels._sequence_path
     monkeypatch.setattr(kernels, "_sequence_path",
@@ -176,5 +190,8 @@ def test_one_training_call_chooses_each_lstm_path_once(backend, monkeypatch):
     targets = xp.zeros((5, 2, 2), dtype=xp.float32, device=backend.device)
     dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
     assert chosen == [xp.float32]
-    net.forward_sequence(None, xs)  # a call of its own: chosen again
+    net.forward_sequence(None, xs)  # a call of its own, under the same switches
+    assert chosen == [xp.float32]
+    monkeypatch.setenv("DUALTAPE_FUSED", " on ")
+    net.forward_sequence(None, xs)
     assert chosen == [xp.float32, xp.float32]
