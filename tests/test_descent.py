@@ -200,31 +200,23 @@ def test_the_self_check_catches_planted_bugs():
     assert "at 1 row" in numba_descent.check_compiled(SlightlyOff, np.zeros(1))
 
 
-def compiled_numpy_only():
+@pytest.mark.parametrize(("failing", "warned"), [
+    ("lstm-loops", "compiled CPU LSTM loops disagree"),
+    ("own", "compiled fused SGD step disagree")])
+def test_a_failed_self_check_keeps_the_optimizers_step(fused_calls, monkeypatch, failing,
+                                                        warned):
+    """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
+    the fused step, which calls them, is not taken either; nor where its own kernel fails."""
     if cpu_path()[0] != "compiled":
         pytest.skip(f"the fused step runs with the compiled loops: {cpu_path()[1]}")
-
-
-def test_a_failed_check_of_the_lstm_loops_keeps_the_optimizers_step(fused_calls, monkeypatch):
-    """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
-    the fused step, which calls them, is not taken either."""
-    compiled_numpy_only()
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    monkeypatch.setattr(lstm, "fused_disagreement", lambda path, like: "planted")
+    if failing == "lstm-loops":
+        monkeypatch.setattr(lstm, "fused_disagreement", lambda path, like: "planted")
+    else:
+        monkeypatch.setattr(descent, "check_compiled", lambda loops, like: "planted")
     net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
     xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
-    with pytest.warns(RuntimeWarning, match="compiled CPU LSTM loops disagree"):
-        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1))
-    assert fused_calls == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
-
-
-def test_a_failed_self_check_keeps_the_optimizers_step(fused_calls, monkeypatch):
-    compiled_numpy_only()
-    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    monkeypatch.setattr(descent, "check_compiled", lambda loops, like: "planted")
-    net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
-    xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
-    with pytest.warns(RuntimeWarning, match="compiled fused SGD step disagree"):
+    with pytest.warns(RuntimeWarning, match=warned):
         dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1))
     assert fused_calls == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
 
