@@ -9,9 +9,10 @@ of ``LSTM`` layers only fed real-valued sequences with the full tape, each layer
 pass is then two compiled calls, its time loop (``_numba_lstm.backward_sequence``) and
 ``numba_descent.descend`` (its input gradient for the layer below, then the weights moved in
 place by BLAS, the gradients never written), in place of the layer's products into the
-gradient buffers and the optimizer's step over them: the seed network's one-step call
-(Grenade's 40 → 512 → 40 at batch 1) took 0.75x its time, the tiny 4 → 8 → 4 network's
-0.70x (``bench/results/2026-12-04-fused-descent.md``). The weights agree with the unfused
+gradient buffers and the optimizer's step over them: with the choices kept across calls
+(``switches``), the seed network's one-step call (Grenade's 40 → 512 → 40 at batch 1) took
+0.52-0.56x its time, the tiny 4 → 8 → 4 network's 0.74-0.76x
+(``bench/results/2026-12-04-fused-descent.md``). The weights agree with the unfused
 step's to rounding (``tests/test_descent.py``); the forward pass, the loss and its checks are
 the same code, and so are the optimizer's bookkeeping (its step count, the parameters' stamps,
 which make older tapes stale) and its refusals.
