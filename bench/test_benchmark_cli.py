@@ -285,3 +285,17 @@ def test_the_header_names_the_cpus_family_model_and_vector_width(tmp_path):
     info.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx avx2\n")
     assert report.cpu_model(str(info)) == "AMD EPYC (AVX2)"
     assert report.cpu_model(str(tmp_path / "missing")) != ""
+
+
+@pytest.mark.parametrize("inner", [1, 3], ids=["one-row-outer", "product"])
+def test_the_bounds_products_are_the_products(inner):
+    """The bound times ``a b`` (at inner size 1 as an outer product, which numpy's matmul
+    computes several times slower): the same products either way."""
+    import numpy as np
+
+    from dualtape.benchmarks.bound import _product
+
+    rng = np.random.default_rng(0)
+    a, b, out = rng.standard_normal((4, inner)), rng.standard_normal((inner, 5)), np.empty((4, 5))
+    _product(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-14)
