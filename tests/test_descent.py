@@ -88,6 +88,19 @@ def test_the_fused_step_moves_the_weights_as_the_optimizers_step(
     assert len(fused_calls) == (2 * (len(sizes) - 1) if fuses_here(backend) else 0)
 
 
+def test_a_masked_call_moves_the_weights_as_the_optimizers_step(backend, fused_calls):
+    """The mask weighs the loss's gradient, which the fused step takes as the unfused one."""
+    rng = np.random.default_rng(10)
+    xs = dualtape.asarray(rng.uniform(-1, 1, (6, 3, 2)))
+    mask = dualtape.asarray(rng.integers(0, 2, (6, 3)).astype(bool))
+    fused, unfused = stack((2, 5, 2)), stack((2, 5, 2))
+    before = host_params(fused)
+    dualtape.train_recurrent(fused, xs, xs, dualtape.SGD(0.5), mask=mask)
+    dualtape.train_recurrent(unfused, xs, xs, Unfused(0.5), mask=mask)
+    assert_same_step(before, host_params(fused), host_params(unfused), "float64")
+    assert len(fused_calls) == (2 if fuses_here(backend) else 0)
+
+
 def test_the_fused_step_agrees_with_the_generic_code(backend, monkeypatch):
     rng = np.random.default_rng(4)
     xs = dualtape.asarray(rng.uniform(-1, 1, (7, 2, 3)))
