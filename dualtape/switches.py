@@ -73,9 +73,7 @@ def held(fn: F) -> F:
         if _HELD.get() is not None:
             return fn(*args, **kwargs)
         spelled = _spelled()
-        choices = _CHOICES.get(tuple(spelled.values()))
-        if choices is None:
-            choices = _CHOICES[tuple(spelled.values())] = {}
+        choices = _CHOICES.setdefault(tuple(spelled.values()), {})
         token = _HELD.set(_Held(spelled, {}, choices))
         try:
             return fn(*args, **kwargs)

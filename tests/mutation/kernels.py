@@ -145,8 +145,7 @@ MUTANTS = [
            "    choices[key] = choose()\n", "a held choice made again at every ask",
            ("tests/test_switches.py",)),
     Mutant("dualtape/switches.py",
-           "        choices = _CHOICES.get(tuple(spelled.values()))\n        if choices is None:\n"
-           "            choices = _CHOICES[tuple(spelled.values())] = {}\n",
+           "        choices = _CHOICES.setdefault(tuple(spelled.values()), {})\n",
            "        choices = _CHOICES.setdefault((), {})\n",
            "a choice made under one spelling of the switches kept for another",
            ("tests/test_switches.py",)),
