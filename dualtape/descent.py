@@ -24,13 +24,14 @@ by all (less memory than the gradients and blocks of the unfused step).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
-from .kernels import blas, descent_loops, sequence_path
+from .kernels import blas, descent_loops, sequence_path, step_loops
 from .kernels.flush import flushed
-from .kernels.numba_descent import check_compiled, descend
+from .kernels.numba_descent import StepBuffers, check_compiled, check_step, descend
 from .kernels.numba_lstm import NumbaLSTM, compiled_loops
 from .layers.lstm import LSTM, fused_disagreement
 from .optim import SGD
@@ -73,6 +74,85 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
     optimizer._stamp(params)
     _descend(layers, tape, xs, dys, scratch, optimizer.rate)
     return True
+
+
+def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
+               ) -> tuple[float, list[Array]] | None:
+    """``train_recurrent(rnet, xs, targets, optimizer)`` with its defaults (zero states, no
+    mask, the squared error, the full tape) as one compiled call, ``(loss, state_T)``; or
+    None, having done nothing, where ``fused_descent``'s conditions do not hold, the input is
+    not ``(T, B, i)`` and the targets ``(T, B, o)`` (C order, the weights' dtype), or the
+    input or the loss is not finite (the generic code then raises as it does). Every check of
+    the network is made when the network or the form of the input is new, or its parameters
+    changed since this step last moved them (a new array, another optimizer's step): the
+    buffers (``numba_descent.StepBuffers``) are kept for that form."""
+    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser or (
+            type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3):
+        return None
+    if step_loops(xs, check_step) is None or not isinstance(
+            getattr(sequence_path(np, xs, fused_disagreement), "cell", None), NumbaLSTM):
+        return None
+    plan = _PLANS.get(rnet)
+    if plan is None or not plan.fits(rnet.layers, xs, targets):
+        plan = _Plan.of(rnet.layers, xs, targets)
+        if plan is None:
+            return None
+        _PLANS[rnet] = plan
+    optimizer._check_owners(plan.params, "step")
+    with flushed():  # subnormals flushed, as on the other compiled paths (kernels.flush)
+        loss, states = plan.buffers.step(xs, targets, optimizer.rate)
+    if not np.isfinite(loss):
+        return None
+    optimizer.steps += 1
+    optimizer._stamp(plan.params)
+    plan.versions = [layer.params.version for layer in plan.layers]
+    return float(loss), states
+
+
+class _Plan:
+    """``train_step``'s checks of one network and input form, made once: its layers, their
+    parameter dicts with the stamps they had when this step last moved them, and the
+    buffers."""
+
+    def __init__(self, layers: list[LSTM], buffers: StepBuffers, xs: Array,
+                 targets: Array) -> None:
+        self.layers, self.buffers = list(layers), buffers
+        self.params: list[dict[str, Array]] = [layer.params for layer in layers]
+        self.versions = [layer.params.version for layer in layers]
+        self.form = (xs.shape, targets.shape, xs.dtype)
+
+    @classmethod
+    def of(cls, layers: list[Any], xs: Array, targets: Array) -> _Plan | None:
+        """The plan for ``layers`` (LSTMs only, of C-order writeable weights of one float
+        dtype) over ``xs`` and ``targets``, or None."""
+        dtype, (steps, batch, _) = xs.dtype, xs.shape
+        if not layers or not all([type(layer) is LSTM for layer in layers]) or (
+                dtype not in (np.float32, np.float64) or targets.dtype != dtype
+                or steps == 0 or batch == 0 or targets.shape != (steps, batch, layers[-1].n_out)
+                or xs.shape[2] != layers[0].n_in or not xs.flags.c_contiguous
+                or not targets.flags.c_contiguous):
+            return None
+        weights = [(layer.params["W"], layer.params["U"], layer.params["b"]) for layer in layers]
+        if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
+                    and w.flags.writeable for group in weights for w in group]):
+            return None
+        return cls(layers, StepBuffers(weights, steps, batch), xs, targets)
+
+    def fits(self, layers: list[Any], xs: Array, targets: Array) -> bool:
+        """Whether this plan still holds for ``layers`` over ``xs`` and ``targets``."""
+        if len(layers) != len(self.layers) or (xs.shape, targets.shape, xs.dtype) != self.form \
+                or targets.dtype != xs.dtype or not xs.flags.c_contiguous \
+                or not targets.flags.c_contiguous:
+            return False
+        for layer, mine, group, version in zip(layers, self.layers, self.params, self.versions,
+                                               strict=True):
+            if layer is not mine or layer.params is not group or group.version != version:
+                return False
+        return True
+
+
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``train_step``'s plan of each network, for the form of its latest input."""
 
 
 def _scratch(layers: list[LSTM], tape: RecurrentNetworkTape, dtype: Any) -> tuple[Array, int]:

@@ -142,6 +142,14 @@ def descent_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> An
                           self_check)
 
 
+def step_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled SGD training step of a stack of LSTMs (``numba_descent.StepBuffers``) for
+    float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or
+    None. ``self_check`` as in ``optimizer_loops``."""
+    return _checked_loops("numba_descent", "training step", "compiled SGD training step",
+                          like, self_check)
+
+
 def scatter_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
     """The compiled row sums by id (``numba_scatter``) for float32/float64 numpy rows of
     ``like``'s dtype where the compiled LSTM loops run, or None for numpy's. ``self_check``

@@ -1,0 +1,257 @@
+"""The whole SGD step of an LSTM stack in one compiled call (``descent.train_step``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import descent
+from dualtape.backend import to_numpy
+from dualtape.kernels import numba_descent, selfcheck
+from dualtape.layers import lstm
+
+from .helpers import host_params
+from .test_descent import Unfused, assert_same_step, fuses_here, stack
+
+
+@pytest.fixture
+def whole_steps(monkeypatch):
+    """The input forms ``train_step``'s buffers stepped at, call by call (not the self-check's,
+    which makes buffers of its own)."""
+    calls = []
+
+    class Counted(numba_descent.StepBuffers):
+        def step(self, xs, targets, rate):
+            calls.append(xs.shape)
+            return super().step(xs, targets, rate)
+
+    monkeypatch.setattr(descent, "StepBuffers", Counted)
+    return calls
+
+
+def data(steps, batch, sizes, dtype="float64", seed=3):
+    rng = np.random.default_rng(seed)
+    return tuple(dualtape.asarray(rng.uniform(-1, 1, (steps, batch, n)).astype(dtype))
+                 for n in (sizes[0], sizes[-1]))
+
+
+@pytest.mark.parametrize("sizes", [(3, 5), (3, 5, 4), (2, 6, 5, 3)], ids=["1", "2", "3"])
+@pytest.mark.parametrize(("steps", "batch"), [(1, 1), (1, 4), (9, 1), (6, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_whole_step_trains_as_the_optimizers_step(backend, whole_steps, sizes, steps,
+                                                      batch, dtype):
+    """Two calls from zero states: the weights, the losses and the last states agree with
+    ``optimizer.step``'s to rounding (the candidates' tanh is libm's, not numpy's)."""
+    xs, targets = data(steps, batch, sizes, dtype)
+    whole, unfused = stack(sizes, dtype), stack(sizes, dtype)
+    before = host_params(whole)
+    for _ in range(2):
+        loss_w, ends_w = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5))
+        loss_u, ends_u = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5))
+        assert loss_w == pytest.approx(loss_u, rel=1e-12 if dtype == "float64" else 1e-5)
+        for a, b in zip(ends_w, ends_u, strict=True):
+            assert a.shape == b.shape == (batch, b.shape[-1])
+            np.testing.assert_allclose(to_numpy(a), to_numpy(b),
+                                       atol=1e-12 if dtype == "float64" else 1e-5)
+    assert_same_step(before, host_params(whole), host_params(unfused), dtype,
+                     still=("U",) if steps == 1 else ())
+    assert whole_steps == ([(steps, batch, sizes[0])] * 2 if fuses_here(backend) else [])
+
+
+def test_the_whole_step_agrees_with_the_generic_code(backend, monkeypatch):
+    xs, targets = data(7, 2, (3, 6, 3))
+    nets = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv("DUALTAPE_FUSED", switch)
+        nets[switch] = net = stack((3, 6, 3))
+        dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.5))
+    assert_same_step(host_params(stack((3, 6, 3))), host_params(nets["1"]),
+                     host_params(nets["0"]), "float64")
+
+
+def test_the_whole_step_keeps_the_optimizers_bookkeeping(backend, whole_steps):
+    """The step is counted, and a tape made before it is stale, as after ``optimizer.step``."""
+    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
+    xs, targets = data(5, 2, (3, 3))
+    tape, _, ys = net.forward_sequence(None, xs)
+    dualtape.train_recurrent(net, xs, targets, optimizer)
+    dualtape.train_recurrent(net, xs, targets, optimizer)
+    assert optimizer.steps == 2 and len(whole_steps) == (2 if fuses_here(backend) else 0)
+    with pytest.raises(RuntimeError, match="parameters"):
+        net.backward_sequence(tape, None, ys)
+
+
+@pytest.mark.parametrize("case", [
+    "state", "mask", "loss", "sqrt-tape", "learn-initial-state", "one-sequence", "float32-targets",
+    "fortran-order", "ids", "fully-connected", "momentum", "subclass", "ufunc-loop",
+    "read-only"])
+def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monkeypatch, case):
+    """None of these runs as one call; each still trains (the loss is finite, the weights
+    move), and those that fit ``fused_descent`` fuse there."""
+    rng = np.random.default_rng(5)
+    layers = [dualtape.LSTM(3, 4, seed=1), dualtape.LSTM(4, 3, seed=2)]
+    if case == "fully-connected":
+        layers.append(dualtape.FullyConnected(3, 3, seed=3))
+    net = dualtape.RecurrentNetwork(layers)
+    optimizer = {"momentum": dualtape.SGD(0.1, momentum=0.5),
+                 "subclass": Unfused(0.1)}.get(case, dualtape.SGD(0.1))
+    host = rng.uniform(-1, 1, (4, 2, 3)).astype(np.float32)
+    xs = dualtape.asarray(host)
+    if case == "fortran-order" and backend.name == "numpy":
+        xs = np.asfortranarray(xs)
+    targets = dualtape.asarray(host.astype(np.float64) if case == "float32-targets" else host)
+    options = {"state": {"state": [None, None]},
+               "mask": {"mask": dualtape.asarray(np.ones((4, 2), bool))},
+               "loss": {"loss": lambda xp, ys, ts: (xp.sum(ys * ys), 2 * ys)},
+               "sqrt-tape": {"tape": "sqrt"},
+               "learn-initial-state": {"state": [dualtape.asarray(np.zeros((2, n), np.float32))
+                                                 for n in (4, 3)],
+                                       "learn_initial_state": True}}.get(case, {})
+    if case == "one-sequence":
+        xs, targets = xs[:, 0, :], targets[:, 0, :]
+    if case == "ids":
+        xs = dualtape.asarray(rng.integers(0, 3, (4, 2)))
+    if case == "ufunc-loop":
+        monkeypatch.setenv("DUALTAPE_JIT", "0")
+    if case == "read-only" and backend.name == "numpy":
+        net.layers[1].params["b"].flags.writeable = False
+    before = host_params(net)
+    loss, _ = dualtape.train_recurrent(net, xs, targets, optimizer, **options)
+    assert np.isfinite(loss) and whole_steps == []
+    assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("input", "the input holds NaN or inf"), ("input-inf", "the input holds NaN or inf"),
+    ("target", "the loss is nan"), ("weights", "NaN or inf in the network's parameters")])
+def test_a_non_finite_call_raises_and_moves_nothing(backend, where, message):
+    """As the generic code raises, before any weight moves and with the step uncounted."""
+    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
+    host = np.random.default_rng(11).uniform(-1, 1, (5, 2, 3))
+    xs, targets = host.copy(), host.copy()
+    if where == "input":
+        xs[2, 1, 0] = np.nan
+    elif where == "input-inf":
+        xs[4, 0, 2] = np.inf
+    elif where == "target":
+        targets[0, 0, 1] = np.nan
+    else:
+        dualtape.train_recurrent(net, dualtape.asarray(xs), dualtape.asarray(targets), optimizer)
+        net.layers[1].params["U"][0, 0] = np.nan  # after a whole step: the plan is kept
+        optimizer.steps = 0
+    before = host_params(net)
+    with pytest.raises(FloatingPointError, match=message):
+        dualtape.train_recurrent(net, dualtape.asarray(xs), dualtape.asarray(targets), optimizer)
+    assert optimizer.steps == 0
+    for b, a in zip(before, host_params(net), strict=True):
+        assert all(np.array_equal(b[k], a[k], equal_nan=True) for k in b)
+
+
+@pytest.mark.parametrize("change", ["new-array", "in-place", "other-optimizer", "new-form",
+                                    "new-layer"])
+def test_a_change_between_calls_is_taken_into_account(backend, whole_steps, change):
+    """The checks made once per network and form are made again after anything the step did
+    not do itself; an in-place write is read as it is."""
+    xs, targets = data(5, 2, (3, 3))
+    nets = [stack((3, 4, 3)), stack((3, 4, 3))]
+    optimizers = [dualtape.SGD(0.3), Unfused(0.3)]
+    for net, optimizer in zip(nets, optimizers, strict=True):
+        dualtape.train_recurrent(net, xs, targets, optimizer)
+    for net in nets:
+        if change == "new-array":
+            net.layers[0].params["W"] = net.layers[0].params["W"] * 0.5
+        elif change == "in-place":
+            net.layers[1].params["U"][...] *= 0.5
+        elif change == "other-optimizer":
+            grads = dualtape.backpropagate_sequence(net, xs, targets).grads
+            dualtape.Adam(0.01).step(net.params, grads)
+        elif change == "new-layer":
+            net.layers[1] = dualtape.LSTM(4, 3, seed=7, dtype="float64")
+    if change == "new-form":
+        xs, targets = data(2, 3, (3, 3), seed=4)
+    before = host_params(nets[0])
+    for net, optimizer in zip(nets, optimizers, strict=True):
+        dualtape.train_recurrent(net, xs, targets, optimizer)
+    assert_same_step(before, host_params(nets[0]), host_params(nets[1]), "float64")
+    assert len(whole_steps) == (2 if fuses_here(backend) else 0)
+
+
+def test_the_states_returned_are_the_callers(backend):
+    """Each call's last states are new arrays: the next call does not write into them."""
+    net = stack((3, 4, 3))
+    xs, targets = data(5, 2, (3, 3))
+    _, ends = dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    kept = [to_numpy(s).copy() for s in ends]
+    dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    assert all(np.array_equal(to_numpy(s), k) for s, k in zip(ends, kept, strict=True))
+
+
+def test_a_failure_before_the_step_changes_nothing(backend, whole_steps, monkeypatch):
+    """The buffers are made before any weight moves: running out of memory there leaves the
+    network and the optimizer as they were."""
+    def no_memory(*args):
+        raise MemoryError("planted")
+
+    monkeypatch.setattr(descent, "StepBuffers", no_memory)
+    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
+    xs, targets = data(5, 2, (3, 3))
+    before = host_params(net)
+    if not fuses_here(backend):
+        dualtape.train_recurrent(net, xs, targets, optimizer)
+        assert optimizer.steps == 1
+        return
+    with pytest.raises(MemoryError, match="planted"):
+        dualtape.train_recurrent(net, xs, targets, optimizer)
+    assert optimizer.steps == 0 and whole_steps == []
+    for b, a in zip(before, host_params(net), strict=True):
+        assert all(np.array_equal(b[k], a[k]) for k in b)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_whole_step_passes_its_self_check(dtype):
+    pytest.importorskip("numba")
+    assert numba_descent.check_step(numba_descent, np.zeros(1, dtype)) is None
+
+
+class _Off:
+    """``numba_descent`` with the step's rate off by one part in 10⁹ (far above float64
+    rounding) at ``steps`` steps only."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def StepBuffers(self, weights, steps, batch):  # noqa: N802 - the module's name
+        buffers, off = numba_descent.StepBuffers(weights, steps, batch), self.steps == steps
+        step = buffers.step
+        buffers.step = lambda xs, targets, rate: step(xs, targets, rate * (1 + 1e-9 * off))
+        return buffers
+
+
+@pytest.mark.parametrize("steps", [3, 1])
+def test_the_self_check_catches_planted_bugs(steps):
+    pytest.importorskip("numba")
+    assert f"at {steps} step" in numba_descent.check_step(_Off(steps), np.zeros(1))
+
+
+@pytest.mark.parametrize(("failing", "warned"), [
+    ("lstm-loops", "compiled CPU LSTM loops disagree"),
+    ("own", "compiled SGD training step disagree")])
+def test_a_failed_self_check_keeps_the_layer_by_layer_step(whole_steps, monkeypatch, failing,
+                                                           warned):
+    """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
+    the whole step, which runs them, is not taken; nor where its own check fails (then the
+    backward pass is fused)."""
+    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
+        pytest.skip("the whole step runs with the compiled loops")
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    if failing == "lstm-loops":
+        for module in (lstm, descent):
+            monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
+    else:
+        monkeypatch.setattr(descent, "check_step", lambda loops, like: "planted")
+    net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
+    xs, targets = data(5, 2, (3, 3))
+    with pytest.warns(RuntimeWarning, match=warned):
+        dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    assert whole_steps == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
