@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .backend import namespace_of
 from .kernels import blas, descent_loops, sequence_path, step_loops
 from .kernels.flush import flushed
 from .kernels.numba_descent import StepBuffers, check_compiled, check_step, descend
@@ -89,8 +90,9 @@ def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
     if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser or (
             type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3):
         return None
-    if step_loops(xs, check_step) is None or not isinstance(
-            getattr(sequence_path(np, xs, fused_disagreement), "cell", None), NumbaLSTM):
+    if step_loops(xs, check_step) is None or not isinstance(  # the layers' choice, as theirs
+            getattr(sequence_path(namespace_of(xs), xs, fused_disagreement), "cell", None),
+            NumbaLSTM):
         return None
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet.layers, xs, targets):
