@@ -20,10 +20,16 @@ which make older tapes stale) and its refusals.
 Everything is allocated before the first weight moves, so a failure leaves the network as it
 was: the blocks of one layer and one input gradient, sized for the largest layer and shared
 by all (less memory than the gradients and blocks of the unfused step).
+
+With ``train_recurrent``'s other defaults too (zero states, no mask, the squared error, the
+full tape), ``train_step`` runs the whole call, forward pass and loss included, as one compiled
+call (``numba_descent.StepBuffers``), its checks of the network made once per network and
+input form: 77 Python-level calls for the one-step call where the layer-by-layer one makes 330.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -32,9 +38,12 @@ import numpy as np
 from .backend import namespace_of
 from .kernels import blas, descent_loops, sequence_path, step_loops
 from .kernels.flush import flushed
-from .kernels.numba_descent import StepBuffers, check_compiled, check_step, descend
+from .kernels.lstm_sequence import forward_sequence
+from .kernels.numba_descent import check_compiled, check_stack, descend, descend_stack
 from .kernels.numba_lstm import NumbaLSTM, compiled_loops
+from .layers.linear_algebra import project_sequence
 from .layers.lstm import LSTM, fused_disagreement
+from .losses import squared_error
 from .optim import SGD
 from .stack import RecurrentNetworkTape
 
@@ -64,12 +73,10 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
             [type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
              and w.flags.writeable for group in params for w in group.values()]):
         return False
-    path = sequence_path(found.xp, dys, fused_disagreement)  # the forward pass's choice
-    if path is None or not isinstance(path.cell, NumbaLSTM) or (
-            descent_loops(dys, check_compiled) is None):
+    if _compiled_cell(found.xp, dys) is None:
         return False
     optimizer._check_owners(params, "step")
-    scratch = _scratch(layers, tape, dtype)
+    scratch = _scratch(layers, tape.steps, tape.batch, dtype)
     dys, xs = np.ascontiguousarray(dys), np.ascontiguousarray(xs)
     optimizer.steps += 1  # optim.Optimizer.step's bookkeeping, before any weight moves
     optimizer._stamp(params)
@@ -80,19 +87,20 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
 def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
                ) -> tuple[float, list[Array]] | None:
     """``train_recurrent(rnet, xs, targets, optimizer)`` with its defaults (zero states, no
-    mask, the squared error, the full tape) as one compiled call, ``(loss, state_T)``; or
-    None, having done nothing, where ``fused_descent``'s conditions do not hold, the input is
-    not ``(T, B, i)`` and the targets ``(T, B, o)`` (C order, the weights' dtype), or the
-    input or the loss is not finite (the generic code then raises as it does). Every check of
-    the network is made when the network or the form of the input is new, or its parameters
-    changed since this step last moved them (a new array, another optimizer's step): the
-    buffers (``numba_descent.StepBuffers``) are kept for that form."""
+    mask, the squared error, the full tape): the layers' own forward pass and loss, then
+    ``numba_descent.descend_stack``, the backward pass fused with the update in one call;
+    ``(loss, state_T)``, or None, having done nothing, where ``fused_descent``'s conditions do
+    not hold, the input is not ``(T, B, i)`` and the targets ``(T, B, o)`` (C order, the
+    weights' dtype), or the input or the loss is not finite (the generic code then raises as
+    it does). The checks of the network are made when the network or the form of the input is
+    new, or its parameters changed since this step last moved them (a new array, another
+    optimizer's step, a weight made read-only)."""
     if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser or (
             type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3):
         return None
-    if step_loops(xs, check_step) is None or not isinstance(  # the layers' choice, as theirs
-            getattr(sequence_path(namespace_of(xs), xs, fused_disagreement), "cell", None),
-            NumbaLSTM):
+    xp = namespace_of(xs)
+    cell = _compiled_cell(xp, xs)
+    if cell is None or step_loops(xs, check_stack) is None:
         return None
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet.layers, xs, targets):
@@ -101,26 +109,37 @@ def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
             return None
         _PLANS[rnet] = plan
     optimizer._check_owners(plan.params, "step")
-    with flushed():  # subnormals flushed, as on the other compiled paths (kernels.flush)
-        loss, states = plan.buffers.step(xs, targets, optimizer.rate)
-    if not np.isfinite(loss):
-        return None
-    optimizer.steps += 1
+    with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
+        tapes, h = [], xs
+        for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
+            tapes.append(forward_sequence(xp, cell, U, zeros,
+                                          project_sequence(xp, h, W, b)))
+            h = tapes[-1][2]
+        loss, dys = squared_error(xp, h, targets)
+        if not math.isfinite(loss):
+            return None
+        steps, batch = xs.shape[:2]
+        scratch = _scratch(plan.layers, steps, batch, xs.dtype)
+        if not descend_stack(plan.weights, xs, tapes, dys, scratch, optimizer.rate):
+            return None  # NaN or inf in the input: nothing moved
+    optimizer.steps += 1  # optim.Optimizer.step's bookkeeping
     optimizer._stamp(plan.params)
     plan.versions = [layer.params.version for layer in plan.layers]
-    return float(loss), states
+    return float(loss), [cells[-1] for cells, _, _ in tapes]
 
 
 class _Plan:
     """``train_step``'s checks of one network and input form, made once: its layers, their
-    parameter dicts with the stamps they had when this step last moved them, and the
-    buffers."""
+    parameter dicts with the stamps they had when this step last moved them, their weights,
+    and zero initial states."""
 
-    def __init__(self, layers: list[LSTM], buffers: StepBuffers, xs: Array,
-                 targets: Array) -> None:
-        self.layers, self.buffers = list(layers), buffers
+    def __init__(self, layers: list[LSTM], xs: Array, targets: Array) -> None:
+        self.layers = list(layers)
         self.params: list[dict[str, Array]] = [layer.params for layer in layers]
         self.versions = [layer.params.version for layer in layers]
+        self.weights = [(p["W"], p["U"], p["b"]) for p in self.params]
+        self.arrays = [w for group in self.weights for w in group]
+        self.zeros = [np.zeros((xs.shape[1], layer.n_out), xs.dtype) for layer in layers]
         self.form = (xs.shape, targets.shape, xs.dtype)
 
     @classmethod
@@ -138,7 +157,7 @@ class _Plan:
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
                     and w.flags.writeable for group in weights for w in group]):
             return None
-        return cls(layers, StepBuffers(weights, steps, batch), xs, targets)
+        return cls(layers, xs, targets)
 
     def fits(self, layers: list[Any], xs: Array, targets: Array) -> bool:
         """Whether this plan still holds for ``layers`` over ``xs`` and ``targets``."""
@@ -146,9 +165,11 @@ class _Plan:
                 or targets.dtype != xs.dtype or not xs.flags.c_contiguous \
                 or not targets.flags.c_contiguous:
             return False
-        for layer, mine, group, version in zip(layers, self.layers, self.params, self.versions,
-                                               strict=True):
-            if layer is not mine or layer.params is not group or group.version != version:
+        for layer, group, version in zip(layers, self.params, self.versions, strict=True):
+            if layer.params is not group or group.version != version:  # a new layer or array
+                return False
+        for w in self.arrays:
+            if not w.flags.writeable:  # made read-only since
                 return False
         return True
 
@@ -157,13 +178,24 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``train_step``'s plan of each network, for the form of its latest input."""
 
 
-def _scratch(layers: list[LSTM], tape: RecurrentNetworkTape, dtype: Any) -> tuple[Array, int]:
-    """One buffer for ``tape``'s backward pass through ``layers``, and where its input
-    gradients begin: first the blocks and carries of one layer (``dfi``: 2 per cell and row;
-    ``da_o``, ``dĉ``, ``dc``: 1 each; three carries of batch × cells), sized for the largest,
-    then the input gradient, which becomes the layer below's output gradient (that layer's
-    loop reads it before its own input gradient is written over it)."""
-    rows, batch = tape.steps * tape.batch, tape.batch
+def _compiled_cell(xp: Any, like: Array) -> NumbaLSTM | None:
+    """The compiled LSTM loops where the layers take them for arrays like ``like`` of
+    namespace ``xp`` (their own choice, self-checked) and the fused SGD kernel passed its
+    self-check too; else None."""
+    path = sequence_path(xp, like, fused_disagreement)
+    if path is None or not isinstance(path.cell, NumbaLSTM) or (
+            descent_loops(like, check_compiled) is None):
+        return None
+    return path.cell
+
+
+def _scratch(layers: list[LSTM], steps: int, batch: int, dtype: Any) -> tuple[Array, int]:
+    """One buffer for the backward pass through ``layers`` over ``steps`` x ``batch``, and
+    where its input gradients begin: first the blocks and carries of one layer (``dfi``: 2
+    per cell and row; ``da_o``, ``dĉ``, ``dc``: 1 each; three carries of batch × cells), sized
+    for the largest, then the input gradient, which becomes the layer below's output gradient
+    (that layer's loop reads it before its own input gradient is written over it)."""
+    rows = steps * batch
     cells = max([layer.n_out for layer in layers])
     inputs = max([layer.n_in for layer in layers[1:]], default=0)
     at = (5 * rows + 3 * batch) * cells

@@ -320,7 +320,9 @@ def train_recurrent(
     call (``gradient_buffers``; its step is then kept, ``held_update``): an optimizer must not
     keep them. With ``SGD`` itself (not a subclass), no momentum and no regulariser, a network
     of ``LSTM`` layers on numpy with the compiled loops moves its weights inside the backward
-    pass instead (``descent``: no gradient arrays, the same step to rounding).
+    pass instead (``descent``: no gradient arrays, the same step to rounding), and with no
+    ``state``, ``mask``, ``loss`` or ``tape`` given, a ``(T, B, i)`` input and ``(T, B, o)``
+    targets of the weights' dtype, the whole call is one compiled call (``descent.train_step``).
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")

@@ -17,16 +17,15 @@ from .test_descent import Unfused, assert_same_step, fuses_here, stack
 
 @pytest.fixture
 def whole_steps(monkeypatch):
-    """The input forms ``train_step``'s buffers stepped at, call by call (not the self-check's,
-    which makes buffers of its own)."""
+    """The input forms ``numba_descent.descend_stack`` stepped at for ``train_step``, call by
+    call (not the self-check's, which calls the module's own)."""
     calls = []
 
-    class Counted(numba_descent.StepBuffers):
-        def step(self, xs, targets, rate):
-            calls.append(xs.shape)
-            return super().step(xs, targets, rate)
+    def counted(weights, xs, *args):
+        calls.append(xs.shape)
+        return numba_descent.descend_stack(weights, xs, *args)
 
-    monkeypatch.setattr(descent, "StepBuffers", Counted)
+    monkeypatch.setattr(descent, "descend_stack", counted)
     return calls
 
 
@@ -39,21 +38,26 @@ def data(steps, batch, sizes, dtype="float64", seed=3):
 @pytest.mark.parametrize("sizes", [(3, 5), (3, 5, 4), (2, 6, 5, 3)], ids=["1", "2", "3"])
 @pytest.mark.parametrize(("steps", "batch"), [(1, 1), (1, 4), (9, 1), (6, 3)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_the_whole_step_trains_as_the_optimizers_step(backend, whole_steps, sizes, steps,
-                                                      batch, dtype):
-    """Two calls from zero states: the weights, the losses and the last states agree with
-    ``optimizer.step``'s to rounding (the candidates' tanh is libm's, not numpy's)."""
+def test_the_whole_step_trains_as_the_layer_by_layer_step(backend, whole_steps, sizes, steps,
+                                                          batch, dtype):
+    """Two calls from zero states: the losses and last states are the unfused call's bits (the
+    same forward pass and loss), the weights the fused backward pass's bits (the same kernels)
+    and the unfused step's to rounding."""
     xs, targets = data(steps, batch, sizes, dtype)
-    whole, unfused = stack(sizes, dtype), stack(sizes, dtype)
+    whole, fused, unfused = stack(sizes, dtype), stack(sizes, dtype), stack(sizes, dtype)
     before = host_params(whole)
-    for _ in range(2):
-        loss_w, ends_w = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5))
-        loss_u, ends_u = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5))
-        assert loss_w == pytest.approx(loss_u, rel=1e-12 if dtype == "float64" else 1e-5)
-        for a, b in zip(ends_w, ends_u, strict=True):
-            assert a.shape == b.shape == (batch, b.shape[-1])
-            np.testing.assert_allclose(to_numpy(a), to_numpy(b),
-                                       atol=1e-12 if dtype == "float64" else 1e-5)
+    zeros = [None] * (len(sizes) - 1)  # a given state: the backward pass fused, layer by layer
+    for call in range(2):  # the weights differ by rounding from the unfused after the first
+        got = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5))
+        want = [dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5), state=zeros)]
+        if call == 0:
+            want.append(dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5)))
+        for loss, ends in want:
+            assert got[0] == loss and all(np.array_equal(to_numpy(a), to_numpy(b))
+                                          for a, b in zip(got[1], ends, strict=True))
+        assert all(np.array_equal(w[k], f[k]) for w, f in zip(
+            host_params(whole), host_params(fused), strict=True) for k in w)
+    dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5))
     assert_same_step(before, host_params(whole), host_params(unfused), dtype,
                      still=("U",) if steps == 1 else ())
     assert whole_steps == ([(steps, batch, sizes[0])] * 2 if fuses_here(backend) else [])
@@ -85,7 +89,7 @@ def test_the_whole_step_keeps_the_optimizers_bookkeeping(backend, whole_steps):
 @pytest.mark.parametrize("case", [
     "state", "mask", "loss", "sqrt-tape", "learn-initial-state", "one-sequence", "float32-targets",
     "fortran-order", "ids", "fully-connected", "momentum", "subclass", "ufunc-loop",
-    "read-only"])
+    "read-only", "read-only-later"])
 def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monkeypatch, case):
     """None of these runs as one call; each still trains (the loss is finite, the weights
     move), and those that fit ``fused_descent`` fuse there."""
@@ -115,6 +119,10 @@ def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monk
     if case == "ufunc-loop":
         monkeypatch.setenv("DUALTAPE_JIT", "0")
     if case == "read-only" and backend.name == "numpy":
+        net.layers[1].params["b"].flags.writeable = False
+    if case == "read-only-later" and backend.name == "numpy":
+        dualtape.train_recurrent(net, xs, targets, optimizer)  # a plan made
+        whole_steps.clear()
         net.layers[1].params["b"].flags.writeable = False
     before = host_params(net)
     loss, _ = dualtape.train_recurrent(net, xs, targets, optimizer, **options)
@@ -188,12 +196,12 @@ def test_the_states_returned_are_the_callers(backend):
 
 
 def test_a_failure_before_the_step_changes_nothing(backend, whole_steps, monkeypatch):
-    """The buffers are made before any weight moves: running out of memory there leaves the
+    """The scratch is made before any weight moves: running out of memory there leaves the
     network and the optimizer as they were."""
     def no_memory(*args):
         raise MemoryError("planted")
 
-    monkeypatch.setattr(descent, "StepBuffers", no_memory)
+    monkeypatch.setattr(descent, "_scratch", no_memory)
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs, targets = data(5, 2, (3, 3))
     before = host_params(net)
@@ -211,27 +219,25 @@ def test_a_failure_before_the_step_changes_nothing(backend, whole_steps, monkeyp
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_whole_step_passes_its_self_check(dtype):
     pytest.importorskip("numba")
-    assert numba_descent.check_step(numba_descent, np.zeros(1, dtype)) is None
+    assert numba_descent.check_stack(numba_descent, np.zeros(1, dtype)) is None
 
 
 class _Off:
-    """``numba_descent`` with the step's rate off by one part in 10⁹ (far above float64
+    """``numba_descent`` with the stack's rate off by one part in 10⁹ (far above float64
     rounding) at ``steps`` steps only."""
 
     def __init__(self, steps: int) -> None:
         self.steps = steps
 
-    def StepBuffers(self, weights, steps, batch):  # noqa: N802 - the module's name
-        buffers, off = numba_descent.StepBuffers(weights, steps, batch), self.steps == steps
-        step = buffers.step
-        buffers.step = lambda xs, targets, rate: step(xs, targets, rate * (1 + 1e-9 * off))
-        return buffers
+    def descend_stack(self, weights, xs, tapes, dys, scratch, rate):
+        off = 1 + 1e-9 * (xs.shape[0] == self.steps)
+        return numba_descent.descend_stack(weights, xs, tapes, dys, scratch, rate * off)
 
 
 @pytest.mark.parametrize("steps", [3, 1])
 def test_the_self_check_catches_planted_bugs(steps):
     pytest.importorskip("numba")
-    assert f"at {steps} step" in numba_descent.check_step(_Off(steps), np.zeros(1))
+    assert f"at {steps} step" in numba_descent.check_stack(_Off(steps), np.zeros(1))
 
 
 @pytest.mark.parametrize(("failing", "warned"), [
@@ -249,7 +255,7 @@ def test_a_failed_self_check_keeps_the_layer_by_layer_step(whole_steps, monkeypa
         for module in (lstm, descent):
             monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
     else:
-        monkeypatch.setattr(descent, "check_step", lambda loops, like: "planted")
+        monkeypatch.setattr(descent, "check_stack", lambda loops, like: "planted")
     net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
     xs, targets = data(5, 2, (3, 3))
     with pytest.warns(RuntimeWarning, match=warned):

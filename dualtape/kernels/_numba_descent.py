@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from ._numba_blas import call_gemm
-from ._numba_lstm import backward_sequence, forward_sequence
+from ._numba_lstm import backward_sequence
 from .blas import NO_TRANS, ROW_MAJOR, TRANS
 
 Array = Any
@@ -75,79 +75,27 @@ def descend(gemm: Any, W: Array, U: Array, b: Array, xs: Array, cells: Array, df
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def train_step(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, targets: Array,
-               flat: Array, at: Array, last: Array, rate: Any,
-               one: Any) -> float:  # pragma: no cover - compiled
-    """One SGD step of a stack of LSTMs (weights ``Ws``, ``Us``, ``bs``, a tuple each) from
-    zero states over ``xs`` (T, B, i) under the squared error against ``targets`` (T, B, o):
-    each layer's projection (BLAS) and ``tanh`` of its candidates, its forward loop
-    (``_numba_lstm.forward_sequence``), the loss and its gradient ``(y − t)/B``, then from the
-    top each layer's backward loop and ``descend``, as ``descent._descend`` runs them. ``flat``
-    holds every buffer at the offsets ``at`` (``descent.StepPlan``'s layout); the last cells
-    go to ``last``. Returns the loss, or, having moved no weight, NaN where ``xs`` holds NaN
-    or inf and the loss itself where it is not finite."""
+def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, cells: Any,
+                  gates: Any, hs: Any, dys: Array, flat: Array, at: Array, rate: Any,
+                  one: Any) -> bool:  # pragma: no cover - compiled
+    """Plain SGD of a stack of LSTMs (weights ``Ws``, ``Us``, ``bs``, a tuple each) from
+    their forward tapes (``cells``, ``gates``, outputs ``hs``: a tuple each) over ``xs``
+    (T, B, i) and the top's output gradient ``dys`` (T, B, o), as ``descent._descend`` runs
+    it: from the top, each layer's backward loop (``_numba_lstm.backward_sequence``) and
+    ``descend``, the input gradient becoming the next layer's ``dys``. ``flat`` holds the
+    blocks and carries of one layer at ``at[0]`` and one input gradient at ``at[1]``
+    (``numba_descent.StackDescent``'s layout). Returns False, having moved no weight, where
+    ``xs`` holds NaN or inf."""
     steps, batch, n_in = xs.shape
     rows = steps * batch
-    zero = one - one
     for v in xs.ravel():
         if not np.isfinite(v):
-            return np.nan
-    h = xs.reshape(rows, n_in)
-    kept = 0
-    for k in range(len(Ws)):
-        W, U, b = Ws[k], Us[k], bs[k]
-        n, n_in = U.shape[1], W.shape[1]
-        cells_at, gates_at, hs_at = at[6 + 3 * k], at[7 + 3 * k], at[8 + 3 * k]
-        projected = flat[at[0] : at[0] + rows * 4 * n].reshape(steps, batch, 4 * n)
-        call_gemm(gemm, ROW_MAJOR, NO_TRANS, TRANS, rows, 4 * n, n_in, one, h.ctypes.data,
-                  n_in, W.ctypes.data, n_in, zero, projected.ctypes.data, 4 * n)
-        cells = flat[cells_at : cells_at + (steps + 1) * batch * n].reshape(steps + 1, batch, n)
-        gates = flat[gates_at : gates_at + rows * 4 * n].reshape(steps, batch, 4 * n)
-        hs = flat[hs_at : hs_at + rows * n].reshape(steps, batch, n)
-        for t in range(steps):
-            for r in range(batch):
-                a, g = projected[t, r], gates[t, r]
-                for j in range(4 * n):
-                    a[j] += b[j]
-                for j in range(3 * n, 4 * n):
-                    g[j] = np.tanh(a[j])
-        cells[0] = zero
-        U_fi_t = U
-        if batch > 1:
-            U_fi_t = flat[at[2] : at[2] + 2 * n * n].reshape(n, 2 * n)
-            for i in range(2 * n):
-                for j in range(n):
-                    U_fi_t[j, i] = U[i, j]
-        forward_sequence(gemm, gemv, U, U_fi_t, projected,
-                         flat[at[1] : at[1] + 2 * batch * n].reshape(batch, 2 * n), cells, gates,
-                         hs, one)
-        last[kept : kept + batch * n] = cells[steps].ravel()
-        kept += batch * n
-        h = hs.reshape(rows, n)
-    n = h.shape[1]
-    dys = flat[at[3] : at[3] + rows * n].reshape(steps, batch, n)
-    ys, ts, ds = h.ravel(), targets.ravel(), dys.ravel()
-    count = np.empty(1, dtype=flat.dtype)
-    count[0] = batch
-    total, half = zero, one / (one + one)
-    for r in range(rows):
-        square = zero
-        for j in range(r * n, (r + 1) * n):
-            diff = ys[j] - ts[j]
-            square += diff * diff
-            ds[j] = diff / count[0]
-        total += half * square
-    loss = total / count[0]
-    if not np.isfinite(loss):
-        return loss
+            return False
+    back = at[0]
     for k in range(len(Ws) - 1, -1, -1):
         W, U, b = Ws[k], Us[k], bs[k]
         n, n_in = U.shape[1], W.shape[1]
-        cells_at, gates_at = at[6 + 3 * k], at[7 + 3 * k]
-        cells = flat[cells_at : cells_at + (steps + 1) * batch * n].reshape(steps + 1, batch, n)
-        gates = flat[gates_at : gates_at + rows * 4 * n].reshape(steps, batch, 4 * n)
         block, carry_size = rows * n, batch * n
-        back = at[4]
         dfi = flat[back : back + 2 * block].reshape(rows, 2 * n)
         da_o = flat[back + 2 * block : back + 3 * block].reshape(rows, n)
         dg = flat[back + 3 * block : back + 4 * block].reshape(rows, n)
@@ -156,18 +104,17 @@ def train_step(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, targe
         carry = flat[carried : carried + carry_size].reshape(batch, n)
         rec = flat[carried + carry_size : carried + 2 * carry_size].reshape(batch, n)
         first = flat[carried + 2 * carry_size : carried + 3 * carry_size].reshape(batch, n)
-        carry[...] = zero
-        backward_sequence(gemm, gemv, U, gates, cells, dys, dg.reshape(steps, batch, n),
+        carry[...] = one - one
+        backward_sequence(gemm, gemv, U, gates[k], cells[k], dys, dg.reshape(steps, batch, n),
                           da_o.reshape(steps, batch, n), dfi.reshape(steps, batch, 2 * n), dc,
                           carry, rec, first, False, one)
-        began = flat[cells_at : cells_at + block].reshape(rows, n)  # the cells before each step
+        began = cells[k].reshape((steps + 1) * batch, n)[:rows]  # the cells before each step
         if k == 0:
             descend(gemm, W, U, b, xs.reshape(rows, n_in), began, dfi, da_o, dg, W, False, rate,
                     one)
         else:
-            below = at[8 + 3 * (k - 1)]
-            dxs = flat[at[5] : at[5] + rows * n_in].reshape(rows, n_in)
-            descend(gemm, W, U, b, flat[below : below + rows * n_in].reshape(rows, n_in), began,
-                    dfi, da_o, dg, dxs, True, rate, one)
+            dxs = flat[at[1] : at[1] + rows * n_in].reshape(rows, n_in)
+            descend(gemm, W, U, b, hs[k - 1].reshape(rows, n_in), began, dfi, da_o, dg, dxs,
+                    True, rate, one)
             dys = dxs.reshape(steps, batch, n_in)
-    return loss
+    return True

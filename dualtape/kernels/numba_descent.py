@@ -95,94 +95,76 @@ def _check_rows(loops: Any, like: Array, rows: int) -> str | None:
     return None
 
 
-class StepBuffers:
-    """``train_step``'s buffers for one stack of LSTMs at one input form: the arrays of every
-    layer's forward tape (cells, gates, outputs), then scratch shared by the layers (one
-    layer's projection, recurrent product and ``U_fiᵀ``, the output gradient, the backward
-    blocks and carries of ``descent._scratch``, one input gradient), in one ``flat`` array at
-    the offsets ``at``. ``weights`` are the layers' ``(W, U, b)``: C-contiguous, writeable
-    numpy arrays of one dtype, float32 or float64 (the caller checks; the compiled code
-    indexes raw memory)."""
-
-    def __init__(self, weights: list[tuple[Array, Array, Array]], steps: int,
-                 batch: int) -> None:
-        self.Ws, self.Us, self.bs = (tuple(group) for group in zip(*weights, strict=True))
-        self.dtype, self.steps, self.batch = self.Ws[0].dtype, steps, batch
-        rows, sizes = steps * batch, [U.shape[1] for U in self.Us]
-        cells, below = max(sizes), max(sizes[:-1], default=0)
-        shared = [rows * 4 * cells, batch * 2 * cells, 2 * cells * cells, rows * sizes[-1],
-                  (5 * rows + 3 * batch) * cells, rows * below]
-        tapes = [size for n in sizes for size in ((steps + 1) * batch * n, rows * 4 * n, rows * n)]
-        self.at = np.cumsum([0, *shared, *tapes[:-1]], dtype=np.int64)
-        self.flat = np.empty(int(self.at[-1]) + tapes[-1], dtype=self.dtype)
-        self.one = self.dtype.type(1)
-        self.gemm, self.gemv = blas.addresses(self.dtype)
-        self._kept = [(batch * sum(sizes[:k]), batch * n, n) for k, n in enumerate(sizes)]
-
-    def step(self, xs: Array, targets: Array, rate: float) -> tuple[float, list[Array]]:
-        """``train_step`` over ``xs`` (T, B, i) against ``targets`` (T, B, o), C-contiguous
-        numpy arrays of this dtype and form (the caller checks): the loss (NaN, no weight
-        moved, where ``xs`` holds NaN or inf; the loss where it is not finite, no weight
-        moved) and each layer's last cells (B, o), new arrays."""
-        last = np.empty(self._kept[-1][0] + self._kept[-1][1], dtype=self.dtype)
-        loss = _compiled().train_step(self.gemm, self.gemv, self.Ws, self.Us, self.bs, xs,
-                                      targets, self.flat, self.at, last, self.dtype.type(rate),
-                                      self.one)
-        return loss, [last[at : at + size].reshape(-1, n) for at, size, n in self._kept]
+def descend_stack(weights: list[tuple[Array, Array, Array]], xs: Array,
+                  tapes: list[tuple[Array, Array, Array]], dys: Array,
+                  scratch: tuple[Array, int], rate: float) -> bool:
+    """Plain SGD of a stack of LSTMs in one compiled call, from their forward tapes: from the
+    top, each layer's backward loop and ``descend`` (its input gradient the next layer's
+    output gradient), as ``descent._descend`` calls them one by one. ``weights`` the layers'
+    ``(W, U, b)``, ``tapes`` their ``(cells, gates, hs)`` over ``xs`` (T, B, i), ``dys``
+    (T, B, o) the top's output gradient, ``scratch`` ``descent._scratch``'s buffer and
+    offset. Unchecked: C-contiguous numpy arrays of one dtype, float32 or float64, the weights
+    writeable (the caller checks them: ``descent.train_step``). Returns False, having moved
+    no weight, where ``xs`` holds NaN or inf."""
+    W0, flat = weights[0][0], scratch[0]
+    return _compiled().descend_stack(
+        *blas.addresses(W0.dtype), *(tuple(group) for group in zip(*weights, strict=True)), xs,
+        *(tuple(group) for group in zip(*tapes, strict=True)), dys, flat,
+        np.array([0, scratch[1]], dtype=np.int64), W0.dtype.type(rate), W0.dtype.type(1))
 
 
-def check_step(loops: Any, like: Array) -> str | None:
-    """How ``loops.StepBuffers``'s step of two small LSTMs of ``like``'s dtype disagrees
-    with the same step in numpy (the ufunc cell's loops, numpy's products) beyond rounding,
-    at 3 steps of 2 rows and at one of one (the loops' gemv and rank-1 forms), or None."""
+def check_stack(loops: Any, like: Array) -> str | None:
+    """How ``loops.descend_stack`` on two small LSTMs of ``like``'s dtype disagrees with the
+    same step in numpy (numpy's products and sums from the ufunc cell's blocks) beyond
+    rounding, at 3 steps of 2 rows and at one of one (the loops' gemv and rank-1 forms), or
+    None."""
+    from .lstm_sequence import forward_sequence
+    from .numpy_lstm import NumpyLSTM
+
     for steps, batch in ((3, 2), (1, 1)):
         rng = np.random.default_rng(steps)
-        weights: list[tuple[Array, Array, Array]] = [
-            (rng.uniform(-0.5, 0.5, (4 * n, i)).astype(like.dtype),
-             rng.uniform(-0.5, 0.5, (3 * n, n)).astype(like.dtype),
-             rng.uniform(-0.5, 0.5, 4 * n).astype(like.dtype)) for i, n in ((3, 4), (4, 2))]
-        xs, targets = (rng.standard_normal((steps, batch, i)).astype(like.dtype)
-                       for i in (3, 2))
-        want = _numpy_step([(W.copy(), U.copy(), b.copy()) for W, U, b in weights], xs,
-                           targets, 0.25)
-        got = loops.StepBuffers(weights, steps, batch).step(xs, targets, 0.25)
+        weights = [(rng.uniform(-0.5, 0.5, (4 * n, i)).astype(like.dtype),
+                    rng.uniform(-0.5, 0.5, (3 * n, n)).astype(like.dtype),
+                    rng.uniform(-0.5, 0.5, 4 * n).astype(like.dtype)) for i, n in ((3, 4), (4, 2))]
+        xs, dys = (rng.standard_normal((steps, batch, i)).astype(like.dtype) for i in (3, 2))
+        h, tapes = xs, []
+        for W, U, b in weights:
+            zeros = np.zeros((batch, U.shape[1]), like.dtype)
+            tapes.append(forward_sequence(np, NumpyLSTM(), U, zeros, h @ W.T + b))
+            h = tapes[-1][2]
+        want = _numpy_descent([(W.copy(), U.copy(), b.copy()) for W, U, b in weights], xs,
+                              tapes, dys, 0.25)
+        rows, cells = steps * batch, 4
+        scratch = (np.empty((5 * rows + 3 * batch) * cells + rows * cells, like.dtype),
+                   (5 * rows + 3 * batch) * cells)
+        loops.descend_stack(weights, xs, tapes, dys, scratch, 0.25)
         eps = 64 * np.finfo(like.dtype).eps
-        for a, b in zip(_arrays(got[0], got[1], weights), _arrays(*want), strict=True):
-            if not (np.abs(a - b) <= eps * (1 + np.abs(b))).all():
-                return (f"the compiled SGD training step differs from numpy's beyond rounding "
-                        f"at {steps} step(s) of {batch} row(s)")
+        for got, wanted in zip(weights, want, strict=True):
+            for a, b in zip(got, wanted, strict=True):
+                if not (np.abs(a - b) <= eps * (1 + np.abs(b))).all():
+                    return (f"the compiled SGD step of a stack differs from numpy's beyond "
+                            f"rounding at {steps} step(s) of {batch} row(s)")
     return None
 
 
-def _arrays(loss: float, states: list[Array], weights: list[tuple[Array, Array, Array]]
-            ) -> list[Array]:
-    """A step's results, to compare one by one."""
-    return [np.atleast_1d(loss), *states, *(w for group in weights for w in group)]
-
-
-def _numpy_step(weights: list[tuple[Array, Array, Array]], xs: Array, targets: Array,
-                rate: float) -> tuple[float, list[Array], list[tuple[Array, Array, Array]]]:
-    """``check_step``'s reference: the loss, last cells and moved ``weights`` (in place)."""
-    from .lstm_sequence import backward_sequence, forward_sequence
+def _numpy_descent(weights: list[tuple[Array, Array, Array]], xs: Array,
+                   tapes: list[tuple[Array, Array, Array]], dys: Array,
+                   rate: float) -> list[tuple[Array, Array, Array]]:
+    """``check_stack``'s reference: ``weights`` moved in place, returned."""
+    from .lstm_sequence import backward_sequence
     from .numpy_lstm import NumpyLSTM
 
-    cell, (steps, batch, _), h, tapes = NumpyLSTM(), xs.shape, xs, []
-    for W, U, b in weights:
+    (steps, batch, _), inputs = xs.shape, [xs, *(hs for _, _, hs in tapes[:-1])]
+    for (W, U, b), (cells, gates, _), x in zip(weights[::-1], tapes[::-1], inputs[::-1],
+                                                strict=True):
         zeros = np.zeros((batch, U.shape[1]), xs.dtype)
-        cells, gates, hs = forward_sequence(np, cell, U, zeros, h @ W.T + b)
-        tapes.append((h, cells, gates, zeros))
-        h = hs
-    diff = h - targets
-    dys = diff / batch
-    for (W, U, b), (inputs, cells, gates, zeros) in zip(weights[::-1], tapes[::-1], strict=True):
-        blocks, _ = backward_sequence(np, cell, U, cells, gates, dys, zeros, False)
+        blocks, _ = backward_sequence(np, NumpyLSTM(), U, cells, gates, dys, zeros, False)
         d = np.concatenate(blocks, axis=-1).reshape(steps * batch, -1)
         dys = (d @ W).reshape(steps, batch, -1)
-        W -= rate * (d.T @ inputs.reshape(steps * batch, -1))
+        W -= rate * (d.T @ x.reshape(steps * batch, -1))
         U -= rate * (d[:, : U.shape[0]].T @ cells[:-1].reshape(steps * batch, -1))
         b -= rate * d.sum(axis=0)
-    return (float((0.5 * (diff * diff).sum()) / batch), [c[-1] for _, c, _, _ in tapes],
-            weights)
+    return weights
 
 
 @functools.cache

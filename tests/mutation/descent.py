@@ -1,20 +1,24 @@
 """Mutants of ``dualtape/descent.py`` and ``dualtape/kernels/numba_descent.py``: plain SGD
-fused into an LSTM stack's backward pass."""
+fused into an LSTM stack's backward pass, and the whole step in one compiled call."""
 
 from run_mutants import Mutant
 
 D, K = "dualtape/descent.py", "dualtape/kernels/_numba_descent.py"
 W = "dualtape/kernels/numba_descent.py"
 TESTS = ("tests/test_descent.py",)
+STEP = ("tests/test_train_step.py",)
+T = "dualtape/training.py"
 MUTANTS = [
     Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser:",
            "    if type(optimizer) is not SGD or optimizer.regulariser:",
            "SGD with momentum fused as plain SGD", TESTS),
-    Mutant(D, "    if type(optimizer) is not SGD or", "    if not isinstance(optimizer, SGD) or",
+    Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser:",
+           "    if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.regulariser:",
            "a subclass of SGD, which may step otherwise, fused", TESTS),
     Mutant(D, "    if not isinstance(tape, RecurrentNetworkTape) or not all(",
            "    if not all(", "a checkpointed tape taken for a full one", TESTS),
-    Mutant(D, "[type(layer) is LSTM for layer in layers]", "[True for layer in layers]",
+    Mutant(D, "[type(layer) is LSTM for layer in layers]) or type(dys)",
+           "[True for layer in layers]) or type(dys)",
            "a FullyConnected layer taken for an LSTM", TESTS),
     Mutant(D, "    if path is None or not isinstance(path.cell, NumbaLSTM) or (",
            "    if path is None or (", "fused under DUALTAPE_JIT=0 (the ufunc loop)", TESTS),
@@ -22,7 +26,7 @@ MUTANTS = [
               "moves\n", "", "the fused step is not counted", TESTS),
     Mutant(D, "    optimizer._stamp(params)\n", "",
            "a tape made before the fused step stays usable", TESTS),
-    Mutant(D, "    scratch = _scratch(layers, tape, dtype)\n",
+    Mutant(D, "    scratch = _scratch(layers, tape.steps, tape.batch, dtype)\n",
            "    scratch = None\n", "a failure in allocating leaves a half-moved network",
            TESTS),
     Mutant(D, "            carry[...] = 0\n", "",
@@ -48,4 +52,55 @@ MUTANTS = [
     Mutant(W, "    eps = 8 * rows * np.finfo(like.dtype).eps",
            "    eps = 8e6 * rows * np.finfo(like.dtype).eps",
            "the self-check passes a step off by far more than rounding", TESTS),
+    Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser "
+              "or (",
+           "    if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.regulariser "
+           "or (", "a subclass of SGD, which may step otherwise, taken by the whole step", STEP),
+    Mutant(D, "SGD or optimizer.momentum or optimizer.regulariser or (",
+           "SGD or optimizer.regulariser or (",
+           "SGD with momentum taken by the whole step as plain SGD", STEP),
+    Mutant(D, "            if layer.params is not group or group.version != version:",
+           "            if layer.params is not group:",
+           "a weight replaced between calls: the whole step moves the old array", STEP),
+    Mutant(D, "            if not w.flags.writeable:  # made read-only since",
+           "            if False:", "a weight made read-only after the plan written to", STEP),
+    Mutant(D, "                    and w.flags.writeable for group in weights for w in group]):",
+           "                    for group in weights for w in group]):",
+           "a read-only weight written by the compiled step", STEP),
+    Mutant(D, "dtype not in (np.float32, np.float64) or targets.dtype != dtype",
+           "dtype not in (np.float32, np.float64)",
+           "targets of another dtype handed to the compiled step", STEP),
+    Mutant(D, "        if not math.isfinite(loss):\n            return None\n", "",
+           "a non-finite loss counted as a step, with no error", STEP),
+    Mutant(D, "    optimizer._stamp(plan.params)\n", "",
+           "a tape made before the whole step stays usable", STEP),
+    Mutant(T, 'if state is None and mask is None and loss == "squared_error"',
+           'if state is None and loss == "squared_error"',
+           "a masked call taken by the whole step, its mask ignored", STEP),
+    Mutant(T, 'loss == "squared_error" and tape == "full" and (',
+           'loss == "squared_error" and (', "a checkpointed call taken by the whole step", STEP),
+    Mutant(K, "        if not np.isfinite(v):\n            return False",
+           "        if False:\n            return False",
+           "an infinite input that leaves the loss finite trains", STEP),
+    Mutant(K, "            dys = dxs.reshape(steps, batch, n_in)\n    return True",
+           "            pass\n    return True",
+           "every layer below the top moved by the top's output gradient", STEP),
+    Mutant(K, "descend(gemm, W, U, b, hs[k - 1].reshape(rows, n_in)",
+           "descend(gemm, W, U, b, hs[k].reshape(rows, n_in)",
+           "a layer's weights moved by its own outputs for its inputs", STEP),
+    Mutant(K, "        carry[...] = one - one\n", "",
+           "the stack's last cell gradient read from a buffer never cleared", STEP),
+    Mutant(D, "    return float(loss), [cells[-1] for cells, _, _ in tapes]",
+           "    return float(loss), [cells[0] for cells, _, _ in tapes]",
+           "the states returned are the first cells", STEP),
+    Mutant(D, "        if not descend_stack(plan.weights, xs, tapes, dys, scratch, optimizer.rate):"
+              "\n            return None",
+           "        if not descend_stack(plan.weights, xs, tapes, dys, scratch, optimizer.rate):"
+              "\n            pass",
+           "an infinite input trains and counts the step, with no error", STEP),
+    Mutant(W, "    for steps, batch in ((3, 2), (1, 1)):", "    for steps, batch in ((3, 2),):",
+           "the self-check of the whole step never tries one step", STEP),
+    Mutant(W, "        eps = 64 * np.finfo(like.dtype).eps",
+           "        eps = 64e6 * np.finfo(like.dtype).eps",
+           "the whole step's self-check passes a step off by far more than rounding", STEP),
 ]
