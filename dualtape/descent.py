@@ -22,9 +22,11 @@ was: the blocks of one layer and one input gradient, sized for the largest layer
 by all (less memory than the gradients and blocks of the unfused step).
 
 With ``train_recurrent``'s other defaults too (zero states, no mask, the squared error, the
-full tape), ``train_step`` runs the whole call, forward pass and loss included, as one compiled
-call (``numba_descent.StepBuffers``), its checks of the network made once per network and
-input form: 77 Python-level calls for the one-step call where the layer-by-layer one makes 330.
+full tape), ``train_step`` takes the whole call: its checks of the network made once per
+network and input form, the layers' own forward functions and loss without the stack's
+dispatch, then the backward pass and update of every layer in one compiled call
+(``numba_descent.descend_stack``), the same bits as the layer-by-layer call in 172
+Python-level calls where that makes 330 (T = 1: 0.78x its time; the tiny network 0.65x).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .backend import namespace_of
-from .kernels import blas, descent_loops, sequence_path, step_loops
+from .kernels import blas, descent_loops, sequence_path, stack_loops
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_descent import check_compiled, check_stack, descend, descend_stack
@@ -100,7 +102,7 @@ def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
         return None
     xp = namespace_of(xs)
     cell = _compiled_cell(xp, xs)
-    if cell is None or step_loops(xs, check_stack) is None:
+    if cell is None or stack_loops(xs, check_stack) is None:
         return None
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet.layers, xs, targets):

@@ -242,7 +242,7 @@ def test_the_self_check_catches_planted_bugs(steps):
 
 @pytest.mark.parametrize(("failing", "warned"), [
     ("lstm-loops", "compiled CPU LSTM loops disagree"),
-    ("own", "compiled SGD training step disagree")])
+    ("own", "compiled SGD step of a stack disagree")])
 def test_a_failed_self_check_keeps_the_layer_by_layer_step(whole_steps, monkeypatch, failing,
                                                            warned):
     """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),

@@ -142,12 +142,12 @@ def descent_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> An
                           self_check)
 
 
-def step_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
-    """The compiled SGD training step of a stack of LSTMs (``numba_descent.StepBuffers``) for
+def stack_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled SGD step of a stack of LSTMs (``numba_descent.descend_stack``) for
     float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or
     None. ``self_check`` as in ``optimizer_loops``."""
-    return _checked_loops("numba_descent", "training step", "compiled SGD training step",
-                          like, self_check)
+    return _checked_loops("numba_descent", "stack", "compiled SGD step of a stack", like,
+                          self_check)
 
 
 def scatter_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:

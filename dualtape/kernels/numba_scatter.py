@@ -9,6 +9,7 @@ the one-hot product the ids replace, at the main job's 1,600 rows of 320 into 57
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,15 @@ def row_sums(ids: Array, rows: Array, vocab: int) -> Array:
     if ids.shape[0] and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         raise ValueError(f"numba_scatter: ids from {int(ids.min())} to {int(ids.max())} "
                          f"outside [0, {vocab})")
-    from . import numba_cache  # imports numba, on first use (the disk cache folder checked first)
-
     out = np.zeros((vocab, rows.shape[1]), dtype=rows.dtype)
-    numba_cache.load("_numba_scatter").add_rows(ids, rows, out)
+    _compiled().add_rows(ids, rows, out)
     return out
+
+
+@functools.cache
+def _compiled() -> Any:
+    """The compiled loop (numba imported here, on first use, the disk cache folder checked
+    first: ``numba_cache.load``)."""
+    from . import numba_cache
+
+    return numba_cache.load("_numba_scatter")

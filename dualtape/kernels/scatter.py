@@ -17,6 +17,8 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from . import _generic_only, scatter_loops
+
 Array = Any
 
 
@@ -24,13 +26,9 @@ def row_sums(ids: Array, rows: Array, vocab: int) -> Array | None:
     """``(vocab, n)`` sums of ``rows`` ``(m, n)`` grouped by ``ids`` ``(m,)`` (int64, each in
     ``[0, vocab)``), zero rows for the ids absent, in ``rows``' dtype and place; or None
     where the backend has no fast path."""
-    from . import _generic_only
-
     if _generic_only():
         return None
     if type(rows) is np.ndarray:
-        from . import scatter_loops
-
         loops = scatter_loops(rows, check_compiled)
         return numpy_row_sums(ids, rows, vocab) if loops is None else \
             loops.row_sums(ids, rows, vocab)
