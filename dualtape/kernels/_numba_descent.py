@@ -84,7 +84,7 @@ def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, ce
     it: from the top, each layer's backward loop (``_numba_lstm.backward_sequence``) and
     ``descend``, the input gradient becoming the next layer's ``dys``. ``flat`` holds the
     blocks and carries of one layer at ``at[0]`` and one input gradient at ``at[1]``
-    (``numba_descent.StackDescent``'s layout). Returns False, having moved no weight, where
+    (``descent._scratch``'s layout). Returns False, having moved no weight, where
     ``xs`` holds NaN or inf."""
     steps, batch, n_in = xs.shape
     rows = steps * batch

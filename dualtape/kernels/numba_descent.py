@@ -11,6 +11,10 @@ network's 1536 x 512 ``U`` and one step, 3 MB written and read again), the weigh
 written once. The results differ from the unfused step by rounding: the product is added to the
 weight inside BLAS (scaled by ``−rate`` there) instead of rounded to a gradient first.
 numpy arrays only, where the compiled LSTM loops run (``kernels.descent_loops`` chooses).
+
+``descend_stack`` runs the backward loops and ``descend`` of every layer of a stack in one
+compiled call (``descent.train_step``; ``kernels.stack_loops`` chooses): the same kernels in
+the same order as layer by layer, so the same bits.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from . import blas
+from .lstm_sequence import backward_sequence, forward_sequence
+from .numpy_lstm import NumpyLSTM
 
 Array = Any
 
@@ -118,9 +124,6 @@ def check_stack(loops: Any, like: Array) -> str | None:
     same step in numpy (numpy's products and sums from the ufunc cell's blocks) beyond
     rounding, at 3 steps of 2 rows and at one of one (the loops' gemv and rank-1 forms), or
     None."""
-    from .lstm_sequence import forward_sequence
-    from .numpy_lstm import NumpyLSTM
-
     for steps, batch in ((3, 2), (1, 1)):
         rng = np.random.default_rng(steps)
         weights = [(rng.uniform(-0.5, 0.5, (4 * n, i)).astype(like.dtype),
@@ -151,9 +154,6 @@ def _numpy_descent(weights: list[tuple[Array, Array, Array]], xs: Array,
                    tapes: list[tuple[Array, Array, Array]], dys: Array,
                    rate: float) -> list[tuple[Array, Array, Array]]:
     """``check_stack``'s reference: ``weights`` moved in place, returned."""
-    from .lstm_sequence import backward_sequence
-    from .numpy_lstm import NumpyLSTM
-
     (steps, batch, _), inputs = xs.shape, [xs, *(hs for _, _, hs in tapes[:-1])]
     for (W, U, b), (cells, gates, _), x in zip(weights[::-1], tapes[::-1], inputs[::-1],
                                                 strict=True):
