@@ -299,3 +299,48 @@ def test_the_bounds_products_are_the_products(inner):
     a, b, out = rng.standard_normal((4, inner)), rng.standard_normal((inner, 5)), np.empty((4, 5))
     _product(a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-14)
+
+
+def test_the_bound_runs_the_loops_products_compiled_where_they_run(monkeypatch):
+    """Per layer, the per-step products are one compiled call (``recurrent_products``) where
+    the compiled loops run: the bound then counts no interpreter time between steps."""
+    from dualtape.benchmarks import bound
+    from dualtape.benchmarks.workloads import WORKLOADS
+    from dualtape.kernels import numba_lstm
+
+    if numba_lstm.unavailable() is not None:
+        pytest.skip(numba_lstm.unavailable())
+    made = []
+    real = numba_lstm.recurrent_products
+
+    def counted(U, steps, batch):
+        made.append((U.shape, steps, batch))
+        return real(U, steps, batch)
+
+    monkeypatch.setattr(numba_lstm, "recurrent_products", counted)
+    workload = next(w for w in WORKLOADS if w.key == "train/tiny-4-8-4-fifty-time-steps")
+    bound.BoundRunner().prepare(workload, "float32")()
+    assert made == [((24, 8), 50, 1), ((12, 4), 50, 1)]
+
+
+def test_the_bound_at_one_row_updates_in_place(monkeypatch):
+    """At T = 1 and batch 1 the bound times each layer's rank-1 updates in place (the fused
+    step's kernel, at rate 0), not outer products written out: the least any implementation
+    does there."""
+    from dualtape.benchmarks import bound
+    from dualtape.benchmarks.workloads import WORKLOADS
+    from dualtape.kernels import numba_descent, numba_lstm
+
+    if numba_lstm.unavailable() is not None:
+        pytest.skip(numba_lstm.unavailable())
+    moved = []
+    real = numba_descent.descend
+
+    def counted(W, U, b, xs, cells, blocks, dxs, rate):
+        moved.append((W.shape, dxs is not None, rate))
+        return real(W, U, b, xs, cells, blocks, dxs, rate)
+
+    monkeypatch.setattr(numba_descent, "descend", counted)
+    workload = next(w for w in WORKLOADS if w.key == "train/one-time-step")
+    bound.BoundRunner().prepare(workload, "float32")()
+    assert moved == [((2048, 40), False, 0.0), ((160, 512), True, 0.0)]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape.kernels import SequencePath, cpu_path, numba_lstm, selfcheck, sequence_path
+from dualtape.kernels import SequencePath, blas, cpu_path, numba_lstm, selfcheck, sequence_path
 from dualtape.kernels import lstm_sequence as loops
 from dualtape.kernels.numba_lstm import NumbaLSTM
 from dualtape.kernels.numpy_lstm import NumpyLSTM
@@ -374,3 +374,27 @@ def test_a_recurrent_matrix_of_another_dtype_than_the_buffers_is_refused(buffers
     dhs, dc = np.zeros((1, 1, 2), buffers), np.ones((1, 2), buffers)
     with pytest.raises(ValueError, match=f"NumbaLSTM: U must be a {buffers} numpy array"):
         NumbaLSTM().backward_sequence(np, U, cells, gates, dhs, dc)
+
+
+@pytest.mark.parametrize(("steps", "batch"), [(1, 1), (4, 1), (4, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_loops_products_alone_are_their_products(steps, batch, dtype):
+    """The structural bound's per-step products (``recurrent_products``) compute what the
+    loops' products do, in both forms: ``c_t U_fiᵀ`` at every step, ``dfi_t U_fi`` from the
+    last step down to the second."""
+    rng = np.random.default_rng(steps + batch)
+    n = 5
+    U = rng.standard_normal((3 * n, n)).astype(dtype)
+    cells = rng.standard_normal((steps + 1, batch, n)).astype(dtype)
+    dfi = rng.standard_normal((steps, batch, 2 * n)).astype(dtype)
+    r, rec = np.full((batch, 2 * n), np.nan, dtype), np.full((batch, n), np.nan, dtype)
+    numba_lstm._compiled().recurrent_products(
+        *blas.addresses(U.dtype), U, np.ascontiguousarray(U[: 2 * n].T), cells, r, dfi, rec,
+        U.dtype.type(1))
+    tolerance = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(r, cells[steps - 1] @ U[: 2 * n].T, rtol=tolerance)
+    if steps > 1:  # the last product back is the second step's
+        np.testing.assert_allclose(rec, dfi[1] @ U[: 2 * n], rtol=tolerance)
+    else:
+        assert np.isnan(rec).all()
+    numba_lstm.recurrent_products(U, steps, batch)()  # its own operands: runs

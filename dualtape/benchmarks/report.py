@@ -288,8 +288,9 @@ def bound_distance(results: Sequence[Result]) -> str:
         f"| workload | dtype | dualtape on numpy, ms | structural bound, ms | bound: {FASTER} |",
         "| --- | --- | ---: | ---: | ---: |", *lines,
         "\nThe structural bound (dualtape/benchmarks/bound.py) times only the matrix products no "
-        "implementation avoids: two recurrent matrix-vector products with U per step, and the "
-        "projection and gradient products once per call. Its ratio is the most any "
+        "implementation avoids: two recurrent products with U's f and i rows per step, "
+        "compiled, and the projection, output gate and gradient products once per call. Its "
+        "ratio is the most any "
         "implementation could gain over dualtape on numpy (1.00×: nothing left to gain)."])
 
 

@@ -144,6 +144,33 @@ def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any,
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def recurrent_products(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, cells: Any, r: Any,
+                       dfi: Any, rec: Any, one: Any) -> None:
+    """The products of ``forward_loop`` and ``backward_loop`` alone, in their forms and order
+    (a gemv at batch 1, else a gemm), without their pointwise work: ``r = c_t U_fiᵀ`` for
+    every step, then ``rec = dfi_t U_fi`` for t = T-1 … 1. The structural bound's per-step
+    products (``benchmarks/bound.py``)."""
+    steps, batch, two_n = dfi.shape
+    n = two_n // 2
+    zero = one - one
+    for t in range(steps):
+        if batch == 1:
+            call_gemv(gemv, ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
+                      cells[t].ctypes.data, 1, zero, r.ctypes.data, 1)
+        else:
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one,
+                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data,
+                      2 * n)
+    for t in range(steps - 1, 0, -1):
+        if batch == 1:
+            call_gemv(gemv, ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
+                      dfi[t].ctypes.data, 1, zero, rec.ctypes.data, 1)
+        else:
+            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
+                      2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def output_gate(gates: Any, projected: Any, cells: Any, hs: Any, one: Any) -> None:
     """Every step's ``o = σ(c_t U_oᵀ + projected_o)`` in ``gates``' o block (which holds the
     product) and ``h = o c_{t+1}`` into ``hs``: one pass."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from . import blas
 from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
 Array = Any
-COMPILED = ("forward_sequence", "backward_sequence")
+COMPILED = ("forward_sequence", "backward_sequence", "recurrent_products")
 """The compiled functions of ``_numba_lstm`` called from Python (the others run inside them)."""
 
 
@@ -88,6 +89,26 @@ class NumbaLSTM:
                                       dhs, q, da_o, dfi, dc, carry, rec, carried_0,
                                       bool(need_dc0), U.dtype.type(1))
         return (dfi, da_o, q), (carry if need_dc0 else None)
+
+
+def recurrent_products(U: Array, steps: int, batch: int) -> Callable[[], None]:
+    """A call of the compiled loops' per-step products alone (``_numba_lstm.
+    recurrent_products``: ``U_fi`` forwards and back at every step, in the loops' forms) for
+    ``steps`` steps of ``batch`` rows, on operands of ``U``'s dtype (C-contiguous (3o, o),
+    float32 or float64) made here once; for the structural bound."""
+    _check(U)
+    n = U.shape[1]
+    cells = np.random.default_rng(0).uniform(-1, 1, (steps + 1, batch, n)).astype(U.dtype)
+    dfi = np.random.default_rng(1).uniform(-1, 1, (steps, batch, 2 * n)).astype(U.dtype)
+    r, rec = np.empty((batch, 2 * n), U.dtype), np.empty((batch, n), U.dtype)
+    U_fi_t = np.ascontiguousarray(U[: 2 * n].T)
+    addresses, one = blas.addresses(U.dtype), U.dtype.type(1)
+    loops = _compiled()
+
+    def run() -> None:
+        loops.recurrent_products(*addresses, U, U_fi_t, cells, r, dfi, rec, one)
+
+    return run
 
 
 def _operands(U_fi: Array, *buffers: Array) -> Array:

@@ -373,4 +373,10 @@ MUTANTS = [
     Mutant(MEASURE, "    warmup: int = 3", "    warmup: int = 2",
            "bench: an optimizer's one-time self-check at the second call leaves every sample "
            "one cold call", TIMING_TESTS),
+    Mutant("dualtape/benchmarks/bound.py", "    if numba_lstm.unavailable() is None:",
+           "    if False:", "the bound's per-step products with the interpreter between them",
+           CLI_TESTS),
+    Mutant("dualtape/benchmarks/bound.py", "    if rows == 1 and numba_lstm.unavailable() is None:",
+           "    if False:", "the bound at one row writes outer products out: no floor",
+           CLI_TESTS),
 ]

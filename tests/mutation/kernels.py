@@ -275,4 +275,13 @@ MUTANTS = [
     Mutant(OVERLAP, "            out.size * a.shape[-1] < HAND_OVER_FROM):",
            "            out.size < HAND_OVER_FROM):",
            "products sized by their output alone", OVERLAP_TESTS),
+    Mutant(LOOPS, "    for t in range(steps - 1, 0, -1):\n        if batch == 1:",
+           "    for t in range(steps - 1, 1, -1):\n        if batch == 1:",
+           "the bound's products back stop a step early", ("tests/test_numba_lstm.py",)),
+    Mutant(LOOPS, "                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, "
+                  "r.ctypes.data,\n                      2 * n)\n    for t in range(steps - 1, 0",
+           "                      cells[t + 1].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, "
+           "r.ctypes.data,\n                      2 * n)\n    for t in range(steps - 1, 0",
+           "the bound's batched products forwards read the next cells",
+           ("tests/test_numba_lstm.py",)),
 ]
