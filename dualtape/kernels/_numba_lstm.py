@@ -98,15 +98,8 @@ def forward_loop(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, projected: Any, r
     OpenBLAS's SkylakeX kernels); at batch 1 the product is a gemv on ``U_fi``."""
     steps, batch, four_n = gates.shape
     n = four_n // 4
-    zero = one - one
     for t in range(steps):
-        if batch == 1:
-            call_gemv(gemv, ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
-                      cells[t].ctypes.data, 1, zero, r.ctypes.data, 1)
-        else:
-            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one,
-                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data,
-                      2 * n)
+        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t], r, one)
         for b in range(batch):
             a, rb, g = projected[t, b], r[b], gates[t, b]
             for j in range(2 * n):  # f and i: few operands, so LLVM vectorizes it
@@ -122,7 +115,6 @@ def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any,
     """Every step back, t = T-1 … 0: ``d = carry + rec + q_t``, ``dfi_t *= d``, ``carry = d f``,
     and for t > 0 ``rec = dfi_t U_fi``."""
     steps, batch, n = dc.shape
-    zero = one - one
     for t in range(steps - 1, -1, -1):
         for b in range(batch):  # loops of few operands each, so LLVM vectorizes them
             d, q_t, rb, carry_b = dc[t, b], q[t, b], rec[b], carry[b]
@@ -135,39 +127,49 @@ def backward_loop(gemm: Any, gemv: Any, U_fi: Any, gates: Any, rec: Any, q: Any,
             f = gates[t, b]
             for j in range(n):
                 carry_b[j] = d[j] * f[j]
-        if t and batch == 1:
-            call_gemv(gemv, ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
-                      dfi[t].ctypes.data, 1, zero, rec.ctypes.data, 1)
-        elif t:
-            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
-                      2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
+        if t:
+            backward_product(gemm, gemv, U_fi, dfi[t], rec, one)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", inline="always")
+def forward_product(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, c: Any, r: Any,
+                    one: Any) -> None:
+    """``r = c U_fiᵀ`` for one step's cells ``c`` (B, o): a gemv on ``U_fi`` at batch 1, else a
+    gemm on ``U_fi_t`` (``forward_loop``'s reasons)."""
+    batch, n = c.shape
+    zero = one - one
+    if batch == 1:
+        call_gemv(gemv, ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n, c.ctypes.data,
+                  1, zero, r.ctypes.data, 1)
+    else:
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one, c.ctypes.data, n,
+                  U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data, 2 * n)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy", inline="always")
+def backward_product(gemm: Any, gemv: Any, U_fi: Any, d: Any, rec: Any, one: Any) -> None:
+    """``rec = d U_fi`` for one step's factors ``d`` (B, 2o): a gemv at batch 1, else a
+    gemm."""
+    batch, n = rec.shape
+    zero = one - one
+    if batch == 1:
+        call_gemv(gemv, ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n, d.ctypes.data, 1,
+                  zero, rec.ctypes.data, 1)
+    else:
+        call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, d.ctypes.data,
+                  2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def recurrent_products(gemm: Any, gemv: Any, U_fi: Any, U_fi_t: Any, cells: Any, r: Any,
                        dfi: Any, rec: Any, one: Any) -> None:
-    """The products of ``forward_loop`` and ``backward_loop`` alone, in their forms and order
-    (a gemv at batch 1, else a gemm), without their pointwise work: ``r = c_t U_fiᵀ`` for
-    every step, then ``rec = dfi_t U_fi`` for t = T-1 … 1. The structural bound's per-step
-    products (``benchmarks/bound.py``)."""
-    steps, batch, two_n = dfi.shape
-    n = two_n // 2
-    zero = one - one
-    for t in range(steps):
-        if batch == 1:
-            call_gemv(gemv, ROW_MAJOR, NO_TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
-                      cells[t].ctypes.data, 1, zero, r.ctypes.data, 1)
-        else:
-            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, 2 * n, n, one,
-                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, r.ctypes.data,
-                      2 * n)
-    for t in range(steps - 1, 0, -1):
-        if batch == 1:
-            call_gemv(gemv, ROW_MAJOR, TRANS, 2 * n, n, one, U_fi.ctypes.data, n,
-                      dfi[t].ctypes.data, 1, zero, rec.ctypes.data, 1)
-        else:
-            call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, 2 * n, one, dfi[t].ctypes.data,
-                      2 * n, U_fi.ctypes.data, n, zero, rec.ctypes.data, n)
+    """The products of ``forward_loop`` and ``backward_loop`` alone, in their forms and order,
+    without their pointwise work: ``r = c_t U_fiᵀ`` for every step, then ``rec = dfi_t U_fi``
+    for t = T-1 … 1. The structural bound's per-step products (``benchmarks/bound.py``)."""
+    for t in range(dfi.shape[0]):
+        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t], r, one)
+    for t in range(dfi.shape[0] - 1, 0, -1):
+        backward_product(gemm, gemv, U_fi, dfi[t], rec, one)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")

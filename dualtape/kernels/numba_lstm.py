@@ -34,7 +34,7 @@ from . import blas
 from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
 Array = Any
-COMPILED = ("forward_sequence", "backward_sequence", "recurrent_products")
+COMPILED = ("forward_sequence", "backward_sequence")
 """The compiled functions of ``_numba_lstm`` called from Python (the others run inside them)."""
 
 

@@ -122,7 +122,8 @@ MUTANTS = [
     Mutant(NUMBA, "U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)",
            "U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n])",
            "the forward gemm reads U_fi as its own transpose", JIT),
-    Mutant(LOOPS, "        if t and batch == 1:", "        if t and batch >= 1:",
+    Mutant(LOOPS, "    batch, n = rec.shape\n    zero = one - one\n    if batch == 1:",
+           "    batch, n = rec.shape\n    zero = one - one\n    if batch >= 1:",
            "every batch back through gemv (one row of dfi)", JIT),
     Mutant(BLAS, "        for trans, x in ((NO_TRANS,", "        for trans, x in ((TRANS,",
            "gemv checked only one way", ("tests/test_blas.py",)),
@@ -275,13 +276,10 @@ MUTANTS = [
     Mutant(OVERLAP, "            out.size * a.shape[-1] < HAND_OVER_FROM):",
            "            out.size < HAND_OVER_FROM):",
            "products sized by their output alone", OVERLAP_TESTS),
-    Mutant(LOOPS, "    for t in range(steps - 1, 0, -1):\n        if batch == 1:",
-           "    for t in range(steps - 1, 1, -1):\n        if batch == 1:",
+    Mutant(LOOPS, "    for t in range(dfi.shape[0] - 1, 0, -1):",
+           "    for t in range(dfi.shape[0] - 1, 1, -1):",
            "the bound's products back stop a step early", ("tests/test_numba_lstm.py",)),
-    Mutant(LOOPS, "                      cells[t].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, "
-                  "r.ctypes.data,\n                      2 * n)\n    for t in range(steps - 1, 0",
-           "                      cells[t + 1].ctypes.data, n, U_fi_t.ctypes.data, 2 * n, zero, "
-           "r.ctypes.data,\n                      2 * n)\n    for t in range(steps - 1, 0",
-           "the bound's batched products forwards read the next cells",
-           ("tests/test_numba_lstm.py",)),
+    Mutant(LOOPS, "        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t], r, one)\n    for",
+           "        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t + 1], r, one)\n    for",
+           "the bound's products forwards read the next cells", ("tests/test_numba_lstm.py",)),
 ]
