@@ -122,18 +122,24 @@ def test_the_fused_step_agrees_with_the_generic_code(backend, monkeypatch):
                      host_params(nets["0"]), "float64")
 
 
+def case_network(case: str) -> tuple[dualtape.RecurrentNetwork, dualtape.SGD]:
+    """Two LSTMs (and a FullyConnected for ``"fully-connected"``) and the optimizer ``case``
+    names (``"momentum"``, ``"regulariser"``, ``"subclass"``; else plain SGD)."""
+    layers = [dualtape.LSTM(3, 4, seed=1), dualtape.LSTM(4, 3, seed=2)]
+    if case == "fully-connected":
+        layers.append(dualtape.FullyConnected(3, 3, seed=3))
+    optimizer = {"momentum": dualtape.SGD(0.1, momentum=0.5),
+                 "regulariser": dualtape.SGD(0.1, regulariser=0.01),
+                 "subclass": Unfused(0.1)}.get(case, dualtape.SGD(0.1))
+    return dualtape.RecurrentNetwork(layers), optimizer
+
+
 @pytest.mark.parametrize("case", ["momentum", "regulariser", "subclass", "sqrt-tape", "ids",
                                   "fully-connected", "learn-initial-state", "ufunc-loop"])
 def test_the_other_calls_step_through_the_optimizer(backend, fused_calls, monkeypatch, case):
     """None of these fuse; each still trains (the loss is finite, the weights move)."""
     rng = np.random.default_rng(5)
-    layers = [dualtape.LSTM(3, 4, seed=1), dualtape.LSTM(4, 3, seed=2)]
-    if case == "fully-connected":
-        layers.append(dualtape.FullyConnected(3, 3, seed=3))
-    net = dualtape.RecurrentNetwork(layers)
-    optimizer = {"momentum": dualtape.SGD(0.1, momentum=0.5),
-                 "regulariser": dualtape.SGD(0.1, regulariser=0.01),
-                 "subclass": Unfused(0.1)}.get(case, dualtape.SGD(0.1))
+    net, optimizer = case_network(case)
     xs = dualtape.asarray(rng.uniform(-1, 1, (4, 2, 3)))
     inputs = dualtape.asarray(rng.integers(0, 3, (4, 2))) if case == "ids" else xs
     if case == "ufunc-loop":

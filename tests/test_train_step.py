@@ -12,7 +12,7 @@ from dualtape.kernels import numba_descent, selfcheck
 from dualtape.layers import lstm
 
 from .helpers import host_params
-from .test_descent import Unfused, assert_same_step, fuses_here, stack
+from .test_descent import Unfused, assert_same_step, case_network, fuses_here, stack
 
 
 @pytest.fixture
@@ -94,12 +94,7 @@ def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monk
     """None of these runs as one call; each still trains (the loss is finite, the weights
     move), and those that fit ``fused_descent`` fuse there."""
     rng = np.random.default_rng(5)
-    layers = [dualtape.LSTM(3, 4, seed=1), dualtape.LSTM(4, 3, seed=2)]
-    if case == "fully-connected":
-        layers.append(dualtape.FullyConnected(3, 3, seed=3))
-    net = dualtape.RecurrentNetwork(layers)
-    optimizer = {"momentum": dualtape.SGD(0.1, momentum=0.5),
-                 "subclass": Unfused(0.1)}.get(case, dualtape.SGD(0.1))
+    net, optimizer = case_network(case)
     host = rng.uniform(-1, 1, (4, 2, 3)).astype(np.float32)
     xs = dualtape.asarray(host)
     if case == "fortran-order" and backend.name == "numpy":
