@@ -60,7 +60,7 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
     ``LSTM``, ids or a checkpointed tape, anything but numpy arrays of one float dtype (C
     order, weights writeable), or no compiled loops (``DUALTAPE_JIT``/``DUALTAPE_FUSED`` off, a
     failed self-check)."""
-    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser:
+    if not _plain_sgd(optimizer):
         return False
     tape, dys = found.tape, found.dy
     layers = rnet.layers
@@ -97,8 +97,8 @@ def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
     it does). The checks of the network are made when the network or the form of the input is
     new, or its parameters changed since this step last moved them (a new array, another
     optimizer's step, a weight made read-only)."""
-    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser or (
-            type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3):
+    if not _plain_sgd(optimizer) or type(xs) is not np.ndarray or (
+            type(targets) is not np.ndarray or xs.ndim != 3):
         return None
     xp = namespace_of(xs)
     cell = _compiled_cell(xp, xs)
@@ -155,11 +155,11 @@ class _Plan:
                 or xs.shape[2] != layers[0].n_in or not xs.flags.c_contiguous
                 or not targets.flags.c_contiguous):
             return None
-        weights = [(layer.params["W"], layer.params["U"], layer.params["b"]) for layer in layers]
+        plan = cls(layers, xs, targets)
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
-                    and w.flags.writeable for group in weights for w in group]):
+                    and w.flags.writeable for w in plan.arrays]):
             return None
-        return cls(layers, xs, targets)
+        return plan
 
     def fits(self, layers: list[Any], xs: Array, targets: Array) -> bool:
         """Whether this plan still holds for ``layers`` over ``xs`` and ``targets``."""
@@ -178,6 +178,12 @@ class _Plan:
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``train_step``'s plan of each network, for the form of its latest input."""
+
+
+def _plain_sgd(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is ``SGD`` itself (a subclass or a wrapper such as
+    ``DataParallel`` may step otherwise) with no momentum and no regulariser."""
+    return type(optimizer) is SGD and not optimizer.momentum and not optimizer.regulariser
 
 
 def _compiled_cell(xp: Any, like: Array) -> NumbaLSTM | None:

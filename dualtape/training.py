@@ -322,7 +322,8 @@ def train_recurrent(
     of ``LSTM`` layers on numpy with the compiled loops moves its weights inside the backward
     pass instead (``descent``: no gradient arrays, the same step to rounding), and with no
     ``state``, ``mask``, ``loss`` or ``tape`` given, a ``(T, B, i)`` input and ``(T, B, o)``
-    targets of the weights' dtype, the whole call is one compiled call (``descent.train_step``).
+    targets of the weights' dtype, its checks are made once per network and input form and the
+    backward pass and update of every layer are one compiled call (``descent.train_step``).
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")

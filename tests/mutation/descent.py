@@ -9,12 +9,16 @@ TESTS = ("tests/test_descent.py",)
 STEP = ("tests/test_train_step.py",)
 T = "dualtape/training.py"
 MUTANTS = [
-    Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser:",
-           "    if type(optimizer) is not SGD or optimizer.regulariser:",
-           "SGD with momentum fused as plain SGD", TESTS),
-    Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser:",
-           "    if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.regulariser:",
-           "a subclass of SGD, which may step otherwise, fused", TESTS),
+    Mutant(D, "    return type(optimizer) is SGD and not optimizer.momentum and not optimizer."
+              "regulariser",
+           "    return type(optimizer) is SGD and not optimizer.regulariser",
+           "SGD with momentum fused, or taken by the whole step, as plain SGD", TESTS + STEP),
+    Mutant(D, "    return type(optimizer) is SGD and not optimizer.momentum and not optimizer."
+              "regulariser",
+           "    return isinstance(optimizer, SGD) and not optimizer.momentum "
+           "and not optimizer.regulariser",
+           "a subclass of SGD, which may step otherwise, fused or taken by the whole step",
+           TESTS + STEP),
     Mutant(D, "    if not isinstance(tape, RecurrentNetworkTape) or not all(",
            "    if not all(", "a checkpointed tape taken for a full one", TESTS),
     Mutant(D, "[type(layer) is LSTM for layer in layers]) or type(dys)",
@@ -52,20 +56,13 @@ MUTANTS = [
     Mutant(W, "    eps = 8 * rows * np.finfo(like.dtype).eps",
            "    eps = 8e6 * rows * np.finfo(like.dtype).eps",
            "the self-check passes a step off by far more than rounding", TESTS),
-    Mutant(D, "    if type(optimizer) is not SGD or optimizer.momentum or optimizer.regulariser "
-              "or (",
-           "    if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.regulariser "
-           "or (", "a subclass of SGD, which may step otherwise, taken by the whole step", STEP),
-    Mutant(D, "SGD or optimizer.momentum or optimizer.regulariser or (",
-           "SGD or optimizer.regulariser or (",
-           "SGD with momentum taken by the whole step as plain SGD", STEP),
     Mutant(D, "            if layer.params is not group or group.version != version:",
            "            if layer.params is not group:",
            "a weight replaced between calls: the whole step moves the old array", STEP),
     Mutant(D, "            if not w.flags.writeable:  # made read-only since",
            "            if False:", "a weight made read-only after the plan written to", STEP),
-    Mutant(D, "                    and w.flags.writeable for group in weights for w in group]):",
-           "                    for group in weights for w in group]):",
+    Mutant(D, "                    and w.flags.writeable for w in plan.arrays]):",
+           "                    for w in plan.arrays]):",
            "a read-only weight written by the compiled step", STEP),
     Mutant(D, "dtype not in (np.float32, np.float64) or targets.dtype != dtype",
            "dtype not in (np.float32, np.float64)",
