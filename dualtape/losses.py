@@ -64,6 +64,11 @@ def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
     """``target`` checked against ``y`` for a cross entropy: ``(labels, True)`` for integer
     class labels (of shape ``y.shape[:-1]``, each in ``[0, n)``), else ``(t, False)`` for a
     dense target of ``y``'s shape."""
+    if type(target) is np.ndarray and type(y) is np.ndarray and target.dtype.kind in "iu" and (
+            target.shape == y.shape[:-1]):  # labels on numpy, as given: the checks in short
+        if target.size and (target.min() < 0 or target.max() >= y.shape[-1]):
+            raise _outside(y.shape[-1])
+        return target, True
     target = _on_device(y, target)
     if _is_label_array(target):
         return _checked_labels(xp, y, target), True
@@ -109,8 +114,12 @@ def _checked_labels(xp: Any, y: Array, labels: Array) -> Array:
         raise ValueError(f"loss: integer labels must have shape {shape}, got {tuple(labels.shape)}")
     labels = xp.reshape(labels, shape)
     if bool(xp.any((labels < 0) | (labels >= n))):
-        raise ValueError(f"loss: class labels must lie in [0, {n}), got one outside")
+        raise _outside(n)
     return labels
+
+
+def _outside(n: int) -> ValueError:
+    return ValueError(f"loss: class labels must lie in [0, {n}), got one outside")
 
 
 def _at_labels(xp: Any, a: Array, labels: Array) -> Array:

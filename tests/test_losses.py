@@ -111,10 +111,16 @@ def test_sequence_labels_with_a_mask_equal_one_hot_targets(backend, name):
     np.testing.assert_allclose(np64(dy), np64(dense_dy), rtol=1e-14, atol=1e-17)
 
 
-@pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2]])
-def test_labels_out_of_range_raise(backend, labels):
-    with pytest.raises(ValueError, match=r"\[0, 3\)"):
-        evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray(labels))
+@pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2], [0, 1, 255, 2]])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_labels_out_of_range_raise(backend, labels, dtype):
+    """In every integer dtype, on numpy's short way (labels given in the output's shape less
+    its class axis) and the others."""
+    if dtype == "uint8" and min(labels) < 0:
+        pytest.skip("no negative uint8")
+    with pytest.raises(ValueError, match=r"class labels must lie in \[0, 3\), got one outside"):
+        evaluate(losses.softmax_cross_entropy, Y,
+                 dualtape.asarray(np.array(labels).astype(dtype)))
 
 
 def test_labels_of_the_wrong_shape_raise(backend):

@@ -10,6 +10,7 @@ numpy arrays only, where the compiled LSTM loops run (``kernels.loss_loops`` cho
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,19 @@ def softmax_cross_entropy(y: Array, labels: Array, scale: float) -> tuple[float,
     if labels.shape[0] and (int(labels.min()) < 0 or int(labels.max()) >= y.shape[1]):
         raise ValueError(f"numba_softmax_cross_entropy: labels from {int(labels.min())} to "
                          f"{int(labels.max())} outside [0, {y.shape[1]})")
-    from . import numba_cache  # imports numba, on first use (the disk cache folder checked first)
-
-    compiled = numba_cache.load("_numba_softmax_cross_entropy")
+    compiled = _compiled()
     dy = np.empty(y.shape, dtype=y.dtype)
     picked = np.empty(labels.shape, dtype=y.dtype)
     compiled.shifted(y, labels, dy, picked)
     np.exp(dy, out=dy)
     total = compiled.normalised(dy, labels, y.dtype.type(scale), picked)
     return total * scale, dy
+
+
+@functools.cache
+def _compiled() -> Any:
+    """The compiled functions (numba imported here, on first use, the disk cache folder checked
+    first: ``numba_cache.load``)."""
+    from . import numba_cache
+
+    return numba_cache.load("_numba_softmax_cross_entropy")
