@@ -28,23 +28,32 @@ class HeldUpdate:
                  state: dict[Any, dict[str, Array]], runs: list[tuple[Any, Any]]) -> None:
         self.groups = list(params)
         self.names = _names(params), _names(grads)
-        weights = _values(params)
-        self.arrays = weights + _values(grads)
+        weights, self.grad_arrays = group_values(params), group_values(grads)
+        self.arrays = weights + self.grad_arrays
         self.slots = list(state.values())
-        self.slot_arrays = _values(self.slots)
+        self.slot_arrays = group_values(self.slots)
         self.written = weights + self.slot_arrays
         self.stamped = [group for group in params if isinstance(group, ParamDict)]
+        self.all_stamped = len(self.stamped) == len(self.groups)
+        self.versions: list[int] = []
+        """The stamps ``run`` left on the parameter dicts: while they are still theirs, no
+        array was set in or taken out of them since."""
         self.runs = runs
 
     def serves(self, params: Any, grads: Any, state: dict[Any, dict[str, Array]]) -> bool:
         """Whether ``run`` is this step of ``params`` by ``grads`` with ``state``; False for
         anything else, malformed input included (the full step then says what is wrong)."""
         try:
-            return (cpu_path()[0] == "compiled" and _same(params, self.groups)
-                    and _same(_values(params) + _values(grads), self.arrays)
-                    and (_names(params), _names(grads)) == self.names
-                    and _same(list(state.values()), self.slots)
-                    and _same(_values(self.slots), self.slot_arrays)
+            if not (cpu_path()[0] == "compiled" and same_objects(params, self.groups)):
+                return False
+            if self.all_stamped and [group.version for group in params] == self.versions:
+                same = (same_objects(group_values(grads), self.grad_arrays)
+                        and _names(grads) == self.names[1])
+            else:  # changed since this step ran (or never ran): every array is looked at
+                same = (same_objects(group_values(params) + group_values(grads), self.arrays)
+                        and (_names(params), _names(grads)) == self.names)
+            return (same and same_objects(list(state.values()), self.slots)
+                    and same_objects(group_values(self.slots), self.slot_arrays)
                     and all([a.flags.writeable for a in self.written]))
         except (AttributeError, TypeError):
             return False
@@ -54,11 +63,13 @@ class HeldUpdate:
         batch)`` for each compiled call."""
         for group in self.stamped:
             group.touch()
+        self.versions = [group.version for group in self.stamped]
         for loops, batch in self.runs:
             update(loops, batch)
 
 
-def _values(groups: Any) -> list[Array]:
+def group_values(groups: Any) -> list[Array]:
+    """The arrays of the dicts ``groups``, in order."""
     return [a for group in groups for a in group.values()]
 
 
@@ -66,6 +77,6 @@ def _names(groups: Any) -> list[str]:
     return [name for group in groups for name in group]
 
 
-def _same(found: Any, held: list[Any]) -> bool:
+def same_objects(found: Any, held: list[Any]) -> bool:
     """Whether ``found`` holds exactly the objects of ``held``, in order."""
     return len(found) == len(held) and all(map(is_, found, held))

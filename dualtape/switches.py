@@ -92,6 +92,7 @@ def _read(name: str) -> bool:
     return _parse(name, os.environ.get(name, ""))
 
 
+@functools.cache
 def _parse(name: str, value: str) -> bool:
     spelled = value.strip().lower()
     if spelled in ON:

@@ -94,9 +94,20 @@ CHANGES = {
                                                                      net.params),
     "a-read-only-parameter": lambda net, opt, grads, env: setattr(
         net.layers[0].params["b"].flags, "writeable", False),
+    "renamed-parameters": lambda net, opt, grads, env: _rename(net.layers[1].params, grads[1]),
+    "an-added-layer": lambda net, opt, grads, env: (
+        net.layers.append(dualtape.FullyConnected(2, 2, seed=3, dtype="float64")),
+        grads.append({k: np.ones_like(p) for k, p in net.layers[-1].params.items()})),
     "DUALTAPE_JIT=0": lambda net, opt, grads, env: env.setenv("DUALTAPE_JIT", "0"),
     "DUALTAPE_FUSED=0": lambda net, opt, grads, env: env.setenv("DUALTAPE_FUSED", "0"),
 }
+
+
+def _rename(params: dict, grads: dict) -> None:
+    """The same arrays in the same order under other names, the gradients' too."""
+    for group in (params, grads):
+        arrays = [group.pop(name) for name in list(group)]
+        group.update({f"{name}2": a for name, a in zip(("W", "b"), arrays, strict=True)})
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
