@@ -219,6 +219,12 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     return buffers
 
 
+def kept_gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None] | None:
+    """The arrays ``gradient_buffers`` keeps for ``rnet`` now (None: none), unchecked: a
+    caller that checked them once sees that they are still the ones kept."""
+    return _GRADIENT_BUFFERS.get(rnet)
+
+
 def _fit(buffers: list[dict[str, Array] | None], targets: list[dict[str, Array] | None]
          ) -> bool:
     """Whether ``buffers`` are shaped and placed like ``targets`` (loops, not generators:

@@ -22,6 +22,7 @@ from .layers.edges import check_real, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
+from .planned_backprop import planned_backprop
 from .recurrent import RecurrentNetwork, gradient_buffers
 from .switches import held
 
@@ -190,10 +191,20 @@ def backpropagate_sequence(
     (``recurrent.gradient_buffers``): the next ``backpropagate_sequence`` or
     ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
     that accumulates gradients over calls does); ``clip_gradients`` returns new arrays, or
-    scales them where they are with ``in_place=True``.
+    scales them where they are with ``in_place=True``. A stack of LSTMs (a FullyConnected on
+    top or not) on numpy takes a pass of few Python-level calls with the layer path's bits
+    (``planned_backprop``).
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
+    if state is None and mask is None and tape == "full" and not need_dstate:
+        planned = planned_backprop(rnet, xs, targets, objective_for(
+            loss, rnet, "backpropagate_sequence"))
+        if planned is not None:
+            value, finite, grads, states = planned
+            loss_now = np.asarray(value)
+            return Backprop(loss_now if finite else np.full_like(loss_now, math.nan), grads,
+                            states, None)
     found = _forward_sequence(rnet, xs, targets, state, mask, loss, tape,
                               "backpropagate_sequence")
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)

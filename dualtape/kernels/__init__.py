@@ -150,6 +150,14 @@ def stack_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
                           self_check)
 
 
+def grads_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
+    """The compiled backward pass of an LSTM stack into gradient buffers (``numba_grads``)
+    for float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or
+    None. ``self_check`` as in ``optimizer_loops``."""
+    return _checked_loops("numba_grads", "grads", "compiled gradients of a stack", like,
+                          self_check)
+
+
 def scatter_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
     """The compiled row sums by id (``numba_scatter``) for float32/float64 numpy rows of
     ``like``'s dtype where the compiled LSTM loops run, or None for numpy's. ``self_check``

@@ -67,6 +67,11 @@ def overlap_gradients(on: bool = True) -> Iterator[None]:
         _ON.reset(token)
 
 
+def overlap_requested() -> bool:
+    """Whether this thread (or task) is inside ``overlap_gradients()`` (on)."""
+    return _ON.get()
+
+
 @contextlib.contextmanager
 def overlapping() -> Iterator[None]:
     """The scope of one backward pass: products handed over inside it (``matmul_later``) are

@@ -67,6 +67,7 @@ from ..layers.base import Array
 from ..losses import softmax_cross_entropy
 from ..optim import Optimizer
 from ..recurrent import RecurrentNetwork
+from ..switches import held
 from ..training import backpropagate_sequence, clip_gradients, mean_over_processes
 from .config import TrainConfig, make_optimizer
 from .memory import check_memory
@@ -283,8 +284,10 @@ class TextTrainer:
                                self.stream_first, cfg.batch, self.position)
         return windows_at(self.ids, starts, cfg.seq_len), self.carried
 
+    @held
     def _step(self) -> list[Array]:
-        """One update; returns the states the windows ended in."""
+        """One update (the switches read once for all of it: ``switches.held``); returns the
+        states the windows ended in."""
         window, states = self._windows()
         with device_context(self.backend):
             ids = from_host(window, self.backend)

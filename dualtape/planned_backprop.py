@@ -1,0 +1,152 @@
+"""``backpropagate_sequence`` in few Python-level calls: its checks made once per network and
+input form, the layers' own forward functions, then every layer's backward pass in one
+compiled call (``kernels.numba_grads``) into the gradient buffers (issue 30: a training step
+of few calls). The same bits as the layer path (``tests/test_planned_backprop.py``).
+
+It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
+``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
+top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
+(T, B, i) of the weights' dtype (C order), over more than one row, with the calls' defaults
+(zero states, no mask, the full tape, no initial states' gradient) and the gradients'
+products not handed to a second core (``overlap_gradients``). Anything else, ids outside the
+vocabulary, or a loss whose gradient is not a (T, B, o) array of the weights' dtype, takes the
+layer path, which checks and says what is wrong (a loss so refused has been called twice).
+"""
+
+from __future__ import annotations
+
+import weakref
+from operator import is_
+from typing import Any
+
+import numpy as np
+
+from .held_update import group_values, same_objects
+from .kernels import grads_loops, scatter_loops, sequence_path
+from .kernels.flush import flushed
+from .kernels.lstm_sequence import forward_sequence
+from .kernels.numba_grads import StackGrads, check_compiled, scratch, stack_grads
+from .kernels.numba_lstm import NumbaLSTM
+from .kernels.overlap import overlap_requested
+from .kernels.scatter import check_compiled as check_scatter
+from .layers.fully_connected import FullyConnected
+from .layers.linear_algebra import project_sequence
+from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
+from .recurrent import gradient_buffers, kept_gradient_buffers
+
+Array = Any
+
+
+def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
+                     ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
+    """``(loss, input finite, grads, state_T)`` of ``rnet`` over ``xs`` by ``objective(np,
+    ys, targets)``, the gradients in ``recurrent.gradient_buffers``; or None, having changed
+    nothing, where this path does not apply (the module's docstring says where)."""
+    if type(xs) is not np.ndarray or overlap_requested():
+        return None
+    plan = _PLANS.get(rnet)
+    if plan is None or not plan.fits(rnet, xs):
+        plan = _Plan.of(rnet, xs)
+        if plan is None:
+            return None
+        _PLANS[rnet] = plan
+    W0 = plan.weights[0][0]
+    path = sequence_path(np, W0, fused_disagreement)
+    if path is None or not isinstance(path.cell, NumbaLSTM) or (
+            grads_loops(W0, check_compiled) is None) or (
+            plan.by_id and scatter_loops(W0, check_scatter) is None):
+        return None
+    if plan.by_id and (xs.min() < 0 or xs.max() >= plan.layers[0].n_in):
+        return None
+    steps, batch = xs.shape[:2]
+    with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
+        tapes, h = [], xs
+        for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
+            tapes.append(forward_sequence(np, path.cell, U, zeros,
+                                          project_sequence(np, h, W, b)))
+            h = tapes[-1][2]
+        if plan.top is not None:
+            h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
+    value, dys = objective(np, h, targets)
+    if type(dys) is not np.ndarray or dys.dtype != W0.dtype or dys.shape != h.shape:
+        return None
+    finite = plan.by_id or bool(np.isfinite(xs).all())
+    with flushed():
+        work = scratch(plan.sizes, steps, batch, plan.layers[0].n_in if plan.by_id else 0,
+                       plan.top is not None, JOIN_UP_TO, W0.dtype)
+        cells, gates, hs = zip(*tapes, strict=True)
+        stack_grads(plan.operands, work, xs, cells, gates, hs, np.ascontiguousarray(dys))
+    return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
+
+
+class _Plan:
+    """``planned_backprop``'s checks of one network and input form, made once: its layers and
+    their parameter arrays, the LSTMs' weights and zero initial states, the gradient buffers
+    and the compiled call's operands."""
+
+    def __init__(self, rnet: Any, xs: Array) -> None:
+        self.layers = list(rnet.layers)
+        params = [layer.params for layer in self.layers]
+        self.arrays = group_values(params)
+        last = self.layers[-1]
+        self.top = last if type(last) is FullyConnected else None
+        lstms = self.layers[:-1] if self.top is not None else self.layers
+        self.weights = [(p["W"], p["U"], p["b"]) for p in params[: len(lstms)]]
+        self.form = (xs.shape, xs.dtype)
+        self.by_id = xs.ndim == 2
+        steps, batch = xs.shape[:2]
+        dtype = self.weights[0][0].dtype
+        self.zeros = [np.zeros((batch, layer.n_out), dtype) for layer in lstms]
+        self.buffers = gradient_buffers(rnet)
+        self.groups = groups = [group for group in self.buffers if group is not None]
+        self.written = group_values(groups)
+        lstm_grads = groups[: len(lstms)]
+        self.operands = StackGrads(
+            tuple(W for W, _, _ in self.weights), tuple(U for _, U, _ in self.weights),
+            tuple(g["W"] for g in lstm_grads), tuple(g["U"] for g in lstm_grads),
+            tuple(g["b"] for g in lstm_grads),
+            None if self.top is None else (self.top.params["W"],
+                                           (groups[-1]["W"], groups[-1]["b"])),
+            JOIN_UP_TO)
+        self.sizes = [(layer.n_in, layer.n_out) for layer in lstms]
+
+    @classmethod
+    def of(cls, rnet: Any, xs: Array) -> _Plan | None:
+        """The plan for ``rnet`` over ``xs``, or None where this path does not apply."""
+        layers = rnet.layers
+        if not layers or not all([type(layer) is LSTM for layer in layers[:-1]]) or (
+                type(layers[-1]) not in (LSTM, FullyConnected)) or type(layers[0]) is not LSTM:
+            return None
+        dtype = layers[0].params["W"].dtype
+        if dtype not in (np.float32, np.float64) or not xs.flags.c_contiguous or (
+                xs.ndim == 2 and xs.dtype != np.int64) or (
+                xs.ndim == 3 and (xs.dtype != dtype or xs.shape[2] != layers[0].n_in)) or (
+                xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] < 2):
+            return None
+        if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
+                    for w in group_values([layer.params for layer in layers])]):
+            return None
+        plan = cls(rnet, xs)
+        if not all([type(g) is np.ndarray and g.flags.c_contiguous for g in plan.written]) \
+                or not plan.writeable():
+            return None
+        return plan
+
+    def writeable(self) -> bool:
+        """Whether every gradient buffer is still writeable (the compiled call writes them
+        through their addresses, past any flag)."""
+        return all([g.flags.writeable for g in self.written])
+
+    def fits(self, rnet: Any, xs: Array) -> bool:
+        """Whether this plan still holds for ``rnet`` over ``xs``: the same layers holding
+        the same parameter arrays (changed in place only), the same gradient buffers kept and
+        writeable, the same form of input."""
+        layers = rnet.layers
+        return (len(layers) == len(self.layers) and all(map(is_, layers, self.layers))
+                and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous
+                and kept_gradient_buffers(rnet) is self.buffers and self.writeable()
+                and same_objects(group_values([layer.params for layer in layers]), self.arrays))
+
+
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``planned_backprop``'s plan of each network, for the form of its latest input."""

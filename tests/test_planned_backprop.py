@@ -1,0 +1,324 @@
+"""``backpropagate_sequence`` in few calls (``planned_backprop``): the layer path's bits, and
+the layer path wherever the plan does not apply."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import planned_backprop
+from dualtape.backend import to_numpy
+from dualtape.kernels import numba_grads, overlap, selfcheck
+from dualtape.layers import lstm
+from dualtape.losses import softmax_cross_entropy
+
+from .test_descent import fuses_here
+from .test_flush import needs_flushing, saturated, subnormals
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """The input shapes ``numba_grads.stack_grads`` was called at by ``planned_backprop``."""
+    calls = []
+
+    def counted(operands, work, xs, *args):
+        calls.append(tuple(xs.shape))
+        return numba_grads.stack_grads(operands, work, xs, *args)
+
+    monkeypatch.setattr(planned_backprop, "stack_grads", counted)
+    return calls
+
+
+def network(vocab=0, sizes=(5, 4), top=3, dtype="float64", seed=1, inputs=3):
+    """LSTMs of ``sizes`` fed ids of ``vocab`` (or ``inputs`` features), a FullyConnected of
+    ``top`` outputs on top (0: none)."""
+    first = vocab or inputs
+    layers = [dualtape.LSTM(a, b, seed=seed + k, dtype=dtype)
+              for k, (a, b) in enumerate(zip((first, *sizes[:-1]), sizes, strict=True))]
+    if top:
+        layers.append(dualtape.FullyConnected(sizes[-1], top, seed=seed + 9, dtype=dtype))
+    return dualtape.RecurrentNetwork(layers)
+
+
+def sequences(vocab=0, steps=6, batch=3, inputs=3, outputs=3, dtype="float64", seed=2):
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(0, vocab, (steps, batch)) if vocab else rng.uniform(
+        -1, 1, (steps, batch, inputs)).astype(dtype)
+    labels = rng.integers(0, outputs, (steps, batch))
+    return dualtape.asarray(xs), dualtape.asarray(labels)
+
+
+def entropy(xp, ys, labels, weights=None):
+    return softmax_cross_entropy(xp, ys, labels, weights)
+
+
+def results(found):
+    """A ``Backprop``'s loss, gradients and states as host copies."""
+    return (float(found.loss), [{k: to_numpy(v).copy() for k, v in g.items()}
+                                for g in found.grads], [to_numpy(s).copy() for s in found.state])
+
+
+def assert_same_bits(a, b):
+    assert a[0] == b[0] or (np.isnan(a[0]) and np.isnan(b[0]))
+    for ga, gb in zip(a[1], b[1], strict=True):
+        assert sorted(ga) == sorted(gb) and all(np.array_equal(ga[k], gb[k], equal_nan=True)
+                                                for k in ga)
+    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a[2], b[2], strict=True))
+
+
+def layer_path(net, xs, labels, loss=entropy):
+    """``backpropagate_sequence`` on the layer path: a given state is not planned."""
+    return results(dualtape.backpropagate_sequence(
+        net, xs, labels, loss=loss, state=[None] * len(net.recurrent_layers)))
+
+
+@pytest.mark.parametrize(("vocab", "sizes", "top"), [
+    (7, (5, 4), 3), (7, (6,), 3), (0, (5, 4), 3), (0, (5, 4, 6), 0), (0, (4,), 0)],
+    ids=["ids-2-top", "ids-1-top", "inputs-2-top", "inputs-3", "inputs-1"])
+@pytest.mark.parametrize(("steps", "batch"), [(6, 3), (1, 2), (5, 1)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_planned_pass_gives_the_layer_paths_bits(backend, planned, vocab, sizes, top,
+                                                     steps, batch, dtype):
+    """Two calls (the second from the kept plan): the loss, every gradient and the last
+    states bit for bit; the gradients in the network's kept buffers."""
+    net = network(vocab, sizes, top, dtype)
+    outputs = top or sizes[-1]
+    xs, labels = sequences(vocab, steps, batch, outputs=outputs, dtype=dtype)
+    for seed in (2, 3):
+        xs, labels = sequences(vocab, steps, batch, outputs=outputs, dtype=dtype, seed=seed)
+        got = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+        assert got.dstate is None
+        assert_same_bits(results(got), layer_path(net, xs, labels))
+    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
+
+
+def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
+    """Against ``DUALTAPE_FUSED=0`` (the array-API code), to rounding."""
+    xs, labels = sequences(7)
+    found = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("DUALTAPE_FUSED", switch)
+        found[switch] = results(dualtape.backpropagate_sequence(network(7), xs, labels,
+                                                                loss=entropy))
+    assert found["1"][0] == pytest.approx(found["0"][0], rel=1e-12)
+    for a, b in zip(found["1"][1], found["0"][1], strict=True):
+        for k in a:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("case", [
+    "state", "mask", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
+    "embedding", "two-top-layers", "fortran-order", "int32-ids", "float32-input", "one-sequence",
+    "float32-loss-gradient"])
+def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case):
+    """None of these is planned; each still gives the layer path's gradients."""
+    net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
+    if case == "state":
+        options = {"state": [None, None]}
+    elif case == "mask":
+        options = {"mask": dualtape.asarray(np.ones((6, 3), bool))}
+    elif case == "sqrt-tape":
+        options = {"tape": "sqrt"}
+    elif case == "dstate":
+        options = {"need_dstate": True}
+    elif case == "ufunc-loop":
+        monkeypatch.setenv("DUALTAPE_JIT", "0")
+    elif case == "one-row":
+        xs, labels = sequences(7, steps=1, batch=1)
+    elif case == "gru":
+        net = dualtape.RecurrentNetwork([dualtape.GRU(7, 5, seed=1, dtype="float64"),
+                                         dualtape.FullyConnected(5, 3, seed=2, dtype="float64")])
+    elif case == "embedding":
+        net = dualtape.RecurrentNetwork([dualtape.Embedding(7, 4, seed=3, dtype="float64"),
+                                         *network(0, (5,), 3, inputs=4).layers])
+    elif case == "two-top-layers":
+        net = dualtape.RecurrentNetwork([*network(7, (5,), 4).layers,
+                                         dualtape.FullyConnected(4, 3, seed=4, dtype="float64")])
+    elif case == "fortran-order" and backend.name == "numpy":
+        xs, labels = sequences(0)
+        net, xs = network(0), np.asfortranarray(xs)
+    elif case == "int32-ids" and backend.name == "numpy":
+        xs = xs.astype(np.int32)
+    elif case == "float32-input":
+        xs, labels = sequences(0, dtype="float32")
+        net = network(0)
+    elif case == "one-sequence":
+        xs, labels = xs[:, 0], labels[:, 0]
+    elif case == "float32-loss-gradient":
+        if backend.name != "numpy":
+            pytest.skip("numpy's products promote a float32 gradient; torch's refuse it")
+
+        def loss(xp, ys, targets):  # the layer path takes it: the products promote
+            value, dys = softmax_cross_entropy(xp, ys, targets)
+            return value, xp.astype(dys, xp.float32)
+    with overlap.overlap_gradients(case == "overlap"):
+        found = dualtape.backpropagate_sequence(net, xs, labels, loss=loss, **options)
+    assert planned == [] and np.isfinite(float(found.loss))
+    assert any(np.abs(to_numpy(g)).sum() > 0 for g in found.grads[-1].values())
+
+
+@pytest.mark.parametrize(("case", "error", "message"), [
+    ("id-too-large", ValueError, r"ids from 0 to 7, but .* takes ids in \[0, 7\)"),
+    ("negative-id", ValueError, r"ids from -1 to 6, but .* takes ids in \[0, 7\)"),
+    ("label-too-large", ValueError, r"class labels must lie in \[0, 3\)"),
+    ("read-only-buffers", ValueError, "read-only"),
+])
+def test_a_refused_call_raises_the_layer_paths_error(backend, planned, case, error, message):
+    """Ids outside the vocabulary, labels outside the classes, gradient buffers made
+    read-only: the layer path's error, nothing planned (nor written)."""
+    net, (xs, labels) = network(7), sequences(7)
+    host_xs, host_labels = to_numpy(xs).copy(), to_numpy(labels).copy()
+    loss = entropy
+    if case == "id-too-large":
+        host_xs[2, 1] = 7
+    elif case == "negative-id":
+        host_xs[0, 0] = -1
+    elif case == "label-too-large":
+        host_labels[3, 2] = 3
+    elif backend.name == "numpy":
+        dualtape.backpropagate_sequence(net, xs, labels, loss=loss)
+        planned.clear()
+        buffer = dualtape.recurrent.gradient_buffers(net)[0]["U"]
+        buffer.flags.writeable = False
+    else:
+        pytest.skip("gradient buffers are kept on numpy and CuPy")
+    with pytest.raises(error, match=message):
+        dualtape.backpropagate_sequence(net, dualtape.asarray(host_xs),
+                                        dualtape.asarray(host_labels), loss=loss)
+    assert planned == []
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_input_gives_a_nan_loss(backend, planned, bad):
+    """As on the layer path: the loss NaN, whatever the saturating layers made of it."""
+    net, (xs, labels) = network(0), sequences(0)
+    host = to_numpy(xs).copy()
+    host[3, 1, 2] = bad
+    xs = dualtape.asarray(host)
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    assert np.isnan(got[0])
+    assert_same_bits(got, layer_path(net, xs, labels))
+    assert planned == ([tuple(xs.shape)] if fuses_here(backend) else [])
+
+
+class _Doubled(dualtape.FullyConnected):
+    """A FullyConnected whose output is twice the plain one's: not planned."""
+
+    def _forward(self, xp, x):
+        tape, y = super()._forward(xp, x)
+        return tape, 2 * y
+
+    def _backward(self, xp, tape, dy, grads_out=None):
+        return super()._backward(xp, tape, 2 * dy, grads_out)
+
+
+@pytest.mark.parametrize("change", ["new-array", "in-place", "new-form", "new-layer",
+                                    "subclass-same-arrays", "new-buffers"])
+def test_a_change_between_calls_is_taken_into_account(backend, planned, change):
+    """The plan is made again after a new array, layer, buffer or input form; an in-place
+    write is read as it is."""
+    net, (xs, labels) = network(7), sequences(7)
+    dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    if change == "new-array":
+        net.layers[0].params["W"] = net.layers[0].params["W"] * 0.5
+    elif change == "in-place":
+        net.layers[1].params["U"][...] *= 0.5
+    elif change == "new-form":
+        xs, labels = sequences(7, steps=4, batch=2, seed=5)
+    elif change == "new-layer":
+        net.layers[1] = dualtape.LSTM(5, 4, seed=7, dtype="float64")
+    elif change == "subclass-same-arrays":  # only the layer itself tells it apart
+        doubled = _Doubled(4, 3, seed=8, dtype="float64")
+        doubled.params.update(net.layers[-1].params)
+        net.layers[-1] = doubled
+    else:  # the kept buffers dropped: the next call's are new arrays
+        dualtape.recurrent._GRADIENT_BUFFERS.pop(net)
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    assert_same_bits(got, layer_path(net, xs, labels))
+    if fuses_here(backend):
+        assert len(planned) == (1 if change == "subclass-same-arrays" else 2)
+        if change == "subclass-same-arrays":
+            return
+        buffers = dualtape.recurrent.gradient_buffers(net)
+        found = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+        assert all(g is b for fg, bg in zip(found.grads, buffers, strict=True)
+                   for g, b in zip(fg.values(), bg.values(), strict=True))
+
+
+def test_a_named_loss_is_planned_too(backend, planned):
+    net, (xs, _) = network(0, top=0), sequences(0)
+    targets = dualtape.asarray(np.random.default_rng(4).uniform(-1, 1, (6, 3, 4)))
+    got = results(dualtape.backpropagate_sequence(net, xs, targets))
+    want = results(dualtape.backpropagate_sequence(net, xs, targets, state=[None, None]))
+    assert_same_bits(got, want)
+    assert len(planned) == (1 if fuses_here(backend) else 0)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_compiled_gradients_pass_their_self_check(dtype):
+    pytest.importorskip("numba")
+    assert numba_grads.check_compiled(numba_grads, np.zeros(1, dtype)) is None
+
+
+class _Planted:
+    """``numba_grads`` with one buffer of one layer off by one part in 10⁹ after the call."""
+
+    StackGrads = numba_grads.StackGrads
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def stack_grads(self, operands, work, xs, *args):
+        numba_grads.stack_grads(operands, work, xs, *args)
+        target = {"top": operands.top[1][0] if operands.top else operands.dbs[-1],
+                  "first": operands.dWs[0], "bias": operands.dbs[-1]}[self.where]
+        target *= 1 + 1e-9 * (xs.ndim == 2 if self.where == "first" else 1)
+
+
+@pytest.mark.parametrize("where", ["top", "first", "bias"])
+def test_the_self_check_catches_planted_bugs(where):
+    pytest.importorskip("numba")
+    assert "differ from numpy's" in numba_grads.check_compiled(_Planted(where), np.zeros(1))
+
+
+def test_a_failed_self_check_keeps_the_layer_path(planned, monkeypatch):
+    """Where its self-check fails (one warning), nothing is planned."""
+    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
+        pytest.skip("the planned pass runs with the compiled loops")
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.setattr(planned_backprop, "check_compiled", lambda loops, like: "planted")
+    net, (xs, labels) = network(7), sequences(7)
+    with pytest.warns(RuntimeWarning, match="compiled gradients of a stack disagree"):
+        got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    assert planned == []
+    assert_same_bits(got, layer_path(net, xs, labels))
+
+
+def test_the_lstm_loops_failing_their_self_check_keep_the_layer_path(planned, monkeypatch):
+    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
+        pytest.skip("the planned pass runs with the compiled loops")
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    for module in (lstm, planned_backprop):
+        monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
+    net, (xs, labels) = network(7), sequences(7)
+    with pytest.warns(RuntimeWarning, match="compiled CPU LSTM loops disagree"):
+        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    assert planned == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backend, planned,
+                                                                          dtype):
+    """Flushed as the layer path is: the same bits where its unflushed loops would make
+    subnormals (``tests/test_flush.py``), and none in the gradients."""
+    if backend.name != "numpy":
+        pytest.skip("the flushing is numpy's (the CPU fast paths)")
+    needs_flushing()
+    net, xs = saturated("LSTM", dtype)
+    targets = np.zeros((20, 2, 6), dtype)
+    got = results(dualtape.backpropagate_sequence(net, xs, targets))
+    assert_same_bits(got, results(dualtape.backpropagate_sequence(net, xs, targets,
+                                                                  state=[None, None])))
+    assert subnormals([a for g in got[1] for a in g.values()]) == 0
+    assert planned == ([xs.shape] if fuses_here(backend) else [])
