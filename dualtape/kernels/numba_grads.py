@@ -47,16 +47,18 @@ def scratch(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: int, to
     ``steps`` x ``batch``, the first fed ids of ``vocab`` (0: not ids), with a layer on
     ``top`` or not: ``blocks`` one layer's blocks and carries, then its joined blocks where it
     joins them (``_numba_grads.stack_grads``), sized for the largest; ``dh`` the output
-    gradient handed down. No more than the layer path's temporaries of one layer at a
-    time."""
+    gradient handed down; ``sums`` the first layer's widest block summed by id. No more than
+    the layer path's temporaries of one layer at a time."""
     rows = steps * batch
     one_layer = [(5 * rows + 3 * batch) * n + (
         rows * 4 * n if k > 0 or rows * 4 * n <= join_up_to else 0)
                  for k, (_, n) in enumerate(sizes)]
     down = [i for i, _ in sizes[1:]] + ([sizes[-1][1]] if top else [])
+    first = sizes[0][1]  # the first layer's widest block, summed by id: f, i or all four
+    widest = 4 * first if rows * 4 * first <= join_up_to else 2 * first
     return {"blocks": np.empty(max(one_layer), dtype),
             "dh": np.empty(rows * max(down, default=1), dtype),
-            "sums": np.empty(max(vocab * 4 * sizes[0][1], 1), dtype),
+            "sums": np.empty(max(vocab * widest, 1), dtype),
             "ones": np.ones(rows, dtype)}
 
 
