@@ -33,6 +33,7 @@ from .layers.fully_connected import FullyConnected
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
 from .recurrent import gradient_buffers, kept_gradient_buffers
+from .switches import held_choice
 
 Array = Any
 
@@ -51,10 +52,9 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
             return None
         _PLANS[rnet] = plan
     W0 = plan.weights[0][0]
-    path = sequence_path(np, W0, fused_disagreement)
-    if path is None or not isinstance(path.cell, NumbaLSTM) or (
-            grads_loops(W0, check_compiled) is None) or (
-            plan.by_id and scatter_loops(W0, check_scatter) is None):
+    cell = held_choice(("planned_backprop", W0.dtype, plan.by_id),
+                       lambda: _compiled_cell(W0, plan.by_id))
+    if cell is None:
         return None
     if plan.by_id and (xs.min() < 0 or xs.max() >= plan.layers[0].n_in):
         return None
@@ -62,7 +62,7 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
         tapes, h = [], xs
         for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
-            tapes.append(forward_sequence(np, path.cell, U, zeros,
+            tapes.append(forward_sequence(np, cell, U, zeros,
                                           project_sequence(np, h, W, b)))
             h = tapes[-1][2]
         if plan.top is not None:
@@ -77,6 +77,17 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
         cells, gates, hs = zip(*tapes, strict=True)
         stack_grads(plan.operands, work, xs, cells, gates, hs, np.ascontiguousarray(dys))
     return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
+
+
+def _compiled_cell(like: Array, by_id: bool) -> NumbaLSTM | None:
+    """The compiled LSTM loops where the layers take them for arrays like ``like`` and this
+    pass's kernel (with ids, the row sums by id too) passed its self-check; else None."""
+    path = sequence_path(np, like, fused_disagreement)
+    if path is None or not isinstance(path.cell, NumbaLSTM) or (
+            grads_loops(like, check_compiled) is None) or (
+            by_id and scatter_loops(like, check_scatter) is None):
+        return None
+    return path.cell
 
 
 class _Plan:
