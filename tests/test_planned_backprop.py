@@ -109,8 +109,8 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 @pytest.mark.parametrize("case", [
     "state", "mask", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
-    "embedding", "two-top-layers", "fortran-order", "int32-ids", "float32-input", "one-sequence",
-    "float32-loss-gradient"])
+    "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
+    "float32-input", "one-sequence", "float32-loss-gradient"])
 def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case):
     """None of these is planned; each still gives the layer path's gradients."""
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
@@ -132,6 +132,9 @@ def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case
     elif case == "embedding":
         net = dualtape.RecurrentNetwork([dualtape.Embedding(7, 4, seed=3, dtype="float64"),
                                          *network(0, (5,), 3, inputs=4).layers])
+    elif case == "fully-connected-only":
+        xs, labels = sequences(0)
+        net = dualtape.RecurrentNetwork([dualtape.FullyConnected(3, 3, seed=1, dtype="float64")])
     elif case == "two-top-layers":
         net = dualtape.RecurrentNetwork([*network(7, (5,), 4).layers,
                                          dualtape.FullyConnected(4, 3, seed=4, dtype="float64")])

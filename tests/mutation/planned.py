@@ -31,7 +31,7 @@ MUTANTS = [
            "the backward pass without the subnormals flushed", TESTS),
     Mutant(P, "type(layers[-1]) not in (LSTM, FullyConnected)) or type(layers[0]) is not LSTM:",
            "type(layers[-1]) not in (LSTM, FullyConnected)):",
-           "an Embedding or a GRU first taken for an LSTM", TESTS),
+           "a network of one FullyConnected planned as an LSTM stack", TESTS),
     Mutant(P, "xs.ndim == 2 and xs.dtype != np.int64) or (", "False) or (",
            "int32 ids or one float sequence taken as int64 ids", TESTS),
     Mutant(P, " or xs.shape[0] * xs.shape[1] < 2):", "):",
