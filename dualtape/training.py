@@ -197,15 +197,15 @@ def backpropagate_sequence(
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
+    objective = objective_for(loss, rnet, "backpropagate_sequence")
     if state is None and mask is None and tape == "full" and not need_dstate:
-        planned = planned_backprop(rnet, xs, targets, objective_for(
-            loss, rnet, "backpropagate_sequence"))
+        planned = planned_backprop(rnet, xs, targets, objective)
         if planned is not None:
             value, finite, grads, states = planned
             loss_now = np.asarray(value)
             return Backprop(loss_now if finite else np.full_like(loss_now, math.nan), grads,
                             states, None)
-    found = _forward_sequence(rnet, xs, targets, state, mask, loss, tape,
+    found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "backpropagate_sequence")
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)
     dstate = [restore(d, found.single) for d in dstates] if need_dstate else None

@@ -285,31 +285,6 @@ def test_the_self_check_catches_planted_bugs(where):
     assert "differ from numpy's" in numba_grads.check_compiled(_Planted(where), np.zeros(1))
 
 
-def test_a_failed_self_check_keeps_the_layer_path(planned, monkeypatch):
-    """Where its self-check fails (one warning), nothing is planned."""
-    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
-        pytest.skip("the planned pass runs with the compiled loops")
-    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    monkeypatch.setattr(planned_backprop, "check_compiled", lambda loops, like: "planted")
-    net, (xs, labels) = network(7), sequences(7)
-    with pytest.warns(RuntimeWarning, match="compiled gradients of a stack disagree"):
-        got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
-    assert planned == []
-    assert_same_bits(got, layer_path(net, xs, labels))
-
-
-def test_the_lstm_loops_failing_their_self_check_keep_the_layer_path(planned, monkeypatch):
-    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
-        pytest.skip("the planned pass runs with the compiled loops")
-    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    for module in (lstm, planned_backprop):
-        monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
-    net, (xs, labels) = network(7), sequences(7)
-    with pytest.warns(RuntimeWarning, match="compiled CPU LSTM loops disagree"):
-        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
-    assert planned == []
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backend, planned,
                                                                           dtype):
@@ -327,18 +302,30 @@ def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backen
     assert planned == ([xs.shape] if fuses_here(backend) else [])
 
 
-def test_failed_row_sums_by_id_keep_the_layer_path_for_ids(planned, monkeypatch):
-    """Where the compiled row sums by id fail their self-check, the layer path sums by numpy's
-    sort (other bits): ids are not planned, inputs still are."""
+
+@pytest.mark.parametrize(("failing", "warned"), [
+    ("own", "compiled gradients of a stack disagree"),
+    ("lstm-loops", "compiled CPU LSTM loops disagree"),
+    ("row-sums", "compiled row sums by id disagree")])
+def test_a_failed_self_check_keeps_the_layer_path(planned, monkeypatch, failing, warned):
+    """Where its own self-check, the LSTM loops' or the row sums by id's fails (one warning),
+    ids are not planned, with the layer path's bits; inputs still are where only the row sums
+    by id failed (the layer path then sums by numpy's sort: other bits)."""
     if not fuses_here(dualtape.backend.resolve_backend("numpy")):
         pytest.skip("the planned pass runs with the compiled loops")
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    monkeypatch.setattr(planned_backprop, "check_scatter", lambda loops, like: "planted")
+    if failing == "lstm-loops":
+        for module in (lstm, planned_backprop):
+            monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
+    else:
+        monkeypatch.setattr(planned_backprop,
+                            "check_compiled" if failing == "own" else "check_scatter",
+                            lambda loops, like: "planted")
     net, (xs, labels) = network(7), sequences(7)
-    with pytest.warns(RuntimeWarning, match="compiled row sums by id disagree"):
+    with pytest.warns(RuntimeWarning, match=warned):
         got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
     assert planned == []
     assert_same_bits(got, layer_path(net, xs, labels))
     net, (xs, labels) = network(0), sequences(0)
     dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
-    assert planned == [tuple(xs.shape)]
+    assert planned == ([tuple(xs.shape)] if failing == "row-sums" else [])
