@@ -7,7 +7,8 @@ their shapes, dtypes and places, and updates them with one compiled call per
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import is_
+from itertools import chain
+from operator import methodcaller
 from typing import Any
 
 from .kernels import cpu_path
@@ -69,14 +70,19 @@ class HeldUpdate:
 
 
 def group_values(groups: Any) -> list[Array]:
-    """The arrays of the dicts ``groups``, in order."""
-    return [a for group in groups for a in group.values()]
+    """The arrays of the mappings ``groups``, in order (the loop in C: a step asks this for
+    every group it is given)."""
+    return list(chain.from_iterable(map(_VALUES, groups)))
 
 
 def _names(groups: Any) -> list[str]:
-    return [name for group in groups for name in group]
+    return list(chain.from_iterable(groups))
+
+
+_VALUES = methodcaller("values")
 
 
 def same_objects(found: Any, held: list[Any]) -> bool:
-    """Whether ``found`` holds exactly the objects of ``held``, in order."""
-    return len(found) == len(held) and all(map(is_, found, held))
+    """Whether ``found`` holds exactly the objects of ``held``, in order (by ``id``: both
+    lists hold their objects alive while they are compared, so equal ids are one object)."""
+    return list(map(id, found)) == list(map(id, held))

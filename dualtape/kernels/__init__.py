@@ -202,7 +202,12 @@ def _compiled_for(like: Any) -> bool:
 
 def cpu_path() -> tuple[str, str | None]:
     """The LSTM loop numpy arrays take now, and why not a faster one: ``("compiled", None)``,
-    ``("ufuncs", why)`` or ``("generic", why)`` (a failed self-check is not foreseen here)."""
+    ``("ufuncs", why)`` or ``("generic", why)`` (a failed self-check is not foreseen here).
+    Chosen once per ``held`` call (``switches.held_choice``)."""
+    return held_choice(("cpu_path",), _cpu_path_now)
+
+
+def _cpu_path_now() -> tuple[str, str | None]:
     if _generic_only():
         return "generic", "DUALTAPE_FUSED=0 asks for the generic code"
     if not switched_on("DUALTAPE_JIT"):
