@@ -64,10 +64,8 @@ def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
     """``target`` checked against ``y`` for a cross entropy: ``(labels, True)`` for integer
     class labels (of shape ``y.shape[:-1]``, each in ``[0, n)``), else ``(t, False)`` for a
     dense target of ``y``'s shape."""
-    if type(target) is np.ndarray and type(y) is np.ndarray and target.dtype.kind in "iu" and (
-            target.shape == y.shape[:-1]):  # labels on numpy, as given: the checks in short
-        if target.size and (target.min() < 0 or target.max() >= y.shape[-1]):
-            raise _outside(y.shape[-1])
+    if _numpy_labels(y, target):  # labels on numpy, as given: the checks in short
+        _check_range(target, y.shape[-1])
         return target, True
     target = _on_device(y, target)
     if _is_label_array(target):
@@ -79,6 +77,19 @@ def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
             f"convert them (t.astype(int)), or give targets of shape {tuple(y.shape)}"
         )
     return prepare_like(target, tuple(y.shape), y, "loss", "target")[1], False
+
+
+def _check_range(labels: np.ndarray, n: int) -> None:
+    """``_outside`` unless every one of the numpy ``labels`` is in ``[0, n)``."""
+    if labels.size and (labels.min() < 0 or labels.max() >= n):
+        raise _outside(n)
+
+
+def _numpy_labels(y: Array, target: Any) -> bool:
+    """Whether ``target`` is a numpy array of integer labels for numpy logits ``y`` as given
+    (shape ``y.shape[:-1]``), their range not yet checked."""
+    return type(target) is np.ndarray and type(y) is np.ndarray and (
+        target.dtype.kind in "iu") and target.shape == y.shape[:-1]
 
 
 def _is_integer_array(target: Any) -> bool:
@@ -154,11 +165,14 @@ def squared_error(xp: Any, y: Array, target: Any, weights: Array | None = None):
 def softmax_cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
     """Cross entropy of softmax(y) against ``target``, averaged over the batch. With class
     labels, ``−log_p`` at each label and ``softmax(y)`` less 1 there: no one-hot target."""
-    t, labelled = _class_target(xp, y, target)
+    as_given = weights is None and _numpy_labels(y, target)  # range checked below
+    t, labelled = (target, True) if as_given else _class_target(xp, y, target)
     if labelled and weights is None:
-        compiled = _compiled_at_labels(y, t)
+        compiled = _compiled_at_labels(y, t)  # the labels' range checked in its pass
         if compiled is not None:
             return compiled
+        if as_given:
+            _check_range(t, y.shape[-1])
     return _softmax_cross_entropy(xp, y, t, labelled, weights)
 
 
@@ -178,17 +192,23 @@ def _softmax_cross_entropy(xp: Any, y: Array, t: Array, labelled: bool,
 
 
 def _compiled_at_labels(y: Array, labels: Array) -> tuple[Array, Array] | None:
-    """``softmax_cross_entropy`` of logits ``y`` at ``labels`` by the compiled loops
-    (``kernels.numba_softmax_cross_entropy``) on numpy, or None where they do not run."""
-    if type(y) is not np.ndarray or y.ndim < 2 or y.size == 0:
+    """``softmax_cross_entropy`` of numpy logits ``y`` at numpy ``labels`` (integers, shape
+    ``y.shape[:-1]``) by the compiled loops (``kernels.numba_softmax_cross_entropy``), or None
+    where they do not run; a label outside ``[0, n)`` raises ``_outside``."""
+    if y.ndim < 2 or y.size == 0:
         return None
     loops = loss_loops(y, _check_compiled)
     if loops is None:
         return None
     n = y.shape[-1]
-    value, dy = loops.softmax_cross_entropy(np.ascontiguousarray(y).reshape(-1, n),
-                                            labels.astype(np.int64, copy=False).reshape(-1),
-                                            1.0 / y.shape[-2])
+    if labels.dtype != np.int64:
+        labels = labels.astype(np.int64)  # an unsigned one past int64 wraps: outside
+    try:
+        value, dy = loops.softmax_cross_entropy(
+            (y if y.flags.c_contiguous else np.ascontiguousarray(y)).reshape(-1, n),
+            labels.reshape(-1), 1.0 / y.shape[-2])
+    except loops.LabelsOutside:
+        raise _outside(n) from None
     return y.dtype.type(value), dy.reshape(y.shape)
 
 

@@ -113,11 +113,14 @@ def test_sequence_labels_with_a_mask_equal_one_hot_targets(backend, name):
 
 @pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2], [0, 1, 255, 2]])
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
-def test_labels_out_of_range_raise(backend, labels, dtype):
+@pytest.mark.parametrize("jit", ["", "0"])
+def test_labels_out_of_range_raise(backend, labels, dtype, jit, monkeypatch):
     """In every integer dtype, on numpy's short way (labels given in the output's shape less
-    its class axis) and the others."""
+    its class axis: checked in the compiled loss's pass, or without it, DUALTAPE_JIT=0, by
+    numpy) and the others."""
     if dtype == "uint8" and min(labels) < 0:
         pytest.skip("no negative uint8")
+    monkeypatch.setenv("DUALTAPE_JIT", jit)
     with pytest.raises(ValueError, match=r"class labels must lie in \[0, 3\), got one outside"):
         evaluate(losses.softmax_cross_entropy, Y,
                  dualtape.asarray(np.array(labels).astype(dtype)))

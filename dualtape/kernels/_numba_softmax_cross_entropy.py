@@ -12,10 +12,15 @@ Array = Any
 
 
 @njit(cache=True, nogil=True)
-def shifted(y: Array, labels: Array, z: Array, picked: Array) -> None:  # pragma: no cover
+def shifted(y: Array, labels: Array, z: Array, picked: Array) -> int:  # pragma: no cover
     """``z = y − max`` row by row, and ``picked`` (m,) its entry at each row's label; ``y``,
-    ``z`` (m, n), ``labels`` (m,) int64 in ``[0, n)`` (checked by the caller)."""
+    ``z`` (m, n), ``labels`` (m,) int64. Returns how many labels are outside ``[0, n)``
+    (their rows are left unread: the caller raises)."""
+    outside = 0
     for r in range(y.shape[0]):
+        if labels[r] < 0 or labels[r] >= y.shape[1]:
+            outside += 1
+            continue
         row, out = y[r], z[r]
         top = row[0]
         for j in range(1, row.shape[0]):
@@ -23,6 +28,7 @@ def shifted(y: Array, labels: Array, z: Array, picked: Array) -> None:  # pragma
         for j in range(row.shape[0]):
             out[j] = row[j] - top
         picked[r] = out[labels[r]]
+    return outside
 
 
 @njit(cache=True, nogil=True)

@@ -22,8 +22,8 @@ def softmax_cross_entropy(y: Array, labels: Array, scale: float) -> tuple[float,
     """``(scale · Σ_rows −log softmax(y)[label], scale · (softmax(y) − one_hot(labels)))`` for
     logits ``y`` (m, n), float32 or float64, and ``labels`` (m,) int64; the gradient in
     ``y``'s dtype, the value a Python float summed in float64. ``ValueError`` for other
-    dtypes, shapes or a label outside ``[0, n)`` (checked here: the compiled loops index
-    without bounds checks)."""
+    dtypes or shapes, ``LabelsOutside`` for a label outside ``[0, n)`` (the compiled pass
+    counts them before it indexes: it has no bounds checks)."""
     if type(y) is not np.ndarray or type(labels) is not np.ndarray or (
             labels.dtype != np.int64) or y.dtype not in (np.float32, np.float64):
         raise ValueError("numba_softmax_cross_entropy: float32 or float64 logits and int64 "
@@ -32,16 +32,19 @@ def softmax_cross_entropy(y: Array, labels: Array, scale: float) -> tuple[float,
     if y.ndim != 2 or labels.shape != y.shape[:1] or y.shape[1] == 0:
         raise ValueError(f"numba_softmax_cross_entropy: logits {y.shape} and labels "
                          f"{labels.shape}")
-    if labels.shape[0] and (int(labels.min()) < 0 or int(labels.max()) >= y.shape[1]):
-        raise ValueError(f"numba_softmax_cross_entropy: labels from {int(labels.min())} to "
-                         f"{int(labels.max())} outside [0, {y.shape[1]})")
     compiled = _compiled()
     dy = np.empty(y.shape, dtype=y.dtype)
     picked = np.empty(labels.shape, dtype=y.dtype)
-    compiled.shifted(y, labels, dy, picked)
+    if compiled.shifted(y, labels, dy, picked):  # labels outside [0, n): none indexed
+        raise LabelsOutside(f"numba_softmax_cross_entropy: labels from {int(labels.min())} to "
+                         f"{int(labels.max())} outside [0, {y.shape[1]})")
     np.exp(dy, out=dy)
     total = compiled.normalised(dy, labels, y.dtype.type(scale), picked)
     return total * scale, dy
+
+
+class LabelsOutside(ValueError):
+    """``softmax_cross_entropy`` was given a label outside ``[0, n)``."""
 
 
 @functools.cache
