@@ -16,7 +16,6 @@ layer path, which checks and says what is wrong (a loss so refused has been call
 from __future__ import annotations
 
 import weakref
-from operator import is_
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from .held_update import group_values, same_objects
 from .kernels import grads_loops, scatter_loops, sequence_path
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
-from .kernels.numba_grads import StackGrads, check_compiled, scratch, stack_grads
+from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
 from .kernels.numba_lstm import NumbaLSTM
 from .kernels.overlap import overlap_requested
 from .kernels.scatter import check_compiled as check_scatter
@@ -56,7 +55,7 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
                        lambda: _compiled_cell(W0, plan.by_id))
     if cell is None:
         return None
-    if plan.by_id and (xs.min() < 0 or xs.max() >= plan.layers[0].n_in):
+    if plan.by_id and not ids_within(xs, plan.layers[0].n_in):
         return None
     steps, batch = xs.shape[:2]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
@@ -71,11 +70,11 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
     if type(dys) is not np.ndarray or dys.dtype != W0.dtype or dys.shape != h.shape:
         return None
     finite = plan.by_id or bool(np.isfinite(xs).all())
+    work = [np.empty(n, W0.dtype) for n in plan.scratch]
+    cells, gates, hs = zip(*tapes, strict=True)
     with flushed():
-        work = scratch(plan.sizes, steps, batch, plan.layers[0].n_in if plan.by_id else 0,
-                       plan.top is not None, JOIN_UP_TO, W0.dtype)
-        cells, gates, hs = zip(*tapes, strict=True)
-        stack_grads(plan.operands, work, xs, cells, gates, hs, np.ascontiguousarray(dys))
+        stack_grads(plan.operands, work, xs, cells, gates, hs,
+                    dys if dys.flags.c_contiguous else np.ascontiguousarray(dys))
     return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
 
 
@@ -119,7 +118,9 @@ class _Plan:
             None if self.top is None else (self.top.params["W"],
                                            (groups[-1]["W"], groups[-1]["b"])),
             JOIN_UP_TO)
-        self.sizes = [(layer.n_in, layer.n_out) for layer in lstms]
+        self.scratch = scratch_sizes([(layer.n_in, layer.n_out) for layer in lstms], steps,
+                                     batch, self.layers[0].n_in if self.by_id else 0,
+                                     self.top is not None, JOIN_UP_TO)
 
     @classmethod
     def of(cls, rnet: Any, xs: Array) -> _Plan | None:
@@ -153,7 +154,7 @@ class _Plan:
         the same parameter arrays (changed in place only), the same gradient buffers kept and
         writeable, the same form of input."""
         layers = rnet.layers
-        return (len(layers) == len(self.layers) and all(map(is_, layers, self.layers))
+        return (same_objects(layers, self.layers)
                 and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous
                 and kept_gradient_buffers(rnet) is self.buffers and self.writeable()
                 and same_objects(group_values([layer.params for layer in layers]), self.arrays))

@@ -80,11 +80,12 @@ def stack_grads(gemm: Any, gemv: Any, Ws: Any, Us: Any, dWs: Any, dUs: Any, dbs:
     are joined first, as ``LSTM._sequence_grads`` joins them, and so are those of every layer
     but the first, for its input gradient. Scratch: ``blocks`` the blocks and carries of one
     layer (``descent._scratch``'s layout), then its joined blocks (rows, 4o); ``dh`` each
-    layer's output gradient (rows, o), ``ones`` (rows,) of 1. The order of
+    layer's output gradient (rows, o), ``ones`` (rows,) filled with 1 here. The order of
     ``stack.stack_backward``: the top, then each LSTM from the last: its backward loop, per
     block ``f, i | o | ĉ`` its ``W``, ``U`` and ``b`` gradients, then its input gradient."""
     steps, batch = cells[0].shape[0] - 1, cells[0].shape[1]
     rows = steps * batch
+    ones[:] = one
     if top:
         h = hs[len(hs) - 1].reshape(rows, top_W.shape[1])
         outer_into(gemm, dys, h, top_dW, one)
@@ -152,3 +153,12 @@ def block_grads(gemm: Any, gemv: Any, d: Array, start: int, n: int, by_id: bool,
     if u_end > start:
         outer_into(gemm, d[:, : u_end - start], began, dU[start:], one)
     column_sums_into(gemv, d, ones, db[start:], one)
+
+
+@njit(cache=True, nogil=True)
+def ids_within(ids: Array, n: int) -> bool:  # pragma: no cover - compiled
+    """Whether every entry of ``ids`` (C order) is in ``[0, n)``."""
+    for v in ids.ravel():
+        if v < 0 or v >= n:
+            return False
+    return True

@@ -14,6 +14,7 @@ numpy arrays only, where the compiled LSTM loops run (``kernels.grads_loops`` ch
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,14 +42,15 @@ class StackGrads(NamedTuple):
     join_up_to: int
 
 
-def scratch(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: int, top: bool,
-            join_up_to: int, dtype: Any) -> dict[str, Array]:
-    """The scratch arrays of ``stack_grads`` for LSTMs of ``sizes`` ``(inputs, cells)`` over
-    ``steps`` x ``batch``, the first fed ids of ``vocab`` (0: not ids), with a layer on
-    ``top`` or not: ``blocks`` one layer's blocks and carries, then its joined blocks where it
-    joins them (``_numba_grads.stack_grads``), sized for the largest; ``dh`` the output
-    gradient handed down; ``sums`` the first layer's widest block summed by id. No more than
-    the layer path's temporaries of one layer at a time."""
+def scratch_sizes(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: int,
+                  top: bool, join_up_to: int) -> tuple[int, int, int, int]:
+    """The elements of ``stack_grads``'s scratch arrays for LSTMs of ``sizes`` ``(inputs,
+    cells)`` over ``steps`` x ``batch``, the first fed ids of ``vocab`` (0: not ids), with a
+    layer on ``top`` or not: ``blocks`` one layer's blocks and carries, then its joined blocks
+    where it joins them (``_numba_grads.stack_grads``), sized for the largest; ``dh`` the
+    output gradient handed down; ``sums`` the first layer's widest block summed by id;
+    ``ones`` a 1 per row for the column sums. No more than the layer path's temporaries of one
+    layer at a time."""
     rows = steps * batch
     one_layer = [(5 * rows + 3 * batch) * n + (
         rows * 4 * n if k > 0 or rows * 4 * n <= join_up_to else 0)
@@ -56,32 +58,39 @@ def scratch(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: int, to
     down = [i for i, _ in sizes[1:]] + ([sizes[-1][1]] if top else [])
     first = sizes[0][1]  # the first layer's widest block, summed by id: f, i or all four
     widest = 4 * first if rows * 4 * first <= join_up_to else 2 * first
-    return {"blocks": np.empty(max(one_layer), dtype),
-            "dh": np.empty(rows * max(down, default=1), dtype),
-            "sums": np.empty(max(vocab * widest, 1), dtype),
-            "ones": np.ones(rows, dtype)}
+    return max(one_layer), rows * max(down, default=1), max(vocab * widest, 1), rows
 
 
-def stack_grads(operands: StackGrads, work: dict[str, Array], xs: Array,
+def stack_grads(operands: StackGrads, work: Sequence[Array], xs: Array,
                 cells: tuple[Array, ...], gates: tuple[Array, ...], hs: tuple[Array, ...],
                 dys: Array) -> None:
-    """The gradients of ``operands``' layers into their buffers (``work``: ``scratch``'s
-    arrays, made for the call, so that nothing is held between calls beyond the buffers)
-    from the LSTMs' forward tapes
+    """The gradients of ``operands``' layers into their buffers (``work``: arrays of
+    ``scratch_sizes``, ``blocks``, ``dh``, ``sums`` and ``ones`` in order, made for the call
+    (their values unread: ``ones`` is filled there), so that
+    nothing is held between calls beyond the buffers) from the LSTMs' forward tapes
     (``cells``, ``gates``, outputs ``hs``: one entry per LSTM) over ``xs`` ((T, B) int64 ids
     of the first layer's one-hot rows, or (T, B, i)) and the network output's gradient
-    ``dys`` (T, B, o): ``_numba_grads.stack_grads``."""
+    ``dys`` (T, B, o), C order: ``_numba_grads.stack_grads``."""
     dtype, rows = dys.dtype, xs.shape[0] * xs.shape[1]
+    d = dys.reshape(rows, dys.shape[-1])
     by_id = xs.ndim == 2
-    ids = xs.reshape(rows) if by_id else np.empty(0, np.int64)
-    inputs = np.empty((1, 1), dtype) if by_id else xs.reshape(rows, xs.shape[2])
+    ids, inputs = (xs.reshape(rows), d) if by_id else (  # d: not read with ids
+        _NO_IDS, xs.reshape(rows, xs.shape[2]))
     top_W, (top_dW, top_db) = operands.top or (inputs, (inputs, inputs[0]))
-    s = work
+    blocks, dh, sums, ones = work
     _compiled().stack_grads(
         *blas.addresses(dtype), operands.Ws, operands.Us, operands.dWs, operands.dUs,
-        operands.dbs, inputs, ids, by_id, s["sums"], cells, gates, hs,
-        operands.top is not None, top_W, top_dW, top_db, dys.reshape(rows, dys.shape[-1]),
-        s["blocks"], s["dh"], s["ones"], operands.join_up_to, dtype.type(1))
+        operands.dbs, inputs, ids, by_id, sums, cells, gates, hs,
+        operands.top is not None, top_W, top_dW, top_db, d, blocks, dh, ones,
+        operands.join_up_to, dtype.type(1))
+
+
+_NO_IDS = np.empty(0, np.int64)
+
+
+def ids_within(ids: Array, n: int) -> bool:
+    """Whether every id of ``ids`` (int64, C order) is in ``[0, n)``: one pass."""
+    return _compiled().ids_within(ids, n)
 
 
 def check_compiled(loops: Any, like: Array) -> str | None:
@@ -113,7 +122,8 @@ def check_compiled(loops: Any, like: Array) -> str | None:
         dWs, dUs, dbs = zip(*got, strict=True)
         operands = StackGrads(Ws, Us, dWs, dUs, dbs, (top_W, top_got) if top else None,
                               join_up_to)
-        work = scratch([(5, 4), (4, 3)], steps, batch, vocab, top, join_up_to, dtype)
+        work = [np.empty(n, dtype) for n in scratch_sizes([(5, 4), (4, 3)], steps, batch,
+                                                          vocab, top, join_up_to)]
         loops.stack_grads(operands, work, xs, *zip(*tapes, strict=True), dys)
         eps = 64 * np.finfo(dtype).eps
         for a, b in zip([w for g in got + ([top_got] if top else []) for w in g],
