@@ -49,6 +49,17 @@ def test_the_bits_are_restored_after_an_exception():
     assert (a * 1).tolist() == a.tolist()
 
 
+def test_under_control_the_given_bits_replace_the_threads_own():
+    """A worker takes its caller's bits as they are: unflushed ones end its own flushing."""
+    needs_flushing()
+    a = subnormal("float32")
+    unflushed = flush.control_here()
+    with flush.flushed(), flush.under_control(unflushed):
+        assert (a * 1).tolist() == a.tolist()
+    with flush.under_control(unflushed | flush.FTZ_DAZ):
+        assert (a * 1).tolist() == [0, 0]
+
+
 def saturated(cell: str, dtype: str) -> tuple[dualtape.RecurrentNetwork, np.ndarray]:
     """Two layers of ``cell`` whose weights, 30x Grenade's, drive most gates deep into
     saturation (σ of pre-activations of hundreds), and inputs for them."""

@@ -146,10 +146,12 @@ def test_the_compiled_code_calls_no_transcendental_function(dtype):
         assert not libm_calls(function, dtype), function.__name__
 
 
-@pytest.mark.parametrize("operand", ["strided", "float16", "mixed", "list"])
+@pytest.mark.parametrize("operand", ["strided", "float16", "mixed", "list", "state"])
 def test_compiled_loops_refuse_operands_they_cannot_index(operand):
     U, c0, projected = np.ones((6, 2)), np.zeros((1, 2)), np.zeros((1, 1, 8))
-    if operand == "strided":
+    if operand == "state":  # a state of another dtype than the projections' and U's
+        c0 = c0.astype(np.float32)
+    elif operand == "strided":
         projected = np.zeros((1, 1, 16))[..., ::2]
     elif operand == "float16":
         U, c0, projected = (a.astype(np.float16) for a in (U, c0, projected))

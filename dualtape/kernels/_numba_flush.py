@@ -1,6 +1,6 @@
 """The x86 SSE control register (MXCSR) read and written from compiled code (imports numba):
-``control()`` and ``set_control(value)``, through LLVM's ``stmxcsr``/``ldmxcsr`` intrinsics.
-x86-64 only; ``flush`` decides where it runs."""
+``control()``, ``set_control(value)`` and ``exchange_control(keep, add)``, through LLVM's
+``stmxcsr``/``ldmxcsr`` intrinsics. x86-64 only; ``flush`` decides where it runs."""
 
 from __future__ import annotations
 
@@ -50,3 +50,11 @@ def control() -> int:
 def set_control(value: int) -> None:
     """Set this thread's MXCSR to ``value``."""
     _ldmxcsr(np.uint32(value))  # type: ignore[call-arg]
+
+
+@njit(cache=True)
+def exchange_control(keep: int, add: int) -> int:
+    """Set this thread's MXCSR to ``(its bits & keep) | add``; returns the bits it had."""
+    saved: int = _stmxcsr()  # type: ignore[call-arg]
+    _ldmxcsr((saved & np.uint32(keep)) | np.uint32(add))  # type: ignore[call-arg]
+    return saved

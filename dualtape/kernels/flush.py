@@ -99,11 +99,11 @@ class _Flushed(contextlib.AbstractContextManager):
     with ``bits``, those in place of this thread's own with FTZ and DAZ set."""
 
     def __init__(self, registers: Any, bits: int | None = None) -> None:
-        self.registers, self.bits = registers, bits
+        self.registers = registers
+        self.masks = (0xFFFFFFFF, FTZ_DAZ) if bits is None else (0, bits)  # keep, add
 
     def __enter__(self) -> None:
-        self.saved = self.registers.control()
-        self.registers.set_control(self.saved | FTZ_DAZ if self.bits is None else self.bits)
+        self.saved = self.registers.exchange_control(*self.masks)
 
     def __exit__(self, *exc: object) -> None:
         self.registers.set_control(self.saved)

@@ -61,11 +61,13 @@ class NumbaLSTM:
         """``lstm_sequence.forward_sequence`` (its result and contract): numpy's tanh of the
         candidates, then the loop, the ``U_o`` product and the output gate in one compiled
         call."""
-        _check(projected)
+        U = _operands(U, projected)  # checked before anything is made
+        if c0.dtype != projected.dtype:
+            raise ValueError(f"NumbaLSTM: the state must be {projected.dtype} like the "
+                             f"projections, got {c0.dtype}")
         batch, n = projected.shape[1], projected.shape[2] // 4
-        cells, gates, r = forward_buffers(np, c0, projected)
-        hs = np.empty_like(cells[1:])
-        U = _operands(U, projected, cells)  # the others are new arrays of cells' dtype
+        cells, gates, r = forward_buffers(np, c0, projected)  # new arrays of that dtype
+        hs = np.empty(cells[1:].shape, cells.dtype)
         U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
         _compiled().forward_sequence(*blas.addresses(U.dtype), U, U_fi_t,
                                      projected, r, cells, gates, hs, U.dtype.type(1))
