@@ -9,7 +9,8 @@ top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` fee
 (T, B, i) of the weights' dtype (C order), over more than one row, with the calls' defaults
 (zero states, no mask, the full tape, no initial states' gradient) and the gradients'
 products not handed to a second core (``overlap_gradients``). Anything else, ids outside the
-vocabulary, or a loss whose gradient is not a (T, B, o) array of the weights' dtype, takes the
+vocabulary, or a loss whose gradient is not a C-ordered (T, B, o) array of the weights' dtype,
+takes the
 layer path, which checks and says what is wrong (a loss so refused has been called twice).
 """
 
@@ -67,14 +68,14 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
         if plan.top is not None:
             h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
     value, dys = objective(np, h, targets)
-    if type(dys) is not np.ndarray or dys.dtype != W0.dtype or dys.shape != h.shape:
+    if type(dys) is not np.ndarray or dys.dtype != W0.dtype or dys.shape != h.shape or (
+            not dys.flags.c_contiguous):  # numpy's products of a strided one round otherwise
         return None
     finite = plan.by_id or bool(np.isfinite(xs).all())
     work = [np.empty(n, W0.dtype) for n in plan.scratch]
     cells, gates, hs = zip(*tapes, strict=True)
     with flushed():
-        stack_grads(plan.operands, work, xs, cells, gates, hs,
-                    dys if dys.flags.c_contiguous else np.ascontiguousarray(dys))
+        stack_grads(plan.operands, work, xs, cells, gates, hs, dys)
     return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
 
 

@@ -258,6 +258,23 @@ def test_a_named_loss_is_planned_too(backend, planned):
     assert len(planned) == (1 if fuses_here(backend) else 0)
 
 
+@pytest.mark.parametrize("layout", ["strided", "F order"])
+def test_a_loss_gradient_in_another_layout_takes_the_layer_path(backend, planned, layout):
+    """A loss may hand back its gradient as any view of the right shape and dtype: the layer
+    path's products of a strided one are not those of its C-ordered copy."""
+    def loss(xp, ys, labels):
+        value, dys = entropy(xp, ys, labels)
+        if layout == "strided":  # every other float of a wider array
+            wide = xp.stack([dys, xp.zeros_like(dys)], axis=-1)
+            return value, wide[..., 0]
+        return value, np.asfortranarray(dys) if type(dys) is np.ndarray else dys
+
+    net, (xs, labels) = network(7), sequences(7)
+    assert_same_bits(results(dualtape.backpropagate_sequence(net, xs, labels, loss=loss)),
+                     layer_path(net, xs, labels, loss))
+    assert planned == []
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_compiled_gradients_pass_their_self_check(dtype):
     pytest.importorskip("numba")

@@ -50,7 +50,7 @@ MUTANTS = [
            "        return (len(layers) == len(self.layers)\n", "a new layer not seen", TESTS),
     Mutant(K, "    ones[:] = one\n", "",
            "the column sums taken with what the scratch held", TESTS),
-    Mutant(P, "dys if dys.flags.c_contiguous else np.ascontiguousarray(dys))", "dys)",
+    Mutant(P, " or (\n            not dys.flags.c_contiguous):", ":",
            "a strided loss gradient read as C order", TESTS),
     Mutant(P, "                and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous",
            "                and xs.flags.c_contiguous",
