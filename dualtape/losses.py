@@ -192,10 +192,10 @@ def _softmax_cross_entropy(xp: Any, y: Array, t: Array, labelled: bool,
 
 
 def _compiled_at_labels(y: Array, labels: Array) -> tuple[Array, Array] | None:
-    """``softmax_cross_entropy`` of numpy logits ``y`` at numpy ``labels`` (integers, shape
-    ``y.shape[:-1]``) by the compiled loops (``kernels.numba_softmax_cross_entropy``), or None
-    where they do not run; a label outside ``[0, n)`` raises ``_outside``."""
-    if y.ndim < 2 or y.size == 0:
+    """``softmax_cross_entropy`` of logits ``y`` at integer ``labels`` of shape
+    ``y.shape[:-1]`` by the compiled loops (``kernels.numba_softmax_cross_entropy``) on numpy,
+    or None where they do not run; a label outside ``[0, n)`` raises ``_outside``."""
+    if type(y) is not np.ndarray or y.ndim < 2 or y.size == 0:
         return None
     loops = loss_loops(y, _check_compiled)
     if loops is None:

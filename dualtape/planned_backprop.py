@@ -10,8 +10,8 @@ top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` fee
 (zero states, no mask, the full tape, no initial states' gradient) and the gradients'
 products not handed to a second core (``overlap_gradients``). Anything else, ids outside the
 vocabulary, or a loss whose gradient is not a C-ordered (T, B, o) array of the weights' dtype,
-takes the
-layer path, which checks and says what is wrong (a loss so refused has been called twice).
+takes the layer path, which checks and says what is wrong (a loss so refused has been called
+twice).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ def softmax_cross_entropy(y: Array, labels: Array, scale: float) -> tuple[float,
     dy = np.empty(y.shape, dtype=y.dtype)
     picked = np.empty(labels.shape, dtype=y.dtype)
     if compiled.shifted(y, labels, dy, picked):  # labels outside [0, n): none indexed
-        raise LabelsOutside(f"numba_softmax_cross_entropy: labels from {int(labels.min())} to "
-                         f"{int(labels.max())} outside [0, {y.shape[1]})")
+        raise LabelsOutside(f"numba_softmax_cross_entropy: labels from {int(labels.min())} "
+                            f"to {int(labels.max())} outside [0, {y.shape[1]})")
     np.exp(dy, out=dy)
     total = compiled.normalised(dy, labels, y.dtype.type(scale), picked)
     return total * scale, dy
