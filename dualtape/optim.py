@@ -63,6 +63,11 @@ def _owner(group: dict[str, Array]) -> Any:
     return getattr(group, "owner", group)
 
 
+def _defined_by(cls: type, name: str) -> type:
+    """The class in ``cls``'s method resolution order whose own body defines ``name``."""
+    return next(c for c in cls.__mro__ if name in vars(c))
+
+
 def _same_place(a: Array, b: Array) -> bool:
     """True when ``a`` and ``b`` surely live on one backend and device (a cheap check)."""
     return type(a) is type(b) and (type(a) is np.ndarray or a.device == b.device)
@@ -106,12 +111,31 @@ class Optimizer:
     """Shared bookkeeping: per-parameter state keyed ``(group index, name)``, the step count,
     validation before any change, and the in-place/generic split.
 
-    Subclasses name their state ``slots`` and implement ``_update`` (generic: returns the new
-    parameter and slot arrays) and ``_update_in_place`` (numpy/CuPy: writes them in place).
+    Subclasses name their state ``slots`` and implement ``_update(w, g, slot)`` (generic:
+    returns the new parameter and a new slot dict, changing no argument and keeping none of
+    them, ``g`` included, as a slot: the caller may reuse it; ``slot`` is empty at a
+    parameter's first step) and, optionally, ``_update_in_place(mod, w, g, slot,
+    scratch)`` (numpy/CuPy, ``mod`` the module: writes ``w`` and the slot arrays in place,
+    adding them to the empty ``slot`` at the first step; ``scratch`` is ``w``-shaped space).
+    Without ``_update_in_place`` every step takes ``_update``. Both are given whole
+    parameters: the compiled updates, the passes of ``CHUNK`` elements and the kept step
+    (``held_update``) run only where the class's compiled update is its own, as SGD's and
+    Adam's are, never one inherited past its ``_update_in_place``.
     """
 
     slots: ClassVar[tuple[str, ...]] = ()
     non_negative: ClassVar[tuple[str, ...]] = ()  # slots that can never hold a value below 0
+    _in_place: ClassVar[bool] = False  # whether the class has an _update_in_place
+    _fast_paths: ClassVar[bool] = False  # compiled updates, passes, kept step: its own
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Find, once per class, which of the update paths are its own (class docstring)."""
+        super().__init_subclass__(**kwargs)
+        in_place = _defined_by(cls, "_update_in_place")
+        cls._in_place = cls._update_in_place is not Optimizer._update_in_place
+        cls._fast_paths = cls._in_place and all(
+            issubclass(_defined_by(cls, name), in_place)
+            for name in ("_compiled_update", "_batch_operands", "_update_batch"))
 
     def __init__(self) -> None:
         self.state: dict[tuple[int, str], dict[str, Array]] = {}
@@ -139,7 +163,7 @@ class Optimizer:
             return
         plan = self._plan(params, grads)
         self.steps += 1
-        fused = switched_on("DUALTAPE_FUSED")
+        fused = self._in_place and switched_on("DUALTAPE_FUSED")
         compiled: dict[Any, Any] = {}  # the compiled updates by dtype, looked up once a step
         try:  # everything that allocates, before the first write
             generic, in_place = [], []
@@ -187,7 +211,7 @@ class Optimizer:
                  grads: list[dict[str, Array]]) -> HeldUpdate | None:
         """The kept update of ``plan`` when every parameter, now with its slots, takes the
         compiled update (``_loops``'s conditions at any size, and ``_batch_operands``)."""
-        if not plan or not switched_on("DUALTAPE_FUSED"):
+        if not plan or not self._fast_paths or not switched_on("DUALTAPE_FUSED"):
             return None
         columns: dict[Any, tuple[Any, list[list[Array]]]] = {}
         direct = []
@@ -244,16 +268,18 @@ class Optimizer:
         once per array instead of also through a parameter-sized scratch (about 3x faster for
         the seed network's 0.96M parameters). Elementwise, so the result is the same, unless
         an array overlaps ``w`` (a pass would then read what an earlier one wrote): those take
-        the whole-array path, where numpy buffers the overlap."""
-        return mod is np and w.size > CHUNK and self._chunkable(slot) and _elementwise(w, g, slot)
+        the whole-array path, where numpy buffers the overlap. Only SGD's and Adam's updates
+        (``_fast_paths``) are known to be elementwise."""
+        return mod is np and w.size > CHUNK and self._fast_paths and self._chunkable(slot) and (
+            _elementwise(w, g, slot))
 
     def _loops(self, compiled: dict[Any, Any], mod: Any, w: Array, g: Array,
                slot: dict[str, Array]) -> Any:
         """The compiled updates (``kernels.optimizer_loops``, looked up once per dtype into
         ``compiled``) when they can update ``w`` in one pass: on numpy, its slots there (a
         first step makes them whole) and the arrays as ``_in_passes`` needs them; else None."""
-        if mod is not np or w.size < COMPILED_FROM or not self._chunkable(slot) or (
-                not _elementwise(w, g, slot)):
+        if mod is not np or w.size < COMPILED_FROM or not self._fast_paths or (
+                not self._chunkable(slot)) or not _elementwise(w, g, slot):
             return None
         if w.dtype not in compiled:
             compiled[w.dtype] = optimizer_loops(w, _check_compiled)
