@@ -88,6 +88,8 @@ CHANGES = {
         W=net.layers[1].params["W"] + 1),
     "a-new-slot-array": lambda net, opt, grads, env: opt.state[(0, "U")].update(
         m=opt.state[(0, "U")]["m"] * 3),
+    "a-new-slot-dict": lambda net, opt, grads, env: opt.state.__setitem__(
+        (0, "U"), {name: a * 3 for name, a in opt.state[(0, "U")].items()}),
     "renamed-gradients": lambda net, opt, grads, env: grads.__setitem__(
         1, {"b": grads[1]["W"], "W": grads[1]["b"]}),
     "loaded-state": lambda net, opt, grads, env: opt.load_state_dict(opt.state_dict(),
@@ -139,6 +141,31 @@ def test_a_kept_step_gives_way_to_a_full_step_when_anything_changed(change):
     assert_params_equal(kept, full)
     for key in full_state:
         np.testing.assert_array_equal(kept_state[key], full_state[key], err_msg=key)
+
+
+def test_a_kept_step_looks_at_every_array_of_groups_that_carry_no_stamp():
+    """A plain dict among the network's ``ParamDict`` groups (say, learned initial states)
+    carries no stamp that says no array was set in it: the kept step still serves, and an
+    array set in that dict since makes the next step a full one, as without a kept step."""
+    if cpu_path()[0] != "compiled":
+        pytest.skip(f"only the compiled updates keep a step: {cpu_path()[1]}")
+    found = []
+    for keep in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            if not keep:
+                patch.setattr(optim.Optimizer, "_hold", lambda self, *args: None)
+            net, rng = network("float64"), np.random.default_rng(3)
+            params = [*net.params, {"h0": rng.normal(size=(2, 12))}]
+            grads = [{k: rng.normal(size=a.shape) for k, a in group.items()} for group in params]
+            optimizer, calls = RULES["adam"](), served(patch)
+            for _ in range(3):
+                optimizer.step(params, grads)
+            params[2]["h0"] = params[2]["h0"] + 1.0  # a new array in the plain dict
+            for _ in range(3):  # a full step, one that keeps its plan, a kept one
+                optimizer.step(params, grads)
+            assert calls == ([6, 6] if keep else []), calls  # the third and the sixth
+            found.append([dict(group) for group in params])
+    assert_params_equal(*found)
 
 
 def test_a_kept_step_keeps_the_full_steps_errors_and_stamps(monkeypatch):
