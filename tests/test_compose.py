@@ -170,6 +170,28 @@ def test_concat_states_the_joined_shape_and_chains(backend):
     assert dualtape.Network([dualtape.Reshape((20,), (2, 2, 5)), images]).out_shape == (4, 2, 5)
 
 
+def test_a_sequential_gives_the_shape_of_the_example_it_is_given(backend):
+    layer = dualtape.Sequential([conv(1, 2, 3, 1), dualtape.Relu(), dualtape.Pooling(2)])
+    assert layer.output_shape(None) == (2, "height", "width")
+    assert layer.output_shape((1, 8, 10)) == (2, 3, 4)
+    with pytest.raises(ValueError, match="takes examples of shape"):
+        layer.output_shape((3, 8, 10))  # the convolution takes one channel
+    net = dualtape.Network([dualtape.Reshape((80,), (1, 8, 10)), layer])
+    assert net.out_shape == (2, 3, 4)
+
+
+def test_branches_take_the_sizes_a_later_branch_states(backend):
+    # branch 0 leaves the height and width free, branch 1 states them: the input has branch
+    # 1's sizes, which a Network after a Reshape of another size sees at construction
+    concat = dualtape.Concat(conv(2, 3, 1, 1), dualtape.Reshape((2, 2, 3), (2, 2, 3)))
+    assert concat.input_shape == (2, 2, 3) and concat.output_shape(None) == (5, 2, 3)
+    merge = dualtape.Merge(dualtape.Trivial(), conv(2, 2, 1, 2),
+                           dualtape.Reshape((2, 2, 3), (2, 2, 3)))
+    assert merge.input_shape == (2, 2, 3)
+    with pytest.raises(ValueError, match=r"takes examples of shape \(2, 2, 3\) but layer 0"):
+        dualtape.Network([dualtape.Reshape((12,), (2, 3, 2)), concat])
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: dualtape.Merge(fc(3, 4, 1), fc(3, 5, 2)), "Merge adds outputs of one shape"),
     (lambda: dualtape.Merge(reshape((1, 2, 2)), reshape((2, 2, 1))),

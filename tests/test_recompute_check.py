@@ -42,6 +42,33 @@ def test_a_backward_that_recomputes_is_named(backend):
         dualtape.check_no_recompute(RecomputingTanh(), np.ones((2, 3)))
 
 
+class RecomputingCell(dualtape.layers.RecurrentLayer):
+    """A planted bug in a recurrent step, ``y = tanh(x + state)``: the derivative from
+    tanh evaluated again in ``_backward_step``, not kept on the tape."""
+
+    kind = "RecomputingCell"
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n_in = self.n_out = self.state_size = n
+
+    def _forward_step(self, xp: Any, state: Any, x: Any) -> tuple[Any, Any, Any]:
+        y = xp.tanh(x + state)
+        return (x, state), y, y
+
+    def _backward_step(self, xp: Any, tape: Any, dstate: Any, dy: Any) -> tuple[dict, Any, Any]:
+        x, state = tape
+        d = (dy + dstate) * (1 - xp.tanh(x + state) ** 2)
+        return {}, d, d
+
+
+def test_a_recurrent_step_that_recomputes_is_named(backend):
+    x = dualtape.asarray(np.full((2, 3), 0.5), dtype="float64")
+    with pytest.raises(RecomputeError, match=r"^check_no_recompute: RecomputingCell\(\): "
+                       r"backward evaluates tanh 1 time"):
+        dualtape.check_no_recompute(RecomputingCell(3), x)
+
+
 def test_what_it_cannot_check_is_refused():
     with pytest.raises(TypeError, match="takes a layer, got Network"):
         dualtape.check_no_recompute(dualtape.Network([dualtape.Tanh()]), np.ones((2, 3)))

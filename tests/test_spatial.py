@@ -122,6 +122,22 @@ def test_shapes_that_do_not_chain_fail_at_construction(layers, message):
         dualtape.Network(layers())
 
 
+@pytest.mark.parametrize("margins, axis", [
+    ((3, 0, 0, 0), "width"), ((0, 0, 3, 0), "width"), ((1, 0, 2, 0), "width"),
+    ((0, 4, 0, 0), "height"), ((0, 0, 0, 4), "height"), ((0, 2, 0, 2), "height")],
+    ids=["left", "right", "left-and-right", "top", "bottom", "top-and-bottom"])
+def test_a_crop_that_leaves_nothing_is_refused_whichever_margins_cut(backend, margins, axis):
+    crop = dualtape.Crop(*margins)
+    cut, size = (sum(margins[1::2]), 4) if axis == "height" else (sum(margins[::2]), 3)
+    message = rf"cropping {cut} of the input's {axis} {size} leaves nothing"
+    with pytest.raises(ValueError, match=message):
+        crop.output_shape((1, 4, 3))
+    with pytest.raises(ValueError, match=rf"^Crop\(.*\): {message}"):
+        crop.forward(dualtape.asarray(np.ones((2, 1, 4, 3)), dtype="float32"))
+    with pytest.raises(ValueError, match=rf"layer 1 Crop.*: {message}"):
+        dualtape.Network([dualtape.Reshape((12,), (1, 4, 3)), crop])
+
+
 def test_the_network_knows_its_example_shapes():
     net = mnist_net()
     assert net.in_shape == ("channels", "height", "width") and net.out_shape == (5,)
