@@ -126,6 +126,17 @@ def test_labels_out_of_range_raise(backend, labels, dtype, jit, monkeypatch):
                  dualtape.asarray(np.array(labels).astype(dtype)))
 
 
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "cross_entropy"])
+@pytest.mark.parametrize("labels", [[0, 1, 3, 2], [0, -1, 1, 2]])
+def test_labels_out_of_range_raise_with_weights_too(backend, name, labels):
+    """A mask (weights) takes the generic code, which checks the range as well: label -1
+    must not read the last class."""
+    y = PROBS if name == "cross_entropy" else Y
+    with pytest.raises(ValueError, match=r"class labels must lie in \[0, 3\), got one outside"):
+        evaluate(losses.loss_function(name), y, dualtape.asarray(np.array(labels)),
+                 dualtape.asarray(np.ones(4)))
+
+
 def test_labels_of_the_wrong_shape_raise(backend):
     with pytest.raises(ValueError, match="labels must have shape"):
         evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray([0, 1, 2]))
