@@ -206,6 +206,30 @@ def test_from_torch_casts_to_the_dtype_asked_for(stored):
         np.dtype("float32")}
 
 
+@pytest.mark.parametrize("dtype", ["float16", "longdouble"])
+def test_other_floats_load_as_float32_unless_a_dtype_is_asked_for(backend, dtype):
+    """torch's half-precision weights (``.numpy()`` of a float16 tensor), or numpy's long
+    double, give float32 layers, as the embedding's weight does."""
+    layers = dualtape.from_torch({k: v.astype(dtype) for k, v in torch_dict().items()})
+    (embedding,) = dualtape.from_torch({"weight": np.ones((4, 3), dtype=dtype)})
+    for layer in (*layers, embedding):
+        assert layer.dtype == "float32"
+        assert {dualtape.to_numpy(p).dtype for p in layer.params.values()} == {
+            np.dtype("float32")}
+
+
+def test_to_torch_gives_copies_of_the_live_parameters(backend):
+    """Changing to_torch's arrays (torch.from_numpy shares them) leaves the layers as they
+    were."""
+    layers = dualtape.from_torch(torch_dict(layers=2))
+    (embedding,) = dualtape.from_torch({"weight": np.ones((4, 3))})
+    for made in (layers, embedding):
+        before = {k: v.copy() for k, v in dualtape.to_torch(made).items()}
+        for array in dualtape.to_torch(made).values():
+            array += 1.0
+        assert all(np.array_equal(v, before[k]) for k, v in dualtape.to_torch(made).items())
+
+
 def test_the_fixture_holds_every_case(stored):
     names = {key.split("/")[0] for key in stored if "/" in key}
     assert names == {*CELLS, *TRAINING, *(f"train-{cell}" for cell in golden.GATES)}
