@@ -561,6 +561,13 @@ def test_save_refuses_another_networks_optimizer_and_state_given_twice(saved):
                    dualtape.asarray(np.ones((1, 3))), dualtape.asarray(np.ones((1, 2))), opt)
     with pytest.raises(ValueError, match=r"state '0/W/\w+' \(2, 3\) fits no parameter"):
         dualtape.save(deep_net(), path, optimizer=opt)
+    longer = dualtape.Network([*deep_net().layers, dualtape.FullyConnected(3, 3, seed=6,
+                                                                           dtype="float64")])
+    past = dualtape.SGD(0.1, momentum=0.9)  # its state reaches one group past deep_net's
+    dualtape.train(longer, dualtape.asarray(np.ones((1, 3))), dualtape.asarray(np.ones((1, 3))),
+                   past)
+    with pytest.raises(ValueError, match=r"state '10/W/m' \(3, 3\) fits no parameter"):
+        dualtape.save(deep_net(), path, optimizer=past)
     mine = dualtape.SGD(0.1)
     with pytest.raises(ValueError, match=r"extra\['optimizer/steps'\] would be overwritten"):
         dualtape.save(deep_net(), path, optimizer=mine, extra={"optimizer/steps": 3})
