@@ -455,7 +455,7 @@ MUTANTS = [
     Mutant("dualtape/text/lock.py",
            "    lock = os.path.realpath(path) + SUFFIX", "    lock = path + SUFFIX",
            "a second run through a link to the checkpoint takes another lock", LOCK_TESTS),
-    Mutant("dualtape/text/lock.py", "    handle.write(f\"{os.getpid()}\\n\")\n", "",
+    Mutant("dualtape/text/lock.py", "f\"{MARK} {os.getpid()}\\n\"", "f\"{MARK}\\n\"",
            "the refusal does not name the process holding the lock", LOCK_TESTS),
     Mutant("dualtape/text/lock.py", "    path = save or resume\n", "    path = save\n",
            "a --resume run without --save takes no lock", LOCK_TESTS),
