@@ -44,6 +44,7 @@ rule, and what it does not see: docs/contract.md, "Tape versions".
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ..backend import dtype_name, zeros_like_place
@@ -81,13 +82,26 @@ if TYPE_CHECKING:
         def __set__(self, layer: object, value: dict[str, Array]) -> None: ...
 
 
+class MissingKind:
+    """``Layer.kind`` until a class sets its own: reading it raises an ``AttributeError`` that
+    tells the class's author what to add."""
+
+    def __get__(self, layer: object, owner: type) -> str:
+        name = owner.__name__
+        raise AttributeError(f"{name} has no kind: give the class one (kind = {name!r}), the "
+                             "name its tape classes begin with and files store")
+
+
 class Layer:
     """A feed-forward layer. Subclasses set ``kind`` and implement ``_forward``/``_backward``.
 
     ``n_in``/``n_out`` are the feature sizes, or ``None`` for layers that keep any size.
     """
 
-    kind: ClassVar[str]
+    if TYPE_CHECKING:
+        kind: ClassVar[str]
+    else:
+        kind = MissingKind()  # a class's own kind hides it
     recurrent: ClassVar[bool] = False
     keeps_input: bool = True  # the tape holds the input: forward copies it (a composite sets
     # its own, from its layers')
@@ -154,9 +168,12 @@ class Layer:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], dtype: str) -> Layer:
-        """A new layer of the shape ``config`` describes, with parameters in ``dtype``."""
-        # the layers that keep this default take dtype; Layer itself is never built
-        return cls(**config, dtype=dtype)  # type: ignore[call-arg]
+        """A new layer of the shape ``config`` describes, with parameters in ``dtype``
+        (passed to the constructor where it takes ``dtype``: a layer without parameters need
+        not)."""
+        if takes_keyword(cls, "dtype"):
+            return cls(**config, dtype=dtype)  # type: ignore[call-arg]
+        return cls(**config)
 
     @classmethod
     def param_shapes(cls, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -215,28 +232,36 @@ class Layer:
         return grads, restore(dx, single, batch_axis=0)
 
     def _output_shape(self, tape: Any) -> tuple[int, ...]:
-        """The shape of the output the tape belongs to (for checking ``dy``)."""
-        return tuple(tape[-1].shape)
+        """The shape of the output the tape belongs to (for checking ``dy``): by default
+        that of the tape's last array (an activation's output; a ``version`` after it is no
+        array)."""
+        for field in reversed(tape):
+            if hasattr(field, "shape"):
+                return tuple(field.shape)
+        raise TypeError(f"{self!r}: its tape, a {type(tape).__name__}, holds no array; define "
+                        "_output_shape(tape), the shape dy must have")
 
     def _check_tape(self, tape: Any, owner: str, k: int | None = None) -> None:
         """Raise ``ValueError`` unless ``tape`` can be this layer's (layer ``k`` of ``owner``,
-        or the layer itself when ``k`` is None): its class is named after the layer's kind,
+        or the layer itself when ``k`` is None): its class is named after the layer's kind
+        (or that of a class the layer's class inherits from: its forward pass may be reused),
         and its input has ``n_in`` features (or is ids, where the layer takes them)."""
         name = type(tape).__name__
         if (
             not isinstance(tape, tuple)
-            or not name.startswith(self.kind)
+            or not (name.startswith(self.kind) or name.startswith(inherited_kinds(type(self))))
             or (self.n_in is not None and tape[0].shape[-1] != self.n_in
                 and not (getattr(self, "takes_one_hot_ids", False) and holds_integers(tape[0])))
         ):
+            rule = f"its tape classes are named after its kind, as {self.kind}Tape"
             if k is None:
                 raise ValueError(
-                    f"{owner}: the tape is a {name}, not one of this layer; pass the tape its "
-                    "forward returned"
+                    f"{owner}: the tape is a {name}, not one of this layer ({rule}); pass the "
+                    "tape its forward returned"
                 )
             raise ValueError(
-                f"{owner}: tape {k} is a {name}, not one of layer {k} {self!r}; pass the tapes "
-                "this network's forward returned"
+                f"{owner}: tape {k} is a {name}, not one of layer {k} {self!r} ({rule}); pass "
+                "the tapes this network's forward returned"
             )
 
     def _forward(self, xp: Any, x: Array) -> tuple[Any, Array]:
@@ -244,6 +269,20 @@ class Layer:
 
     def _backward(self, xp: Any, tape: Any, dy: Array) -> tuple[dict[str, Array], Array]:
         raise NotImplementedError
+
+
+def inherited_kinds(cls: type) -> tuple[str, ...]:
+    """The kinds the classes ``cls`` inherits from define (a tape class named after one of
+    them is one of ``cls``'s layers' tapes too)."""
+    kinds = (base.__dict__.get("kind") for base in cls.__mro__[1:])
+    return tuple(kind for kind in kinds if isinstance(kind, str))
+
+
+def takes_keyword(cls: type, name: str) -> bool:
+    """Whether ``cls``'s constructor takes the keyword argument ``name``."""
+    parameters = inspect.signature(cls).parameters.values()
+    return any((p.name == name and p.kind != p.POSITIONAL_ONLY) or p.kind == p.VAR_KEYWORD
+               for p in parameters)
 
 
 def tape_array(tape: tuple) -> Array:
