@@ -96,7 +96,9 @@ def check_gradients(model: Any, x: Any, *, state: Any = None, rtol: float = 1e-6
 
     Raises ``GradientCheckError`` (an ``AssertionError``) when an entry differs by more than
     ``atol + rtol * |expected|``, naming the array and its worst entry's index; ``ValueError``
-    or ``TypeError`` for a model or input it cannot check. ``eps`` is the difference step.
+    or ``TypeError`` for a model or input it cannot check, a model whose two forward passes
+    on one input differ included (``Dropout`` while training). ``eps`` is the difference
+    step.
     """
     sequence = isinstance(model, RecurrentNetwork) or (
         isinstance(model, Layer) and model.recurrent)
@@ -233,6 +235,20 @@ def _named_groups(model: Any) -> list[tuple[str, Any]]:
             for group in of_layer(layer, f"layer {i} ({layer.kind}) ")]
 
 
+def _check_repeatable(model: Any, first: list[Array], again: list[Array]) -> None:
+    """``ValueError`` unless two forward passes on the same input gave the same outputs
+    (``first``, ``again``): differences of a model that draws at random each pass (``Dropout``
+    while training) are noise, not its derivative."""
+    if all(np.array_equal(_host64(a), _host64(b)) for a, b in zip(first, again, strict=True)):
+        return
+    drawing = [repr(leaf) for leaf in model.leaves() if getattr(leaf, "training", False)]
+    hint = (f"{', '.join(drawing)} draws a new mask each pass while training: check with "
+            "training off (net.set_training(False), or layer.training = False)" if drawing else
+            "a layer draws at random each pass: fix its draws to check it")
+    raise ValueError(f"check_gradients: {_owner(model)}two forward passes on the same input "
+                     f"gave different outputs, so finite differences cannot check them; {hint}")
+
+
 Case = tuple[list[str], Callable[[dict[str, np.ndarray]], float], dict[str, Any]]
 """The names of the arrays whose gradient is checked, the objective of every array's value
 (by name), and backward's gradients by name, with ``"params"`` (the gradient dicts) and
@@ -243,6 +259,7 @@ def _batch_case(model: Any, host: np.ndarray, place: Backend, rng: np.random.Gen
                 takes_ids: bool) -> Case:
     """The arrays to vary, the objective and backward's gradients of a feed-forward model."""
     tape, y = model.forward(from_host(host, place))
+    _check_repeatable(model, [y], [model.forward(from_host(host, place))[1]])
     r = rng.standard_normal(size=tuple(y.shape))
 
     def objective(values: dict[str, np.ndarray]) -> float:
@@ -291,6 +308,8 @@ def _sequence_case(model: Any, host: np.ndarray, state: Any, place: Backend,
 
     start = {"input": host, **dict(zip(names, states, strict=True))}
     tape, final, ys = run(start)
+    _, final_again, ys_again = run(start)
+    _check_repeatable(model, [ys, *final], [ys_again, *final_again])
     r = rng.standard_normal(size=tuple(ys.shape))
     qs = [rng.standard_normal(size=tuple(s.shape)) for s in final]
 

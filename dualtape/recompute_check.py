@@ -16,7 +16,8 @@ import numpy as np
 
 from .backend import backend_of, from_host, zeros_like_place
 from .layers.base import Layer, RecurrentLayer
-from .layers.edges import prepare_input
+from .layers.edges import prepare_ids, prepare_input
+from .layers.embedding import Embedding
 
 WATCHED = ("exp", "expm1", "log", "log1p", "tanh", "sqrt")
 """The functions counted: what a tape keeps the results of (σ in its tanh form, softmax's exp,
@@ -55,7 +56,8 @@ class CountingNamespace:
 def check_no_recompute(layer: Layer, x: Any) -> dict[str, tuple[int, int]]:
     """``{function: (calls in forward, calls in backward)}`` for each of ``WATCHED`` the forward
     pass of ``layer`` on ``x`` (a batch of its inputs, as ``forward`` takes, on its backend or
-    as a host numpy array; one step of a recurrent layer, from a zero state) evaluated;
+    as a host numpy array: integer ids for an ``Embedding``; one step of a recurrent layer,
+    from a zero state) evaluated;
     ``RecomputeError`` naming the layer and the functions when backward evaluates any of them
     again. A composite layer is refused
     (``ValueError``: check its parts), as is anything that is not a layer (``TypeError``)."""
@@ -66,8 +68,13 @@ def check_no_recompute(layer: Layer, x: Any) -> dict[str, tuple[int, int]]:
     reference = layer._reference()
     if isinstance(x, np.ndarray) and reference is not None:  # host input: to the layer
         x = from_host(x, backend_of(reference))
-    xp, x, _ = prepare_input(x, n_features=layer.input_shape, dtype=layer.dtype,
-                             reference=reference, owner=f"check_no_recompute: {layer!r}")
+    owner = f"check_no_recompute: {layer!r}"
+    if isinstance(layer, Embedding):  # its input: integer ids, as its forward takes them
+        xp, x, _ = prepare_ids(x, vocab=layer.vocab, reference=reference, owner=owner,
+                               taker=repr(layer))
+    else:
+        xp, x, _ = prepare_input(x, n_features=layer.input_shape, dtype=layer.dtype,
+                                 reference=reference, owner=owner)
     forward, backward = CountingNamespace(xp), CountingNamespace(xp)
     if isinstance(layer, RecurrentLayer):
         state = zeros_like_place((x.shape[0], layer.state_size), x)

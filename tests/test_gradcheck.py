@@ -191,3 +191,41 @@ def test_gradients_of_the_wrong_keys_are_refused(monkeypatch):
     with pytest.raises(GradientCheckError, match=r"gradients have keys \['W'\], the "
                        r"parameters \['W', 'b'\]"):
         dualtape.check_gradients(FullyConnected(3, 3, seed=1, dtype=F64), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("make, x", [
+    (lambda: dualtape.Dropout(0.5, seed=1), np.ones((4, 3))),
+    (lambda: dualtape.Network([FullyConnected(3, 3, seed=1, dtype=F64),
+                               dualtape.Dropout(0.5, seed=1)]), np.ones((4, 3))),
+    (lambda: dualtape.RecurrentNetwork([LSTM(2, 3, seed=1, dtype=F64),
+                                        dualtape.Dropout(0.5, seed=1)]), XS),
+], ids=["layer", "network", "recurrent-network"])
+def test_a_dropout_while_training_is_named_not_checked(backend, make, x):
+    model = make()
+    with pytest.raises(ValueError, match=r"^check_gradients: .*two forward passes on the same "
+                       r"input gave different outputs, so finite differences cannot check them; "
+                       r"Dropout\(0.5, 1\) draws a new mask each pass while training: check "
+                       r"with training off") as info:
+        dualtape.check_gradients(model, x)
+    assert "\n" not in str(info.value)
+    for leaf in model.leaves():
+        leaf.training = False
+    assert max(dualtape.check_gradients(model, x).values()) < 1e-6
+
+
+class JitteringTanh(dualtape.Tanh):
+    """tanh scaled by a random factor near 1, drawn each forward pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(0)
+
+    def activate(self, xp, x):
+        return xp.tanh(x) * (1 + 1e-3 * float(self.rng.random()))
+
+
+def test_any_layer_that_draws_at_random_is_refused(backend):
+    with pytest.raises(ValueError, match=r"^check_gradients: Tanh\(\): two forward passes on the "
+                       r"same input gave different outputs.*; a layer draws at random each "
+                       r"pass: fix its draws to check it$"):
+        dualtape.check_gradients(JitteringTanh(), np.ones((2, 3)))

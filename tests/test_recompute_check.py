@@ -81,3 +81,15 @@ def test_what_it_cannot_check_is_refused():
 def test_only_what_the_forward_pass_evaluated_is_reported():
     assert dualtape.check_no_recompute(dualtape.FullyConnected(3, 2), np.ones((2, 3))) == {}
     assert dualtape.check_no_recompute(dualtape.Softmax(), np.ones((2, 3))) == {"exp": (1, 0)}
+
+
+def test_an_embedding_takes_its_integer_ids(backend):
+    layer = dualtape.Embedding(5, 3, dtype="float64", seed=1)
+    assert dualtape.check_no_recompute(layer, np.array([1, 4, 0])) == {}
+    with pytest.raises(TypeError, match=r"^check_no_recompute: Embedding\(5, 3\): input must "
+                       r"hold integer ids for Embedding\(5, 3\), got .*float64; convert with "
+                       r"ids.astype\(int\)"):
+        dualtape.check_no_recompute(layer, np.array([1.0, 4.0]))
+    with pytest.raises(ValueError, match=r"holds ids from 1 to 5, but Embedding\(5, 3\) takes "
+                       r"ids in \[0, 5\)"):
+        dualtape.check_no_recompute(layer, np.array([1, 5]))
