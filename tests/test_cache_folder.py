@@ -1,4 +1,4 @@
-"""The rule for a numba disk cache folder that is safe to load compiled code from."""
+"""The rule for a numba disk cache folder, and a file in it, safe to load compiled code from."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dualtape.kernels.cache_folder import entry_problem, path_problem, private_group
+from dualtape.kernels.cache_folder import entry_problem, file_problem, path_problem, private_group
 
 ME, SOMEONE, ROOT, MINE, SHARED = 1000, 2000, 0, 1000, 50
 DIR, LINK = stat.S_IFDIR, stat.S_IFLNK
@@ -112,6 +112,38 @@ def test_a_folder_someone_else_made_is_refused(folders):
     """The attack on ``NUMBA_CACHE_DIR=/tmp/x``: another user made ``x`` first."""
     os.chown(folders / "mine", 12345, 12345)
     assert "owned by uid 12345" in path_problem(str(folders / "mine" / "cache"))
+
+
+def make_file(folder, kind: str):
+    """A file of ``kind`` in ``folder``, as an attacker or a careless copy leaves it."""
+    path = folder / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        (folder / "target").write_bytes(b"x")
+        path.symlink_to(folder / "target")
+    elif kind != "missing":
+        path.write_bytes(b"x")
+        path.chmod({"0644": 0o644, "0600": 0o600, "0666": 0o666, "0646": 0o646}[kind])
+    return path
+
+
+@posix_only
+@pytest.mark.parametrize("kind, refused", [
+    ("0644", None), ("0600", None), ("missing", None),
+    ("0666", "can be written by anyone (mode 0666)"),
+    ("0646", "can be written by anyone (mode 0646)"),
+    ("link", "is a symbolic link"), ("fifo", "is not a regular file")])
+def test_the_rule_for_each_kind_of_cache_file(tmp_path, kind, refused):
+    assert file_problem(str(make_file(tmp_path, kind))) == refused
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
+                    reason="only root can give a file to another user")
+def test_a_cache_file_someone_else_owns_is_refused(tmp_path):
+    path = make_file(tmp_path, "0644")
+    os.chown(path, 12345, 12345)
+    assert file_problem(str(path)) == "is owned by uid 12345, not by you (uid 0) or root"
 
 
 @posix_only

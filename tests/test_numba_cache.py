@@ -108,6 +108,68 @@ def test_a_world_writable_cache_folder_is_never_read(filled, tmp_path, module):
     assert [p.name for p in cache.rglob("*.tmp.*")] == [], "nothing is written there either"
 
 
+def link_to_planted(file: Path) -> None:
+    """``file`` becomes a link to a copy of itself outside the cache folder."""
+    target = file.parent.parent.parent / f"elsewhere-{file.name}"
+    target.write_bytes(file.read_bytes())
+    file.unlink()
+    file.symlink_to(target)
+
+
+UNSAFE_FILES = {  # a cache file's pattern, and what makes it unsafe in a safe (0755) folder
+    "world-writable-index": ("*.nbi", lambda f: f.chmod(0o666)),
+    "world-writable-data": ("*.nbc", lambda f: f.chmod(0o666)),
+    "linked-index": ("*.nbi", link_to_planted),
+    "someone-elses-index": ("*.nbi", lambda f: os.chown(f, 12345, 12345)),
+}
+
+
+@pytest.mark.parametrize("unsafe", UNSAFE_FILES)
+def test_an_unsafe_cache_file_in_a_safe_folder_is_never_read(filled, tmp_path, unsafe):
+    """Issue 52 item 4: the folder rule alone let a 0666 file in a 0755 folder run its
+    pickle; each file is checked too, and numba's save replaces it with one of its own."""
+    pattern, make_unsafe = UNSAFE_FILES[unsafe]
+    if unsafe.startswith("someone") and os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache)
+    marker = tmp_path / "ran"
+    for file in cache.rglob(pattern):
+        file.write_bytes(pickle.dumps(Plant(marker)))
+        make_unsafe(file)
+    refused = first_use(cache)
+    assert not marker.exists(), "a planted cache file ran"
+    assert refused["cells"] == LOOPS["_numba_lstm"] and not refused["from_cache"]
+    [warning] = refused["warnings"]
+    assert warning.startswith(f"dualtape: not loading {cache}/kernels_")
+    assert ("from numba's disk cache: it " + {
+        "world": "can be written by anyone (mode 0666); compiling afresh",
+        "linked": "is a symbolic link; compiling afresh",
+        "someone": "is owned by uid 12345, not by you"}[unsafe.split("-")[0]]) in warning
+    assert "\n" not in warning
+    replaced = [f for f in cache.rglob(pattern) if "_numba_lstm.forward_sequence" in f.name]
+    assert replaced and all(f.is_file() and not f.is_symlink() and f.stat().st_uid == os.getuid()
+                            and not f.stat().st_mode & 0o022 for f in replaced)
+    again = first_use(cache)
+    assert again == {"cells": LOOPS["_numba_lstm"], "from_cache": True, "warnings": []}
+    assert not marker.exists()
+
+
+def test_loading_a_module_secures_the_compiled_modules_it_imports():
+    """``_numba_grads`` calls ``_numba_lstm``'s and ``_numba_scatter``'s functions, which numba
+    loads from their own cache files when it compiles the caller."""
+    code = ("import sys; from dualtape.kernels import numba_cache; "
+            "numba_cache.load('_numba_grads'); "
+            "print(sorted({type(f._cache._cache_file).__name__ for n in ('_numba_lstm', "
+            "'_numba_scatter') for f in numba_cache.dispatchers("
+            "sys.modules['dualtape.kernels.' + n])}))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['CheckedCacheFile']"
+
+
 def swap_dtypes(cache: Path) -> None:
     """Each function's float32 and float64 entries trade places."""
     for first in cache.rglob("*.1.nbc"):

@@ -1,4 +1,5 @@
-"""Whether numba's disk cache folder is safe to load compiled code from (POSIX).
+"""Whether numba's disk cache folder, and each file in it, is safe to load compiled code from
+(POSIX).
 
 A cache file is a pickle: whoever can put one where numba looks runs code in the next process.
 So a folder numba would read from is refused when anyone but you (or root) could have put a
@@ -15,6 +16,10 @@ The cache folder itself gets no sticky exception: in it others could plant the v
 numba reads. So ``NUMBA_CACHE_DIR=/tmp/x`` is fine when you made ``/tmp/x`` (0700 or 0755),
 refused when someone else did or when it is group- or world-writable; a world-writable folder
 you own is refused too, as anyone may replace what is in it.
+
+A safe folder can still hold an unsafe file (made with a umask of 000, copied in, or given
+away by root), so each index or data file is checked before numba reads it (``file_problem``):
+it must be a regular file, not a link, owned and writable as a folder must be.
 """
 
 from __future__ import annotations
@@ -58,6 +63,25 @@ def path_problem(folder: str) -> str | None:
         if problem:
             return f"{path} {problem}"
     return None
+
+
+def file_problem(path: str) -> str | None:
+    """Why the cache file ``path`` is not safe to load code from (a link, not a regular file, or
+    one ``entry_problem`` refuses), or None; None too when it does not exist (numba then
+    compiles) and off POSIX."""
+    if os.name != "posix":
+        return None
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return entry_problem(st.st_mode, st.st_uid, st.st_gid, os.geteuid(), private_group(), True)
 
 
 def private_group() -> int | None:
