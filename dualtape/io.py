@@ -19,10 +19,11 @@ optimizer state that fits no parameter; a destination that is a folder, read-onl
 regular file.
 
 ``load`` reads through ``zip_reader`` (a regular file opened without blocking, the zip
-directory checked before any member is inflated, no member read past what is declared) and
-checks the header (format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer
-kinds, parameter shapes the layers' own, every member declared, the declared total within what
-the members can hold) before reading any array. Any damage is a one-line ``ValueError`` naming
+directory checked before any member is inflated, no member read past what is declared, none
+inflating more than 100-fold to over 32 MiB unless ``max_inflation=None``) and checks the
+header (format name, version 1 to ``FORMAT_VERSION``, known network, dtype and layer kinds,
+parameter shapes the layers' own, every member declared, the declared total within what the
+members can hold) before reading any array. Any damage is a one-line ``ValueError`` naming
 the path; a missing or unopenable path raises the ``OSError`` of opening it. Its peak memory
 is the model once plus 1 MB read pieces: each member is read into the array it becomes, and
 layers are built around the stored arrays without drawing weights
@@ -48,11 +49,13 @@ from .backend import FLOAT_DTYPES, get_backend, resolve_backend, to_numpy, use_b
 from .files import write_atomically
 from .layers import LAYER_KINDS, Layer
 from .layers.composite import COMPOSITE_DEPTH, Composite
+from .layers.edges import check_real
 from .layers.initial import placeholder_params
 from .network import Network
 from .recurrent import RecurrentNetwork
 from .zip_reader import (
     ARRAY_KINDS,
+    INFLATION_RATIO,
     Declared,
     capacity,
     dtype_text,
@@ -244,10 +247,13 @@ def _not_json(value: Any, where: str, depth: int) -> str | None:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _read(path: str | os.PathLike, max_inflation: float | None
+          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The header and every array, everything checked before the member it concerns is
-    inflated (see the module docstring)."""
-    with open_archive(path) as archive:
+    inflated (see the module docstring; ``max_inflation`` as ``load`` takes it)."""
+    if max_inflation is not None:
+        check_real("load", "max_inflation", max_inflation, "[1, inf]")
+    with open_archive(path, max_inflation) as archive:
         header = _read_header(archive, path)
         declared = _declared(header, path)
         members = [info for info in archive.infolist() if info.filename != "__header__.npy"]
@@ -437,26 +443,33 @@ def _build_layer(spec: dict[str, Any], where: str, dtype: str, arrays: dict[str,
 
 
 def load(path: str | os.PathLike, backend: str | None = None, device: Any = None, *,
-         optimizer: Any = None) -> Network | RecurrentNetwork:
+         optimizer: Any = None, max_inflation: float | None = INFLATION_RATIO
+         ) -> Network | RecurrentNetwork:
     """Read a network saved by ``save`` onto ``backend`` and ``device`` (default: the current
     backend and its device): a ``Network`` or ``RecurrentNetwork``, as saved.
 
     With ``optimizer`` (an ``SGD``, ``Adam`` or ``DataParallel`` of the kind saved), the state
     saved with ``save(..., optimizer=...)`` is restored into it for the loaded network; a file
-    without optimizer state, or with another kind's, raises ``ValueError``."""
-    return load_with_extra(path, backend, device, optimizer=optimizer)[0]
+    without optimizer state, or with another kind's, raises ``ValueError``.
+
+    A compressed member that would inflate more than ``max_inflation`` times its compressed
+    size (members together: the file's size) to over 32 MiB is refused before it is inflated
+    (``ValueError`` naming the member); ``max_inflation=None`` loads such a file on purpose.
+    ``save`` writes members uncompressed, so its files never reach the bound."""
+    return load_with_extra(path, backend, device, optimizer=optimizer,
+                           max_inflation=max_inflation)[0]
 
 
 def load_with_extra(
     path: str | os.PathLike, backend: str | None = None, device: Any = None, *,
-    optimizer: Any = None,
+    optimizer: Any = None, max_inflation: float | None = INFLATION_RATIO,
 ) -> tuple[Network | RecurrentNetwork, dict[str, Any]]:
     """``load`` and ``load_extra`` in one read of the file: ``(network, extra)``."""
     if isinstance(optimizer, type) or optimizer is not None and not callable(
             getattr(optimizer, "load_state_dict", None)):
         raise TypeError(f"load: optimizer must be an optimizer such as dualtape.SGD or "
                         f"dualtape.Adam (with load_state_dict), got {optimizer!r}")
-    header, arrays = _read(path)
+    header, arrays = _read(path, max_inflation)
     try:
         net = _build(header, arrays)
     except ValueError as exc:
@@ -485,10 +498,11 @@ def _restore_optimizer(optimizer: Any, extra: dict[str, Any], net: Any, path: An
         raise ValueError(f"{path}: its optimizer state does not fit: {exc}") from None
 
 
-def load_extra(path: str | os.PathLike) -> dict[str, Any]:
+def load_extra(path: str | os.PathLike, *, max_inflation: float | None = INFLATION_RATIO
+               ) -> dict[str, Any]:
     """The ``extra`` values saved with a network (arrays as numpy arrays; optimizer state as
-    ``optimizer/...`` arrays)."""
-    return _extra(*_read(path))
+    ``optimizer/...`` arrays); ``max_inflation`` as ``load`` takes it."""
+    return _extra(*_read(path, max_inflation))
 
 
 def _extra(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, Any]:

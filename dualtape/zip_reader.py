@@ -6,6 +6,13 @@ than its compressed bytes can produce, the compressed sizes within the file); ``
 checks a member's ``.npy`` header against what the caller declares and reads its data through
 ``Bounded``, which never yields more than allowed. Damage is a one-line ``ValueError`` naming
 the path (``unreadable``). What the header declares is ``io``'s business.
+
+An honest archive can still inflate a thousandfold (deflate's limit): ``open_archive`` also
+refuses, unread, a member that would inflate more than ``max_inflation`` (default
+``INFLATION_RATIO``) times its compressed size, or members that together would inflate more
+than that times the file's size, to over ``INFLATION_FLOOR`` bytes (as Apache POI refuses
+members inflating more than 100-fold). ``max_inflation=None`` lifts the bound for a file the
+caller trusts; dualtape's own files are stored, not compressed, and never reach it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ UNSUPPORTED_FLAGS = 0x01 | 0x20 | 0x40
 """Zip flag bits for encryption, patched data and strong encryption."""
 READ_CHUNK = 2**20
 """Bytes read from a member at a time."""
+INFLATION_RATIO = 100.0
+"""The most a member, or all of them over the file's size, may inflate beyond
+``INFLATION_FLOOR`` bytes, by default."""
+INFLATION_FLOOR = 2**25
+"""Bytes (32 MiB) that members may inflate to whatever their ratio."""
 UNREADABLE = (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError, zlib.error)
 """What damaged zip or ``.npy`` data raises inside ``zipfile`` and numpy."""
 
@@ -52,9 +64,10 @@ class Declared:
 
 
 @contextlib.contextmanager
-def open_archive(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
+def open_archive(path: str | os.PathLike, max_inflation: float | None = INFLATION_RATIO
+                 ) -> Iterator[zipfile.ZipFile]:
     """The zip archive at ``path``, a regular file opened without blocking, its directory
-    checked before any member is read."""
+    checked before any member is read (``check_inflation`` with ``max_inflation``)."""
     try:
         f, found = open_regular(path)
     except ValueError as exc:
@@ -64,6 +77,7 @@ def open_archive(path: str | os.PathLike) -> Iterator[zipfile.ZipFile]:
             archive = zipfile.ZipFile(f)
         with archive:
             check_directory(archive, found.st_size, path)
+            check_inflation(archive, found.st_size, path, max_inflation)
             yield archive
 
 
@@ -110,6 +124,26 @@ def check_directory(archive: zipfile.ZipFile, file_size: int, path: Any) -> None
         raise ValueError(f"{path}: not a dualtape file (its members claim {compressed:,} "
                          f"compressed bytes in a file of {file_size:,}: overlapping or damaged "
                          "members)")
+
+
+def check_inflation(archive: zipfile.ZipFile, file_size: int, path: Any,
+                    max_inflation: float | None) -> None:
+    """Refuse a member that would inflate to more than ``max_inflation`` times its compressed
+    size, or members that together would inflate to more than that times ``file_size``, to
+    over ``INFLATION_FLOOR`` bytes; None refuses nothing."""
+    if max_inflation is None:
+        return
+    how = (f"more than {max_inflation:g}-fold; refused unread (load(..., max_inflation=None) "
+           "reads a file you trust)")
+    total = 0
+    for info in archive.infolist():
+        total += info.file_size
+        if info.file_size > max(INFLATION_FLOOR, max_inflation * info.compress_size):
+            raise ValueError(f"{path}: member {info.filename!r} would inflate to "
+                             f"{info.file_size:,} bytes from {info.compress_size:,}, {how}")
+    if total > max(INFLATION_FLOOR, max_inflation * file_size):
+        raise ValueError(f"{path}: its members would inflate to {total:,} bytes from a file of "
+                         f"{file_size:,}, {how}")
 
 
 class Bounded:
