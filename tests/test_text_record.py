@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import math
 import os
 import signal
@@ -58,6 +59,21 @@ def test_rows_round_trip_with_and_without_a_held_out_loss(tmp_path, suffix):
                          f"20,1.5,2.25,0.75,{0.75 / math.log(2):.9g},1000.0,0.5"]
     else:
         assert '"valid_loss": null, "valid_bpc": null' in lines[0] and len(lines) == 2
+
+
+@pytest.mark.parametrize("loss", [math.nan, math.inf, -math.inf])
+def test_a_loss_that_is_not_finite_is_written_as_missing_never_as_nan_or_inf(tmp_path, loss):
+    csv, jsonl = tmp_path / "run.csv", tmp_path / "run.jsonl"
+    diverged = ROW._replace(train_loss=loss, valid_loss=loss)
+    for path in (csv, jsonl):
+        write_rows(TrainingLog.open(path), [diverged])
+    assert csv.read_text().splitlines()[1] == "10,1.5,,,,1000.0,0.5"
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    fields = json.loads(jsonl.read_text(), parse_constant=refuse)  # as strict readers do
+    assert [fields[k] for k in ("train_loss", "valid_loss", "valid_bpc")] == [None] * 3
 
 
 @pytest.mark.parametrize("name", ["run.txt", "run", "run.csv.gz"])
@@ -409,6 +425,18 @@ def test_plot_writes_a_png_with_a_line_per_run(capsys, tmp_path):
         rgb = plt.matplotlib.colors.to_rgb(colour)
         assert (abs(pixels[..., :3] - rgb).max(axis=-1) < 0.05).sum() > 100
     plt.close(fig)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_an_empty_log_among_others_is_named_and_the_rest_plotted(capsys, tmp_path, where):
+    pytest.importorskip("matplotlib")
+    empty = tmp_path / "empty.csv"
+    empty.write_text(record.CSV_HEADER + "\n")  # a run stopped before its first row
+    logs = [empty, *two_logs(tmp_path)] if where == "first" else [*two_logs(tmp_path), empty]
+    output = tmp_path / "all.png"
+    code, out, err = run(capsys, "plot", *map(str, logs), "-o", str(output))
+    assert code == 0 and out == f"{empty}: no rows yet\nwrote {output}\n", err
+    assert output.read_bytes().startswith(plot.PNG_SIGNATURE)
 
 
 def test_plot_defaults_to_the_first_log_with_png(capsys, tmp_path):

@@ -276,6 +276,19 @@ def test_a_checkpoint_from_before_the_fingerprint_still_resumes_with_file(capsys
     assert code == 0 and "resumed" in out, err
 
 
+def test_a_corpus_given_relative_is_found_again_by_a_resume_from_another_folder(
+        capsys, corpus, tmp_path, monkeypatch):
+    monkeypatch.chdir(corpus.parent)
+    model = tmp_path / "model.npz"
+    code, _, err = run(capsys, "train-text", corpus.name, *ONE_STEP, "--save", str(model))
+    assert code == 0, err
+    assert load_checkpoint(model).config.corpus == str(corpus.resolve())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # no corpus.txt here: the recorded path serves
+    code, out, err = run(capsys, "train-text", "--resume", str(model), *ONE_STEP[-4:])
+    assert code == 0 and load_checkpoint(model).step == 2, err
+
+
 REFUSED_OPTIONS = [
     ("--steps", "-1"), ("--log-every", "0"), ("--log-every", "-1"), ("--sample-every", "-1"),
     ("--save-every", "-1"), ("--sample-chars", "-1"), ("--sample-chars", "100001"),

@@ -188,6 +188,25 @@ def test_a_resume_with_another_batch_begins_the_epoch_again_from_the_initial_sta
     assert same.position == StreamPosition(0, 3) and same.carried is not None
 
 
+@pytest.mark.parametrize("past", [0, 1], ids=["the last window", "one past it"])
+def test_a_stored_window_past_the_epochs_last_begins_the_epoch_again(tmp_path, past):
+    first = numpy_trainer(STATEFUL)
+    _losses(first, 3)
+    path = tmp_path / "c.npz"
+    first.save(path)
+    windows = layout(len(first.ids), STATEFUL.seq_len, STATEFUL.batch, 0).windows
+    _edit(path, lambda e: e["streams"].update(window=windows - 1 + past))  # as if edited
+    checkpoint = load_checkpoint(path)
+    resumed = checkpoint.trainer(checkpoint.vocab.encode(TEXT))
+    if past:
+        assert resumed.position == StreamPosition(0, 0) and resumed.carried is None
+    else:
+        assert resumed.position == StreamPosition(0, windows - 1)
+        assert resumed.carried is not None
+    resumed.step()
+    assert resumed.position == (StreamPosition(0, 1) if past else StreamPosition(1, 0))
+
+
 def test_distributed_ranks_share_positions_and_keep_no_carried_states(tmp_path):
     trainer = numpy_trainer(STATEFUL)
     trainer.share_streams(STATEFUL.batch, 2 * STATEFUL.batch)  # rank 1 of 2
