@@ -115,3 +115,16 @@ def test_saturated_networks_keep_no_subnormal_on_the_fast_paths(backend, monkeyp
     tiny, eps = np.finfo(dtype).tiny, np.finfo(dtype).eps
     for a, b in zip(fast, unflushed, strict=True):
         np.testing.assert_allclose(a, b, rtol=4 * eps, atol=1e4 * tiny)
+
+
+@pytest.mark.parametrize("fused", ["1", "0"])
+def test_only_the_fast_paths_flush_the_generic_code_keeps_ieee_subnormals(monkeypatch, fused):
+    """With zero biases, subnormal inputs give subnormal pre-activations, cells and outputs:
+    kept by the generic code (``DUALTAPE_FUSED=0``, the reference), 0 on the fast paths."""
+    needs_flushing()
+    monkeypatch.setenv("DUALTAPE_FUSED", fused)
+    layer = dualtape.LSTM(2, 3, seed=1, dtype="float32")
+    layer.params["b"] = np.zeros_like(layer.params["b"])
+    xs = np.full((2, 1, 2), np.finfo("float32").tiny / 4, dtype="float32")
+    _, _, ys = dualtape.RecurrentNetwork([layer]).forward_sequence(None, xs)
+    assert (subnormals([np.asarray(ys)]) > 0) == (fused == "0")

@@ -82,6 +82,20 @@ def test_cupy_kernels_pass_their_self_check(backend):
             assert fused_disagreement(SequencePath(backend.xp, CupyLSTM()), like) is None
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_ufunc_loop_keeps_its_expected_overflow_to_itself(dtype):
+    """σ(x) = 1/(1 + exp(-x)) overflows to inf for a saturated gate, giving σ = 0: the loop
+    silences that overflow, and only that, even for a caller whose overflow raises."""
+    rng = np.random.default_rng(0)
+    U, c0 = rng.normal(size=(9, 3)).astype(dtype), rng.normal(size=(2, 3)).astype(dtype)
+    projected = rng.normal(size=(4, 2, 12)).astype(dtype)
+    projected[..., :6] = -1000  # f and i saturated: exp(1000) overflows in either dtype
+    with np.errstate(over="raise", under="ignore"):
+        cells, gates, _ = loops.forward_sequence(np, NumpyLSTM(), U, c0, projected)
+        assert np.geterr()["over"] == "raise"
+    assert not gates[..., :6].any() and not cells[1:].any()
+
+
 def test_sequence_loop_back_evaluates_no_transcendental(monkeypatch):
     counting = CountingNamespace(np)
     monkeypatch.setattr(numpy_lstm, "np", counting)
@@ -161,11 +175,13 @@ def test_self_check_finds_nan_a_rounding_sized_error_in_float64_and_a_wrong_loop
         assert problem is not None and found in problem, problem
 
 
-def fake_cupy_path(device_id: int) -> tuple[SequencePath, types.SimpleNamespace]:
-    """A path whose module answers ``cuda.Device(k)`` like CuPy, and an array on ``device_id``."""
+def fake_cupy_path(device_id: int, dtype: str = "float32"
+                   ) -> tuple[SequencePath, types.SimpleNamespace]:
+    """A path whose module answers ``cuda.Device(k)`` like CuPy, and an array of ``dtype`` on
+    ``device_id``."""
     cuda = types.SimpleNamespace(Device=lambda k: contextlib.nullcontext())
     like = types.SimpleNamespace(device=types.SimpleNamespace(id=device_id),
-                                 dtype=np.dtype("float32"))
+                                 dtype=np.dtype(dtype))
     return SequencePath(types.SimpleNamespace(cuda=cuda), NumpyLSTM()), like
 
 
@@ -185,6 +201,24 @@ def test_a_failed_self_check_warns_once_per_device_and_dtype(monkeypatch):
         assert not cupy_lstm.verified(path, like, failing)
     assert calls == [3], "the self-check runs once per device and dtype"
     assert cupy_lstm.verified(*fake_cupy_path(4), no_check)
+
+
+@pytest.mark.parametrize("failing", ["float32", "float64"])
+def test_each_dtype_on_a_device_gets_its_own_self_check(monkeypatch, failing):
+    """The double kernels are other code than the float ones: a verdict on one dtype is not
+    kept for the other on the same device."""
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    checked = []
+
+    def one_dtype_fails(path, like):
+        checked.append(like.dtype.name)
+        return "h differ by 0.5" if like.dtype == failing else None
+
+    passing = "float64" if failing == "float32" else "float32"
+    with pytest.warns(RuntimeWarning, match=rf"CUDA device 0 .{failing}.: h differ by 0.5"):
+        assert not cupy_lstm.verified(*fake_cupy_path(0, failing), one_dtype_fails)
+    assert cupy_lstm.verified(*fake_cupy_path(0, passing), one_dtype_fails)
+    assert checked == [failing, passing]
 
 
 def test_a_self_check_that_raises_counts_as_a_failed_one(monkeypatch):
