@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -19,9 +20,10 @@ from .backend import (
 )
 from .benchmarks import cli as bench_cli
 from .kernels import blas, numba_lstm
+from .switches import check_switches
 from .text import cli as text_cli
 from .text import plot as text_plot
-from .text.console import OUTPUT_LOST, silence_stdout
+from .text.console import INTERRUPTED, OUTPUT_LOST, silence_stdout, to_stderr
 
 
 def info(args: argparse.Namespace) -> int:
@@ -77,15 +79,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def environment_problem() -> str | None:
+    """What is wrong with the environment variables dualtape reads (``DUALTAPE_JIT``,
+    ``DUALTAPE_FUSED``: ``switches``; ``DUALTAPE_BACKEND``: a backend's name or auto), in one
+    line; None when every value is usable. Only the backend's name is checked: whether it
+    works here is said where it is used."""
+    try:
+        check_switches()
+    except ValueError as exc:
+        return str(exc)
+    backend = os.environ.get("DUALTAPE_BACKEND", "")
+    if backend and backend not in ("auto", *KNOWN_BACKENDS):
+        return (f"environment variable DUALTAPE_BACKEND={backend!r}: use one of auto, "
+                f"{', '.join(KNOWN_BACKENDS)}, or leave it unset")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dualtape`` console script."""
+    """Entry point of the ``dualtape`` console script. A bad environment value, an error no
+    subcommand caught and Ctrl-C are each one line on stderr (or none, for Ctrl-C) and a
+    non-zero status, never a traceback."""
     args = build_parser().parse_args(argv)
+    fail = f"dualtape {args.command}: error:"
+    problem = environment_problem()
+    if problem is not None:
+        to_stderr(f"{fail} {problem}")
+        return 1
     try:
         return args.run(args)
     except BrokenPipeError:  # e.g. `dualtape info | head`: the reader left, nothing to report
         silence_stdout()  # so the flush at exit neither fails nor prints
         # train-text handles its own lost stdout; should one escape, it must not read as done
         return OUTPUT_LOST if args.command == "train-text" else 0
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except MemoryError:
+        to_stderr(f"{fail} out of memory")
+        return 1
+    except Exception as exc:  # a bug: still one line
+        to_stderr(f"{fail} {type(exc).__name__}: {exc}")
+        return 1
 
 
 if __name__ == "__main__":

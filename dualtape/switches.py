@@ -49,6 +49,13 @@ def switched_on(name: str) -> bool:
     return value
 
 
+def check_switches() -> None:
+    """``ValueError`` naming the first of ``SWITCHES`` that the environment spells neither on
+    nor off (``switched_on``'s rule): a command refuses it before it begins, not midway."""
+    for name, value in _spelled().items():
+        _parse(name, value)
+
+
 def held_choice(key: Hashable, choose: Callable[[], T]) -> T:
     """``choose()``, a choice that depends only on the switches and on what ``key`` names
     (a fast path for a dtype and device): within a ``held`` call, made by the first ask for

@@ -1,5 +1,6 @@
 """``DUALTAPE_JIT`` and ``DUALTAPE_FUSED``: the usual spellings of off and on, an unknown value
-refused in one line naming the variable, read at each call and once per held call."""
+refused in one line naming the variable, read at each call and once per held call; every
+``dualtape`` subcommand refuses a bad value of them or of ``DUALTAPE_BACKEND`` before it runs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import kernels, switches
-from dualtape.switches import OFF, ON, held, switched_on
+from dualtape import cli, kernels, switches
+from dualtape.switches import OFF, ON, check_switches, held, switched_on
 
 OFF_SPELLINGS = [*OFF, "FALSE", " 0", "Off\n", "No"]
 ON_SPELLINGS = [*ON, "TRUE", " 1 ", "Yes"]
@@ -36,6 +37,45 @@ def test_an_unknown_value_is_refused_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv("DUALTAPE_JIT", value)
     with pytest.raises(ValueError, match=r"environment variable DUALTAPE_JIT=.*use one of 0"):
         switched_on("DUALTAPE_JIT")
+
+
+@pytest.mark.parametrize("name", switches.SWITCHES)
+def test_check_switches_names_the_bad_one_and_passes_the_good(monkeypatch, name):
+    for other in switches.SWITCHES:
+        monkeypatch.setenv(other, "off")
+    check_switches()
+    monkeypatch.setenv(name, "sometimes")
+    with pytest.raises(ValueError, match=rf"^environment variable {name}='sometimes': use one"):
+        check_switches()
+
+
+COMMANDS = [["info"], ["bench", "--quick"], ["train-text", "--steps", "1"],
+            ["sample", "model.npz"], ["tape", "model.npz"], ["plot", "run.log.csv"]]
+BAD_ENVIRONMENT = [("DUALTAPE_JIT", "bogus", "use one of 0, false"),
+                   ("DUALTAPE_FUSED", "2", "use one of 0, false"),
+                   ("DUALTAPE_BACKEND", "bogus", "use one of auto, numpy, cupy"),
+                   ("DUALTAPE_BACKEND", "NumPy", "use one of auto, numpy, cupy")]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: argv[0])
+@pytest.mark.parametrize("name, value, advice", BAD_ENVIRONMENT)
+def test_every_command_refuses_a_bad_environment_value_in_one_line(monkeypatch, capsys, argv,
+                                                                   name, value, advice):
+    """Refused before the command runs (nothing on stdout, no "the run failed" or exception
+    name: the check, not a failure midway), one line naming the variable, status 1."""
+    monkeypatch.setenv(name, value)
+    assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"dualtape {argv[0]}: error: environment variable {name}={value!r}: "
+                          f"{advice}")
+    assert err.count("\n") == 1 and err.endswith(", or leave it unset\n")
+
+
+@pytest.mark.parametrize("value", ["", "auto", "numpy", "cupy", "torch", "array_api_strict"])
+def test_a_backend_name_that_may_not_work_here_is_left_to_where_it_is_used(monkeypatch, value):
+    monkeypatch.setenv("DUALTAPE_BACKEND", value)
+    assert cli.environment_problem() is None
 
 
 @pytest.mark.parametrize("value", ["off", "false", " 0", "no"])

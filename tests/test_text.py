@@ -633,6 +633,21 @@ def test_a_broken_pipe_that_reaches_the_dualtape_command(monkeypatch, command, s
     assert cli.main([command]) == status
 
 
+@pytest.mark.parametrize("raised, status, err", [
+    (RuntimeError("boom"), 1, "dualtape info: error: RuntimeError: boom\n"),
+    (MemoryError(), 1, "dualtape info: error: out of memory\n"),
+    (KeyboardInterrupt(), 130, ""),
+])
+def test_what_escapes_a_command_is_one_line_not_a_traceback(monkeypatch, capsys, raised, status,
+                                                            err):
+    def escapes(args):
+        raise raised
+
+    monkeypatch.setattr(cli, "info", escapes)
+    assert cli.main(["info"]) == status
+    assert capsys.readouterr() == ("", err)
+
+
 # --- the command line ------------------------------------------------------------------------
 
 
