@@ -166,6 +166,29 @@ class HostKernel:
                        ctypes.c_int(int(n)), *(ctypes.c_void_p(a.ctypes.data) for a in arrays))
 
 
+def writes_per_element(library: ctypes.CDLL, kernel: str, dtype: str, grid: int, block: int,
+                       batch: int, n: int) -> np.ndarray:
+    """How many blocks of a ``grid`` x ``block`` launch of ``lstm.cu``'s ``kernel`` (its host
+    build) write each (b, j) element of its write-only output (the forward's next cells, the
+    backward's cell gradients), each block run alone on that output poisoned with NaN: 1
+    everywhere when the blocks share the elements out, more where one redoes another's (which
+    a sequential emulation cannot see in the results of an idempotent kernel)."""
+    rng = np.random.default_rng(0)
+    widths = {"lstm_forward": (4, 2, 1, 4, 1), "lstm_backward": (4, 1, 1, 1, 2, 1)}[kernel]
+    args = [rng.uniform(-1, 1, (batch, w * n)).astype(dtype) for w in widths]
+    out, run = args[-1], HostKernel(library, kernel, dtype)
+    counts = np.zeros(out.shape, dtype=int)
+    try:
+        for b in range(grid):
+            library.dt_run_only_block(ctypes.c_int(b))
+            out[...] = np.nan
+            run((grid,), (block,), (batch, n, *args))
+            counts += ~np.isnan(out)
+    finally:
+        library.dt_run_only_block(ctypes.c_int(-1))
+    return counts
+
+
 class PaddedNumpy:
     """numpy, except that every buffer it allocates sits between bands of NaN and starts as NaN:
     a kernel that reads out of bounds, or reads what was never written, produces NaN."""

@@ -32,6 +32,7 @@ from .cuda_tools import (
     find_cxx,
     find_nvrtc,
     nvrtc_compile,
+    writes_per_element,
 )
 
 pytestmark = pytest.mark.cuda_source
@@ -142,6 +143,18 @@ def test_host_build_in_the_sequence_loop_matches_the_generic_loop(host_library, 
 def test_grid_stride_covers_more_elements_than_threads(host_library, dtype):
     p = random_problem(dtype, steps=4, batch=3, n=5, seed=1)
     assert_host_build_matches_generic(HostCell(host_library, dtype, grid=2, block=3), p, dtype)
+
+
+@pytest.mark.parametrize("kernel", cupy_lstm.KERNELS)
+@pytest.mark.parametrize("grid, block, batch, n", [
+    (2, 3, 3, 5), (1, 4, 3, 5), (4, 4, 3, 5), (5, 4, 3, 5),
+    (*cupy_lstm.launch_shape(64 * 512), 64, 512)])
+def test_each_element_is_written_by_exactly_one_block(host_library, kernel, grid, block, batch,
+                                                      n):
+    """The grid-stride loop steps by the whole grid: a block that steps by its own size only
+    redoes the elements of the blocks after it (the same values, so only counting shows it)."""
+    counts = writes_per_element(host_library, kernel, "float32", grid, block, batch, n)
+    assert (counts == 1).all(), f"elements written {counts.max()} times, or never"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -219,6 +219,10 @@ MUTANTS = [
     Mutant(FLUSH, "        self.registers.set_control(self.saved)\n",
            "        pass\n",
            "the control bits left set after the block", FLUSH_TESTS),
+    Mutant(FLUSH, "    if _generic_only() or not array_api_compat.is_numpy_namespace(xp):",
+           "    if not array_api_compat.is_numpy_namespace(xp):",
+           "subnormals flushed under DUALTAPE_FUSED=0 too (the reference keeps IEEE's)",
+           FLUSH_TESTS),
     Mutant("dualtape/checkpointing.py", "    with flushed_for(xp):\n        if isinstance(tape",
            "    if True:\n        if isinstance(tape", "the backward pass keeps subnormals",
            FLUSH_TESTS),
@@ -287,4 +291,19 @@ MUTANTS = [
     Mutant(LOOPS, "        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t], r, one)\n    for",
            "        forward_product(gemm, gemv, U_fi, U_fi_t, cells[t + 1], r, one)\n    for",
            "the bound's products forwards read the next cells", ("tests/test_numba_lstm.py",)),
+    # --- issue 52: the ufunc loop's error scope, the CUDA self-check's key, the kernel's stride
+    Mutant("dualtape/kernels/numpy_lstm.py", 'return np.errstate(over="ignore")',
+           'return np.errstate(under="ignore")',
+           "the ufunc loop silences underflow instead of its expected overflow",
+           ("tests/test_kernels.py",)),
+    Mutant(CUPY, 'selfcheck.verified(("cupy", device, dtype),',
+           'selfcheck.verified(("cupy", device),',
+           "the CUDA self-check's verdict kept per device, not per dtype",
+           ("tests/test_kernels.py",)),
+    Mutant("dualtape/kernels/lstm.cu", "T* gates, T* c_next) {\n    for (int k = blockIdx.x * "
+           "blockDim.x + threadIdx.x; k < batch * n;\n         k += blockDim.x * gridDim.x) {",
+           "T* gates, T* c_next) {\n    for (int k = blockIdx.x * blockDim.x + threadIdx.x; "
+           "k < batch * n;\n         k += blockDim.x) {",
+           "the forward kernel strides by its block only: blocks redo each other's elements",
+           ("tests/test_cuda_source.py",)),
 ]
