@@ -320,6 +320,43 @@ def test_warming_up_rebuilds_a_damaged_cache(filled, tmp_path, module, pattern):
     assert again == {"cells": LOOPS[module], "from_cache": True, "warnings": []}
 
 
+RUN = """
+import sys
+from dualtape import cli
+from dualtape.kernels import numba_cache
+assert cli.main(sys.argv[1:]) == 0
+compiled = [m for n, m in sys.modules.items() if n.startswith("dualtape.kernels._numba_")]
+misses = sum(sum(f.stats.cache_misses.values()) for m in compiled
+             for f in numba_cache.dispatchers(m))
+print("compiled", misses, "in", len(compiled), "modules", file=sys.stderr)
+"""
+
+
+def compiles(cache: Path, cwd: Path, *args: str) -> str:
+    """What a fresh process of ``dualtape *args`` compiled (the ``compiled ...`` line)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    for name in ("DUALTAPE_JIT", "DUALTAPE_FUSED"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.splitlines()[-1]
+
+
+def test_a_second_identical_run_compiles_nothing(tmp_path):
+    """Issue 52 item 15: train-text's notice says the loops compile once, later runs loading
+    them. The first run compiles every loop it uses (the LSTM's before the first step, the
+    gradients', the loss's, the optimizer's and the flush's in the first steps, the held-out
+    score's and the sample's later); the same command again, in a fresh process, loads them
+    all from numba's disk cache."""
+    train = ["train-text", "--steps", "2", "--hidden", "8,8", "--seq-len", "4", "--batch", "2",
+             "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log"]
+    first = compiles(tmp_path / "cache", tmp_path, *train)
+    assert not first.startswith("compiled 0 ") and " in 0 modules" not in first
+    again = compiles(tmp_path / "cache", tmp_path, *train)
+    assert again.startswith("compiled 0 in ") and again.split()[3] == first.split()[3]
+
+
 def test_dualtape_info_names_loops_that_fail_to_compile_in_one_line(monkeypatch, capsys):
     from dualtape import cli
     from dualtape.kernels import numba_lstm

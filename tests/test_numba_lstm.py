@@ -308,8 +308,8 @@ def test_train_text_says_once_that_it_is_compiling_when_that_takes_long(monkeypa
         return 0.5
 
     assert ready_loops(monkeypatch, slow, notice_s=0.01) == [
-        "compiling the CPU LSTM loops for float32 (once: later runs load them from numba's "
-        "disk cache) ...", "compiled in 0.5 s"]
+        "compiling the CPU LSTM loops for float32 (cached on disk with those the first steps "
+        "compile: later runs of this model and optimizer load them) ...", "compiled in 0.5 s"]
 
 
 def test_the_standard_cells_compile_their_own_loops(monkeypatch):

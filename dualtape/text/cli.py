@@ -343,8 +343,9 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
     def announce() -> None:
         announced.set()
         cell = "GRU" if trainer.config.cell == "GRU" else "LSTM"
-        output.line(f"compiling the CPU {cell} loops for {trainer.config.dtype} (once: later runs "
-                    "load them from numba's disk cache) ...")
+        output.line(f"compiling the CPU {cell} loops for {trainer.config.dtype} (cached on disk "
+                    "with those the first steps compile: later runs of this model and optimizer "
+                    "load them) ...")
 
     notice = threading.Timer(COMPILE_NOTICE_S, announce)
     notice.daemon = True
