@@ -6,10 +6,12 @@ mpi4py is missing) with a timeout each, so a hang fails the test instead of bloc
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -537,6 +539,70 @@ def test_a_distributed_run_on_a_locked_checkpoint_is_refused_on_every_rank(tmp_p
     assert done.stderr.count("\n") == 1, done.stderr
     assert f"is in use by another train-text run (PID {holder.pid}" in done.stderr
     assert checkpoint.read_bytes() == before
+
+
+def launch_then_leave(options: list[str], checkpoint: Path) -> tuple[int, list[str], str]:
+    """``mpiexec -n 2 ... train-text OPTIONS --save CHECKPOINT | head``: read stdout up to the
+    second reading, close it (the reader leaves), wait; the exit status, the lines read and
+    stderr."""
+    with subprocess.Popen([mpiexec(), *options, "-n", "2", sys.executable, "-m", "dualtape.cli",
+                           *TEXT_RUN, "--log-every", "1", "--steps", "100000", "--distributed",
+                           "--save", str(checkpoint)], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as launched:
+        lines = []
+        while not lines or "step      2 " not in lines[-1] and lines[-1]:
+            lines.append(launched.stdout.readline())
+        launched.stdout.close()
+        _, err = finish(launched)
+    return launched.returncode, lines, err
+
+
+def finish(launched: subprocess.Popen) -> tuple[str, str]:
+    """``launched.communicate()`` within ``TIMEOUT``, killing it past that (no hung test)."""
+    try:
+        return launched.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        launched.kill()
+        raise
+
+
+def test_outside_mpiexec_stdout_is_left_as_it_is():
+    from dualtape.text.mpiexec_pipe import write_into_mpiexecs_pipe
+
+    before = os.fstat(1)
+    assert write_into_mpiexecs_pipe() is False
+    assert (os.fstat(1).st_dev, os.fstat(1).st_ino) == (before.st_dev, before.st_ino)
+
+
+@pytest.mark.mpi
+def test_a_reader_that_leaves_mpiexec_stops_the_run_which_saves_and_says_so(tmp_path):
+    checkpoint = tmp_path / "model.npz"
+    code, lines, err = launch_then_leave([], checkpoint)
+    assert code == 74, err  # rank 0's stdout lost, as a single process's: not mpiexec killed
+    step = dualtape.load_with_extra(checkpoint)[1]["step"]
+    assert step >= 2 and err.count("\n") == 1
+    assert err == (f"dualtape train-text: stdout was lost (Broken pipe); stopped at step {step}, "
+                   f"saved {checkpoint} at step {step}\n")
+    assert [row.step for row in read_log(f"{checkpoint}.log.csv").rows] == [*range(1, step + 1)]
+
+
+@pytest.mark.mpi
+def test_a_reader_slower_than_rank_0_makes_it_wait_not_stop(tmp_path):
+    with subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "dualtape.cli",
+                           *TEXT_RUN, "--log-every", "1", "--steps", "2000", "--valid", "0",
+                           "--distributed"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as launched:
+        time.sleep(3)  # 2,000 readings overfill the pipe (64 KiB) meanwhile
+        out, err = finish(launched)
+    assert launched.returncode == 0, err
+    assert len(re.findall(r"^step +\d+  loss", out, re.M)) == 2000
+
+
+@pytest.mark.mpi
+def test_output_that_mpiexec_is_told_to_shape_stays_relayed(tmp_path):
+    code, lines, _ = launch_then_leave(["-prepend-rank"], tmp_path / "model.npz")
+    assert lines[-1].startswith("[0] step      2 ")  # mpiexec's prefix: relayed by it
+    assert code != 0  # mpiexec then dies of SIGPIPE, as docs/distributed.md says
 
 
 def run_two_commands(first: list[str], second: list[str]) -> subprocess.CompletedProcess:

@@ -19,10 +19,12 @@ step; stop requests (Ctrl-C, SIGTERM, SIGHUP, rank 0's lost stdout) and ``--time
 agreed in one small allreduce per step, so all ranks stop after the same step and exit with
 the same status. Any other error on one rank (a failed sample on rank 0, out of memory)
 aborts every rank through ``MPI_Abort`` rather than leaving them waiting; rank 0 saves first
-when the error is its own. ``mpiexec`` itself relays the ranks' output: when its own stdout
-closes (``mpiexec ... | head``), MPICH's launcher dies of SIGPIPE and kills every rank at once
-(measured: no rank sees a signal or a failed write), so nothing is saved; send a distributed
-run's output to a file, and keep ``--save-every`` checkpoints.
+when the error is its own. ``mpiexec`` relays the ranks' output and dies of SIGPIPE when its
+stdout's reader leaves (``mpiexec ... | head``), killing every rank at once (SIGKILL); so on
+MPICH, rank 0 on ``mpiexec``'s host writes into ``mpiexec``'s stdout pipe itself
+(``mpiexec_pipe.py``): its own write fails instead, and the run stops after the step, saves
+and exits 74 as a single process does. Where that cannot be done (another MPI, rank 0 on
+another host) the launcher's death still loses the run since its last ``--save-every``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from .console import StopRequest
 from .lock import hold_run_lock
 from .loop import Reporter, RunLimits, RunResult, run_training
 from .model import TextError, fingerprint
+from .mpiexec_pipe import write_into_mpiexecs_pipe
 from .prepare import Prepared, prepare
 from .trainer import DivergedError, TextTrainer
 
@@ -93,6 +96,8 @@ def prepare_distributed(args: argparse.Namespace, held: contextlib.ExitStack
     rank, size = comm.Get_rank(), comm.Get_size()
     if rank != 0:
         sys.stdout = open(os.devnull, "w")  # for the life of this process
+    else:
+        write_into_mpiexecs_pipe()  # so that `mpiexec ... | head` stops rank 0, not mpiexec
     if args.seed is None and args.resume is None:  # one random seed for all ranks
         args.seed = comm.bcast(secrets.randbelow(2**31) if rank == 0 else None, root=0)
     if args.backend in ("auto", "cupy") and _has_gpu():
