@@ -100,10 +100,26 @@ def call_peaks(net: Chain, backend: Backend, shape: tuple[int, ...], every: int 
     return CallPeaks(full, checkpointed, kept, f"{name}, {how}")
 
 
+def fed_ids(net: Chain, example: tuple[int, ...]) -> bool:
+    """Whether examples of shape ``example`` are integer ids: ``net`` begins with an
+    ``Embedding``, or with a layer that takes one-hot rows (a recurrent cell) and ``example``
+    is ``()``, its ids in their place (as train-text feeds them)."""
+    first = net.layers[0]
+    return first.takes_ids or (example == () and getattr(first, "takes_one_hot_ids", False))
+
+
+def output_shape(net: Chain, example: tuple[int, ...]) -> tuple:
+    """``net``'s output shape for examples of shape ``example``, ids (``fed_ids``) included."""
+    first = net.layers[0]
+    if example == () and not first.takes_ids and fed_ids(net, example):
+        example = (first.n_in,)  # the one-hot rows the ids stand for
+    return net.output_shape(example)
+
+
 def zeros_input(net: Chain, backend: Backend, shape: tuple[int, ...]) -> Any:
-    """Zeros of ``shape`` that ``net`` takes, on ``backend``: int64 ids where it begins with
-    an ``Embedding``, else its dtype."""
-    ids = net.layers[0].takes_ids
+    """Zeros of ``shape`` that ``net`` takes, on ``backend``: int64 ids when its examples
+    are (``fed_ids``), else its dtype."""
+    ids = fed_ids(net, shape[2 if isinstance(net, RecurrentNetwork) else 1:])
     return from_host(np.zeros(shape, dtype="int64" if ids else net.dtype or "float32"), backend)
 
 
@@ -125,7 +141,7 @@ def _measured(meter: type, net: Any, backend: Backend, shape: tuple[int, ...],
     code)."""
     x = zeros_input(net, backend, shape)
     leading = shape[:2] if policy is not None else shape[:1]
-    out = net.output_shape(shape[len(leading):])
+    out = output_shape(net, shape[len(leading):])
     if loss == "squared_error":
         target = np.zeros((*leading, *out), dtype=net.dtype or "float32")
     else:

@@ -23,6 +23,7 @@ from .kernels import blas, numba_lstm
 from .switches import check_switches
 from .text import cli as text_cli
 from .text import plot as text_plot
+from .text import tape as text_tape
 from .text.console import INTERRUPTED, OUTPUT_LOST, silence_stdout, to_stderr
 
 
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(commands)
     text_cli.register(commands)
     text_plot.register(commands)
-    tape_command.register(commands)
+    tape_command.register(commands, text_tape.training_call)
     return parser
 
 

@@ -1,11 +1,17 @@
 """The ``dualtape tape`` command: ``tape_report`` of a saved network (a ``dualtape.save`` file or
 a train-text checkpoint, which is one), printed, and with ``--plot`` drawn as one bar per layer.
 
+A file is read by ``read_call`` into the ``TrainingCall`` its training makes: a plain file's
+network as saved; a train-text checkpoint's (the reader ``dualtape.cli`` gives, from
+``text/tape.py``) the call train-text makes, the layers before the final Softmax fed the
+windows' symbol ids, scored by ``softmax_cross_entropy``, at the checkpoint's windows and with
+its optimizer unless ``--seq-len``, ``--batch`` or ``--optimizer`` say otherwise.
+
 Each problem is one line on stderr and exit status 1: a missing, unreadable or corrupt file,
 a size that is not an integer >= 1, ``--seq-len`` for a feed-forward network, a tape policy
 that is not ``full``, ``sqrt`` or k, a plot without matplotlib. The optimizer whose state is
-counted is ``--optimizer`` (default ``sgd``: SGD with momentum, one array per parameter;
-``adam``: two; ``none``); the measured training call's loss is ``--loss``.
+counted is ``--optimizer`` (default: the file's, else ``sgd``: SGD with momentum, one array per
+parameter; ``adam``: two; ``none``); the measured training call's loss is ``--loss``.
 """
 
 from __future__ import annotations
@@ -13,17 +19,43 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .files import check_destination, write_atomically
 from .io import load
 from .losses import LOSSES
+from .network import Network
 from .recurrent import RecurrentNetwork
 from .tape_report import OPTIMIZER_SLOTS, TapeReport, tape_report
 
 
-def register(commands: Any) -> None:
-    """Add ``tape`` to the ``dualtape`` subcommands."""
+@dataclass(frozen=True)
+class TrainingCall:
+    """What a saved file's training runs: ``net`` (the network a training call takes), its
+    ``loss`` (None: ``tape_report``'s default), and the ``seq_len``, ``batch`` and
+    ``optimizer`` (a name or an optimizer) its training used (None: not recorded); ``ids``:
+    examples are symbol ids in place of one-hot rows; ``note``: a line saying so (empty for
+    a network reported as saved)."""
+
+    net: Network | RecurrentNetwork
+    ids: bool = False
+    loss: str | None = None
+    seq_len: int | None = None
+    batch: int | None = None
+    optimizer: Any = None
+    note: str = ""
+
+
+def read_network(path: str) -> TrainingCall:
+    """The network ``dualtape.save`` wrote to ``path``, on numpy, reported as saved."""
+    return TrainingCall(load(path, backend="numpy"))
+
+
+def register(commands: Any, read_call: Callable[[str], TrainingCall] = read_network) -> None:
+    """Add ``tape`` to the ``dualtape`` subcommands; ``read_call`` reads a file's
+    ``TrainingCall`` (``OSError``, ``ValueError`` in one line)."""
     p = commands.add_parser(
         "tape", help="what a saved network's tape keeps, layer by layer",
         description="Print what the tape of a saved network (a dualtape file or a train-text "
@@ -31,19 +63,23 @@ def register(commands: Any) -> None:
         "instead, the parameters' and optimizer state's bytes, and the measured peak of one "
         "training call.")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a file dualtape.save wrote")
-    p.add_argument("--seq-len", metavar="T", help="steps per sequence (recurrent networks)")
-    p.add_argument("--batch", metavar="B", default="1", help="examples per batch (default 1)")
+    p.add_argument("--seq-len", metavar="T", help="steps per sequence (recurrent networks; a "
+                   "train-text checkpoint's default: its windows' length)")
+    p.add_argument("--batch", metavar="B",
+                   help="examples per batch (default 1; a train-text checkpoint's: its batch)")
     p.add_argument("--shape", metavar="C,H,W",
                    help="one example's shape, for a network whose input has free axes")
     p.add_argument("--tape", default="sqrt", metavar="POLICY",
                    help="the checkpointed tape to compare: sqrt (default), k steps, or full")
-    p.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_SLOTS),
-                   help="whose state to count: sgd (with momentum, the default), adam, none")
+    p.add_argument("--optimizer", choices=sorted(OPTIMIZER_SLOTS),
+                   help="whose state to count: sgd (with momentum), adam, none (default: a "
+                   "train-text checkpoint's own, else sgd)")
     p.add_argument("--loss", choices=sorted(LOSSES),
-                   help="the loss of the measured training call (default: cross_entropy after "
-                   "a final Softmax, else squared_error)")
+                   help="the loss of the measured training call (default: softmax_cross_entropy "
+                   "for a train-text checkpoint, as it trains; cross_entropy after a final "
+                   "Softmax; else squared_error)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw one bar per layer (matplotlib)")
-    p.set_defaults(run=tape_command)
+    p.set_defaults(run=tape_command, read_call=read_call)
 
 
 def _fail(message: str) -> int:
@@ -64,7 +100,7 @@ def _size(option: str, text: str) -> int:
 def tape_command(args: argparse.Namespace) -> int:
     """Print the report of ``args.checkpoint``; 1 with a one-line error on a problem."""
     try:
-        batch = _size("--batch", args.batch)
+        batch = None if args.batch is None else _size("--batch", args.batch)
         seq_len = None if args.seq_len is None else _size("--seq-len", args.seq_len)
         example = None if args.shape is None else tuple(
             _size("--shape", s) for s in args.shape.split(","))
@@ -81,30 +117,38 @@ def tape_command(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _fail(f"cannot write {args.plot}: {exc.strerror or exc}")
     try:
-        net = load(args.checkpoint, backend="numpy")
+        call = args.read_call(args.checkpoint)
     except OSError as exc:
         return _fail(f"cannot read {args.checkpoint}: {exc.strerror or exc}")
     except ValueError as exc:
         return _fail(str(exc))
+    net = call.net
     recurrent = isinstance(net, RecurrentNetwork)
+    seq_len = call.seq_len if seq_len is None and recurrent else seq_len
+    batch = batch or call.batch or 1
     if recurrent and seq_len is None:
         return _fail(f"{args.checkpoint} is a RecurrentNetwork: give --seq-len T")
     if not recurrent and seq_len is not None:
         return _fail(f"{args.checkpoint} is a Network (no sequence): drop --seq-len")
     leading = (seq_len, batch) if recurrent else (batch,)
+    if example is None and call.ids:
+        example = ()
     shape = None if example is None else (*leading, *example)
     if shape is None and any(not isinstance(s, int) for s in net.input_shape or ("any",)):
         return _fail(f"{args.checkpoint}: the network's input {net.input_shape} has free axes; "
                      "give one example's shape with --shape")
+    optimizer = args.optimizer or call.optimizer or "sgd"
+    loss = args.loss or call.loss
     try:
         if recurrent:
             report = tape_report(net, shape, seq_len=seq_len, batch=batch, tape=policy,
-                                 optimizer=args.optimizer, loss=args.loss)
+                                 optimizer=optimizer, loss=loss)
         else:
-            report = tape_report(net, shape, batch=batch, optimizer=args.optimizer,
-                                 loss=args.loss)
+            report = tape_report(net, shape, batch=batch, optimizer=optimizer, loss=loss)
     except (ValueError, TypeError) as exc:
         return _fail(str(exc))
+    if call.note:
+        print(call.note)
     print(report)
     if args.plot is not None:
         try:

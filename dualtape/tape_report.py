@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, get_backend
-from .call_peak import call_peaks, checked_loss, zeros_input
+from .call_peak import call_peaks, checked_loss, output_shape, zeros_input
 from .checkpointing import segment_length, sequence_forward
 from .network import Chain, Network
 from .recurrent import RecurrentNetwork
@@ -242,9 +242,10 @@ def tape_report(
     A ``Network``: ``x`` an input batch ``(batch, *example)`` or just its shape (a tuple),
     or ``batch`` alone when the network's input has no free axes; one ``forward`` on zeros of
     that shape runs on the network's backend. A ``RecurrentNetwork``: ``seq_len`` and
-    ``batch`` (or ``x`` a sequence ``(T, batch, *example)`` or its shape), and ``tape`` the
-    checkpointed policy to compare (``"sqrt"``, an integer k, or ``"full"`` for none); the
-    tape is measured at 1, 2 and 3 steps and scaled to ``seq_len``. ``optimizer``:
+    ``batch`` (or ``x`` a sequence ``(T, batch, *example)`` or its shape; ``(T, batch)``
+    feeds a first recurrent layer ids in place of its one-hot rows, as train-text does), and
+    ``tape`` the checkpointed policy to compare (``"sqrt"``, an integer k, or ``"full"`` for
+    none); the tape is measured at 1, 2 and 3 steps and scaled to ``seq_len``. ``optimizer``:
     ``"sgd"`` (with momentum: one slot per parameter), ``"adam"`` (two), ``"none"`` or an
     optimizer object (``SGD`` without momentum keeps none). ``peak``: also measure one
     training call's peak (``call_peak.py``: on numpy and CuPy, a few calls on a copy of the
@@ -356,7 +357,7 @@ def _batch_shape(net: Chain, x: Any, seq_len: Any, batch: Any, recurrent: bool
                              f"in shape {shape}")
     shape = tuple(int(s) for s in shape)
     try:
-        net.output_shape(shape[len(leading):])
+        output_shape(net, shape[len(leading):])
     except ValueError as exc:
         raise ValueError(f"tape_report: {exc}") from None
     return shape
@@ -441,7 +442,8 @@ def _recurrent_report(net: RecurrentNetwork, backend: Backend, shape: tuple[int,
         layers.append(layer)
     found.update(layers=tuple(layers), tape_bytes=sum(layer.bytes for layer in layers))
     if every is not None:
-        inputs = steps * batch * math.prod(example) * _itemsize(zeros_input(net, backend, (1,)))
+        one = zeros_input(net, backend, (1, 1, *example))
+        inputs = steps * batch * math.prod(example) * _itemsize(one)
         states = segments * sum(state_bytes)
         found.update(every=every, segments=segments, input_bytes=inputs, state_bytes=states,
                      checkpoint_bytes=inputs + sum(layer.checkpoint_bytes for layer in layers),

@@ -7,20 +7,25 @@ refused in one line."""
 from __future__ import annotations
 
 import gc
+import string
 import tracemalloc
 
 import numpy as np
 import pytest
 
 import dualtape as dt
+from dualtape.backend import resolve_backend
 from dualtape.benchmarks.digits import conv_net
 from dualtape.call_peak import _lines
 from dualtape.cli import main
-from dualtape.meters import PoolMeter, TracedMeter
+from dualtape.meters import PoolMeter, TracedMeter, traced_peak
 from dualtape.recurrent import _GRADIENT_BUFFERS
 from dualtape.stack import stack_forward
 from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
+from dualtape.text.config import TrainConfig
 from dualtape.text.model import build_text_network
+from dualtape.text.tape import training_call
+from dualtape.text.trainer import TextTrainer
 
 
 def seed_network() -> dt.RecurrentNetwork:
@@ -344,6 +349,80 @@ def test_the_plot(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     assert main(["tape", str(seed), "--seq-len", "20", "--plot", str(picture)]) == 1
     assert "needs matplotlib" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("steps", [2, 9])
+def test_ids_in_place_of_one_hot_rows(backend, steps):
+    """A shape of no example axes feeds a first recurrent layer ids, as train-text does: the
+    sizes are those of the tapes a forward pass on ids makes, and the inputs are int64."""
+    net = dt.RecurrentNetwork([dt.LSTM(11, 6, seed=1), dt.GRU(6, 5, seed=2),
+                               dt.FullyConnected(5, 11, seed=3)])
+    report = dt.tape_report(net, (steps, 3), tape=4, loss="softmax_cross_entropy")
+    ids = dt.asarray(np.zeros((steps, 3), dtype=np.int64))
+    full, _, _ = net.forward_sequence(None, ids)
+    assert report.input_shape == (steps, 3)
+    assert report.layers[0].fields[0].shape == (steps, 3)
+    assert report.layers[0].fields[0].dtype == "int64"
+    assert [layer.bytes + sum(_nbytes_of(f) for f in layer.fields if f.shared_with)
+            for layer in report.layers] == [sum(_nbytes(a) for _, a in _arrays(t, ""))
+                                            for t in full.tapes]
+    assert report.input_bytes == steps * 3 * 8
+    assert dt.tape_report(net, (steps, 3, 11), peak=False).layers[0].fields[0].dtype == \
+        "float32"  # one-hot rows, when the example axis is given
+
+
+def text_checkpoint(path, **config) -> TextTrainer:
+    """A train-text checkpoint at ``path`` (after one step); its trainer."""
+    text = "".join(np.random.default_rng(0).choice(list(string.ascii_letters + " ,."), 6000))
+    trainer = TextTrainer.new(text, TrainConfig(seed=1, **config), resolve_backend("numpy"))
+    trainer.step()
+    trainer.save(str(path))
+    return trainer
+
+
+def test_a_train_text_checkpoint_is_reported_as_train_text_calls_it(tmp_path):
+    """Not the saved network (one-hot rows into a final Softmax, its probabilities scored by
+    cross_entropy: over by the one-hot input and the Softmax's tape) but the call a step
+    makes: the layers before Softmax fed ids, softmax_cross_entropy on their logits, at the
+    checkpoint's windows and with its optimizer; its peak is a real step's."""
+    trainer = text_checkpoint(tmp_path / "model.npz", hidden=[32, 32], seq_len=40, batch=8)
+    call = training_call(str(tmp_path / "model.npz"))
+    assert call.ids and call.loss == "softmax_cross_entropy"
+    assert (call.seq_len, call.batch) == (40, 8) and type(call.optimizer) is dt.SGD
+    assert [layer.kind for layer in call.net.layers] == ["LSTM", "LSTM", "FullyConnected"]
+    report = dt.tape_report(call.net, (40, 8), loss=call.loss, optimizer=call.optimizer)
+    trainer.step()
+    real = traced_peak(trainer.step)  # the optimizer's step and the clipping included
+    assert report.call_peak_bytes == pytest.approx(real, rel=0.02)
+    saved = dt.tape_report(trainer.net, (40, 8, len(trainer.vocab)))
+    assert saved.call_peak_bytes > 1.03 * real and saved.tape_bytes > 1.2 * report.tape_bytes
+
+
+def test_the_command_on_a_train_text_checkpoint(tmp_path, capsys):
+    path = tmp_path / "model.npz"
+    trainer = text_checkpoint(path, hidden=[8, 8], seq_len=12, batch=3, dropout=0.5,
+                              optimizer="adam", rate=0.01)
+    assert main(["tape", str(path)]) == 0
+    first, rest = capsys.readouterr().out.split("\n", 1)
+    assert first == (f"{path} is a train-text checkpoint: this is the call train-text makes, "
+                     "the layers before its Softmax fed the windows' symbol ids, their logits "
+                     "scored by softmax_cross_entropy (trained on windows of 12 x batch 3 with "
+                     "Adam)")
+    logits = dt.RecurrentNetwork(trainer.net.layers[:-1])
+    sizes = str(dt.tape_report(logits, (12, 3), optimizer="adam", peak=False))
+    assert rest.startswith(sizes.rsplit("\n", 1)[0])  # all but the peak's line
+    assert "(loss softmax_cross_entropy)" in rest and "Adam, 2 slots" in rest
+    assert "    mask " in rest  # the Dropout is on, as in training
+    assert main(["tape", str(path), "--seq-len", "5", "--batch", "2", "--optimizer", "none",
+                 "--loss", "squared_error"]) == 0
+    out = capsys.readouterr().out
+    assert "seq_len 5, batch 2, input (5, 2)" in out and "(none, 0 slots)" in out
+    assert "(loss squared_error)" in out
+    damaged = tmp_path / "damaged.npz"
+    dt.save(trainer.net, damaged, extra={"text_format": 1})
+    assert main(["tape", str(damaged)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"dualtape tape: error: {damaged}: ") and err.count("\n") == 1
 
 
 def test_a_tape_not_affine_in_the_steps_is_not_scaled():
