@@ -65,7 +65,7 @@ def lock_checkpoint(path: str) -> Any:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
             raise _refusal(path, lock, _what(found.st_mode))
-        if found.st_nlink != 1:
+        if found.st_nlink > 1:  # not != 1: some file systems count no links
             raise _refusal(path, lock, "it has another hard link (another file's name)")
         if _holder(fd) is None:
             raise _refusal(path, lock, "it is not a train-text lock file")
