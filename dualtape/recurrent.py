@@ -207,9 +207,10 @@ def gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | None]:
     """Per layer, arrays shaped like the numpy or CuPy parameters of a layer that fills them
     (``Layer.fills_gradient_buffers``: ``LSTM``, ``StandardLSTM``, ``GRU`` and
     ``FullyConnected``), for training code to receive its gradients in (None for the other
-    layers), kept between calls while the parameters keep their shapes and place. Only for
-    gradients that are used up at once (handed to ``optimizer.step``): the next call
-    overwrites them."""
+    layers), kept between calls while the parameters keep their shapes and place and every
+    numpy one takes writes. Only for gradients that are used up at once (handed to
+    ``optimizer.step``): the next call overwrites them, unless one of them was made read-only
+    (``a.flags.writeable = False``: a way to keep a call's gradients), when all are new."""
     cached = _GRADIENT_BUFFERS.get(rnet)
     if cached is not None and _fit(cached, _buffer_targets(rnet)):
         return cached
@@ -227,8 +228,8 @@ def kept_gradient_buffers(rnet: RecurrentNetwork) -> list[dict[str, Array] | Non
 
 def _fit(buffers: list[dict[str, Array] | None], targets: list[dict[str, Array] | None]
          ) -> bool:
-    """Whether ``buffers`` are shaped and placed like ``targets`` (loops, not generators:
-    a training call asks this once)."""
+    """Whether ``buffers`` are shaped and placed like ``targets`` and take writes (loops, not
+    generators: a training call asks this once)."""
     if len(buffers) != len(targets):
         return False
     for b, fresh in zip(buffers, targets, strict=True):
@@ -237,7 +238,7 @@ def _fit(buffers: list[dict[str, Array] | None], targets: list[dict[str, Array] 
         for k, p in (fresh or {}).items():
             a = b[k]  # type: ignore[index]
             if type(a) is not type(p) or a.shape != p.shape or a.dtype != p.dtype or (
-                    a.device != p.device):
+                    a.device != p.device) or (type(a) is np.ndarray and not a.flags.writeable):
                 return False
     return True
 

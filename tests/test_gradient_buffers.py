@@ -183,3 +183,34 @@ def test_the_standard_cells_generic_path_returns_fresh_gradients(backend, cell, 
     found = dualtape.backpropagate_sequence(net, xs, targets)
     buffers = gradient_buffers(net)[0]
     assert not any(found.grads[0][name] is buffers[name] for name in buffers)
+
+
+@pytest.mark.parametrize("net", ["lstm", "gru", "fully-connected"])
+def test_a_gradient_made_read_only_is_replaced_not_written(backend, net):
+    """A caller that made a call's gradients read-only (to keep them) gets new buffers on the
+    next call, which trains as fresh gradients do; what it kept holds what it held."""
+    if backend.name != "numpy":
+        pytest.skip("numpy's read-only flag (CuPy has none)")
+    cell = {"lstm": dualtape.LSTM, "gru": dualtape.GRU}.get(net)
+    layers = [cell(3, 4, seed=1, dtype="float64")] if cell else [
+        dualtape.LSTM(3, 4, seed=1, dtype="float64"),
+        dualtape.FullyConnected(4, 4, seed=2, dtype="float64")]
+    nets = [dualtape.RecurrentNetwork(layers), dualtape.RecurrentNetwork(
+        [type(layer)(layer.n_in, layer.n_out, seed=k + 1, dtype="float64")
+         for k, layer in enumerate(layers)])]
+    rng = np.random.default_rng(7)
+    xs, targets = (dualtape.asarray(rng.uniform(-1, 1, (4, 2, n))) for n in (3, 4))
+    recording, plain = Recording(), dualtape.SGD(0.1, momentum=0.5)
+    for call in range(2):
+        dualtape.train_recurrent(nets[0], xs, targets, recording)
+        if call == 0:
+            kept = recording.seen[0][-1]
+            for g in kept.values():
+                g.flags.writeable = False
+            held = {k: g.copy() for k, g in kept.items()}
+        found, _, ys = nets[1].forward_sequence(None, xs)
+        grads, _, _ = nets[1].backward_sequence(found, None, (ys - targets) / 2)  # batch 2
+        plain.step(nets[1].params, grads)
+    assert all(np.array_equal(kept[k], held[k]) for k in kept)
+    assert all(recording.seen[1][-1][k] is not kept[k] for k in kept)
+    assert_params_equal(host_params(nets[0]), host_params(nets[1]))
