@@ -9,9 +9,11 @@ top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` fee
 (T, B, i) of the weights' dtype (C order), over more than one row, with the calls' defaults
 (zero states, no mask, the full tape, no initial states' gradient) and the gradients'
 products not handed to a second core (``overlap_gradients``). Anything else, ids outside the
-vocabulary, or a loss whose gradient is not a C-ordered (T, B, o) array of the weights' dtype,
-takes the layer path, which checks and says what is wrong (a loss so refused has been called
-twice).
+vocabulary, or a read-only parameter, takes the layer path, which checks and says what is
+wrong. So does a loss gradient that is not C-ordered (the layer path's products of a strided
+one round otherwise), after the loss was called: ``objective`` (``training.LossCall``) then
+gives the layer path its first result (the same outputs, bit for bit), so that the loss is
+called once.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ Array = Any
 def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
                      ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
     """``(loss, input finite, grads, state_T)`` of ``rnet`` over ``xs`` by ``objective(np,
-    ys, targets)``, the gradients in ``recurrent.gradient_buffers``; or None, having changed
-    nothing, where this path does not apply (the module's docstring says where)."""
+    ys, targets)`` (a ``training.LossCall``: its gradient of the outputs' shape and dtype), the
+    gradients in ``recurrent.gradient_buffers``; or None, having changed nothing, where this
+    path does not apply (the module's docstring says where)."""
     if type(xs) is not np.ndarray or overlap_requested():
         return None
     plan = _PLANS.get(rnet)
@@ -68,8 +71,7 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
         if plan.top is not None:
             h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
     value, dys = objective(np, h, targets)
-    if type(dys) is not np.ndarray or dys.dtype != W0.dtype or dys.shape != h.shape or (
-            not dys.flags.c_contiguous):  # numpy's products of a strided one round otherwise
+    if not dys.flags.c_contiguous:  # numpy's products of a strided one round otherwise
         return None
     finite = plan.by_id or bool(np.isfinite(xs).all())
     work = [np.empty(n, W0.dtype) for n in plan.scratch]
@@ -111,6 +113,7 @@ class _Plan:
         self.buffers = gradient_buffers(rnet)
         self.groups = groups = [group for group in self.buffers if group is not None]
         self.written = group_values(groups)
+        self.flagged = [*self.arrays, *self.written]
         lstm_grads = groups[: len(lstms)]
         self.operands = StackGrads(
             tuple(W for W, _, _ in self.weights), tuple(U for _, U, _ in self.weights),
@@ -146,14 +149,16 @@ class _Plan:
         return plan
 
     def writeable(self) -> bool:
-        """Whether every gradient buffer is still writeable (the compiled call writes them
-        through their addresses, past any flag)."""
-        return all([g.flags.writeable for g in self.written])
+        """Whether every parameter and gradient buffer still takes writes: numba types a
+        read-only parameter (frozen, memory-mapped) apart, so that a tuple of the LSTMs'
+        weights mixing both has no compiled call; the call writes the buffers through their
+        addresses, past any flag."""
+        return all([a.flags.writeable for a in self.flagged])
 
     def fits(self, rnet: Any, xs: Array) -> bool:
         """Whether this plan still holds for ``rnet`` over ``xs``: the same layers holding
-        the same parameter arrays (changed in place only), the same gradient buffers kept and
-        writeable, the same form of input."""
+        the same parameter arrays (changed in place only), the same gradient buffers kept,
+        all writeable, the same form of input."""
         layers = rnet.layers
         return (same_objects(layers, self.layers)
                 and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous

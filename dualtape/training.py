@@ -14,11 +14,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .backend import check_same_place, namespace_of, out_module, to_numpy, zeros_like_place
+from .backend import (
+    backend_of,
+    check_same_place,
+    dtype_name,
+    from_host,
+    namespace_of,
+    out_module,
+    to_numpy,
+    zeros_like_place,
+)
 from .checkpointing import segment_length
 from .descent import fused_descent, train_step
 from .layers.base import Array
-from .layers.edges import check_real, restore
+from .layers.edges import check_real, prepare_like, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
@@ -58,14 +67,65 @@ def check_kind(net: Any, kind: type, other: str, where: str) -> None:
                         f"{other}")
 
 
-def objective_for(loss: str | Loss, net: Chain, where: str) -> Loss:
-    """``loss`` itself when it is a callable of the losses' signature, else the loss function
-    it names, once that fits ``net``'s output (``losses.check_loss_for``)."""
+def objective_for(loss: str | Loss, net: Chain, where: str) -> LossCall:
+    """The ``LossCall`` of one training call of ``net`` by ``loss``: a callable of the losses'
+    signature, or the loss function it names, once that fits ``net``'s output
+    (``losses.check_loss_for``)."""
+    batch_axis = -2 if isinstance(net, RecurrentNetwork) else 0
     if callable(loss):
-        return loss
+        return LossCall(loss, where, batch_axis)
     objective = loss_function(loss)
     check_loss_for(loss, net.layers[-1], net.n_out, where)
-    return objective
+    return LossCall(objective, where, batch_axis)
+
+
+class LossCall:
+    """The loss of one training call, ``loss(xp, ys, targets[, weights]) -> (value, dys)``,
+    called once: a second call returns the first one's result (the layer path after a
+    planned pass that took the loss but not its gradient's layout, ``planned_backprop``: the
+    same outputs, bit for bit), checked by ``checked_loss`` (``batch_axis``: that of the
+    outputs)."""
+
+    __slots__ = ("batch_axis", "found", "loss", "where")
+
+    def __init__(self, loss: Loss, where: str, batch_axis: int) -> None:
+        self.loss, self.where, self.batch_axis = loss, where, batch_axis
+        self.found: tuple[Array, Array] | None = None
+
+    def __call__(self, xp: Any, ys: Array, targets: Any, *weights: Array) -> tuple[Array, Array]:
+        if self.found is None:
+            self.found = checked_loss(self.loss(xp, ys, targets, *weights), ys, self.where,
+                                      self.batch_axis)
+        return self.found
+
+
+def checked_loss(found: Any, ys: Array, where: str, batch_axis: int) -> tuple[Array, Array]:
+    """What a loss returned for the outputs ``ys`` (batch axis ``batch_axis``), ``(value,
+    dys)``, as training takes it: the value a 0-d real array (a Python number made one, of
+    ``ys``'s dtype and place), the gradient as ``backward`` takes ``dy`` (``ys``'s shape and
+    place; a list converted, another float dtype cast to ``ys``'s); anything else raises a
+    one-line error naming it."""
+    try:
+        value, dys = found
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: the loss must return (value, gradient), got "
+                        f"{type(found).__name__}") from None
+    if type(dys) is not np.ndarray or type(ys) is not np.ndarray or dys.dtype != ys.dtype or (
+            dys.shape != ys.shape):  # else nothing to check: numpy's own, as it should be
+        _, dys, _ = prepare_like(dys, tuple(ys.shape), ys, where, "the loss gradient",
+                                 batch_axis=batch_axis)
+    if type(value) in (float, int):  # the most natural thing for a loss to return
+        return from_host(np.asarray(value, dtype_name(ys.dtype)), backend_of(ys)), dys
+    if isinstance(value, np.floating) and type(ys) is np.ndarray:  # numpy's sums give these
+        return value, dys
+    if getattr(value, "shape", None) != () or not hasattr(value, "dtype"):
+        raise TypeError(f"{where}: the loss value must be a number or a 0-d array, got "
+                        f"{type(value).__name__} of shape {getattr(value, 'shape', ())}")
+    check_same_place(value, ys, "the loss value", where)
+    if not namespace_of(value).isdtype(value.dtype, "real floating"):
+        raise TypeError(f"{where}: the loss value must be real floating point, got "
+                        f"{value.dtype}")
+    return value, dys
 
 
 def read_loss(xp: Any, value: Array, finite: Array, where: str, optimizer: Any = None,
@@ -156,7 +216,8 @@ def backpropagate(
     does; ``grads`` has one dict per parameter group, aligned with ``net.params``, ready for
     ``clip_gradients`` and ``optimizer.step(net.params, grads)``. ``loss`` is a name, as in
     ``train``, or a callable of the losses' signature, ``loss(xp, y, target) -> (value, dy)``
-    (``dualtape.losses``). An empty batch raises ``ValueError``.
+    (``dualtape.losses``), called once: ``value`` a number or a 0-d array, ``dy`` taken as
+    ``Network.backward`` takes it (``checked_loss``). An empty batch raises ``ValueError``.
     """
     check_kind(net, Network, "backpropagate_sequence takes a RecurrentNetwork", "backpropagate")
     found = _forward(net, x, target, loss, "backpropagate")
@@ -180,7 +241,8 @@ def backpropagate_sequence(
 
     ``xs``, ``targets``, ``state``, ``mask``, ``tape`` as in ``train_recurrent``; ``loss`` a
     name or a callable ``loss(xp, ys, targets, weights=None) -> (value, dys)`` of the losses'
-    signature (``dualtape.losses``; ``weights`` given only with a ``mask``). ``loss`` is a 0-d
+    signature (``dualtape.losses``; ``weights`` given only with a ``mask``), called once
+    whatever path runs, its result taken as ``backpropagate`` says. ``loss`` is a 0-d
     array left on the device, NaN when the input holds NaN or inf (see ``backpropagate``);
     ``state`` the states the sequence ended in; ``dstate`` the gradient of ``state``'s initial
     states, computed only with ``need_dstate=True`` (else None; it costs a product per layer
@@ -190,10 +252,10 @@ def backpropagate_sequence(
     their gradients into arrays kept with the network and reused
     (``recurrent.gradient_buffers``): the next ``backpropagate_sequence`` or
     ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
-    that accumulates gradients over calls does); ``clip_gradients`` returns new arrays, or
-    scales them where they are with ``in_place=True``. A stack of LSTMs (a FullyConnected on
-    top or not) on numpy takes a pass of few Python-level calls with the layer path's bits
-    (``planned_backprop``).
+    that accumulates gradients over calls does, or make them read-only: the next call then
+    writes new arrays); ``clip_gradients`` returns new arrays, or scales them where they are
+    with ``in_place=True``. A stack of LSTMs (a FullyConnected on top or not) on numpy takes
+    a pass of few Python-level calls with the layer path's bits (``planned_backprop``).
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
@@ -231,9 +293,8 @@ def _forward(net: Network, x: Any, target: Any, loss: str | Loss, where: str) ->
 
 def _forward_sequence(
     rnet: RecurrentNetwork, xs: Any, targets: Any, state: Sequence[Array] | None, mask: Any,
-    loss: str | Loss, tape: str | int, where: str,
+    objective: LossCall, tape: str | int, where: str,
 ) -> _Forward:
-    objective = objective_for(loss, rnet, where)
     xp, xs, single = rnet._prepare_sequence(xs)
     steps, batch = xs.shape[:2]
     if batch == 0:
@@ -345,7 +406,9 @@ def train_recurrent(
         done = train_step(rnet, xs, targets, optimizer)
         if done is not None:
             return done
-    found = _forward_sequence(rnet, xs, targets, state, mask, loss, tape, "train_recurrent")
+    found = _forward_sequence(rnet, xs, targets, state, mask,
+                              objective_for(loss, rnet, "train_recurrent"), tape,
+                              "train_recurrent")
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})

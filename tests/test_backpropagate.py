@@ -82,6 +82,107 @@ def test_backpropagate_sequence_gives_what_train_recurrent_hands_its_optimizer(
         np.testing.assert_array_equal(np64(mine), np64(theirs))
 
 
+class Sampling:
+    """A loss that draws seeded noise into its value and gradient (as a loss that samples
+    does) and counts its calls, handing its result back in ``form``."""
+
+    def __init__(self, form: str) -> None:
+        self.form, self.calls, self.rng = form, 0, np.random.default_rng(5)
+
+    def __call__(self, xp, ys, targets, weights=None):
+        self.calls += 1
+        value, dys = dt.losses.squared_error(xp, ys, targets, weights)
+        value = value * float(self.rng.uniform(0.5, 1.5))
+        dys = dys * dt.asarray(self.rng.uniform(0.5, 1.5, tuple(dys.shape)))
+        if self.form == "strided":  # every other float of a wider array
+            dys = xp.stack([dys, xp.zeros_like(dys)], axis=-1)[..., 0]
+        elif self.form == "F order":
+            dys = np.asfortranarray(dys)
+        elif self.form == "float32":  # for a float64 network
+            dys = xp.astype(dys, xp.float32)
+        elif self.form == "list":
+            dys = np64(dys).tolist()
+        elif self.form == "float value":
+            value = float(value)
+        elif self.form == "complex gradient":
+            dys = xp.astype(dys, xp.complex128)
+        elif self.form == "short gradient":
+            dys = dys[..., :1]
+        elif self.form == "vector value":
+            value = dys
+        elif self.form == "no gradient":
+            return value
+        return value, dys
+
+
+VERBS = ["backpropagate", "train", "backpropagate_sequence", "train_recurrent"]
+
+
+def lstm_stack() -> dt.RecurrentNetwork:
+    """Two LSTMs: planned (``backpropagate_sequence``), fused with SGD (``train_recurrent``)."""
+    return dt.RecurrentNetwork([dt.LSTM(3, 4, seed=1, dtype="float64"),
+                                dt.LSTM(4, 2, seed=2, dtype="float64")])
+
+
+def run(verb, loss, net=None):
+    """``verb``'s loss and the gradients it gives (the backpropagate verbs) or the weights
+    after its step (the train verbs, SGD), host copies, on ``net`` or a new network."""
+    sequences = verb.endswith(("sequence", "recurrent"))
+    net = net or (lstm_stack() if sequences else deep_net())
+    x, t = (data(5, 3, 3), data(5, 3, 2, seed=1)) if sequences else (data(6, 3),
+                                                                       data(6, 3, seed=1))
+    if verb == "backpropagate":
+        value, grads = dt.backpropagate(net, x, t, loss=loss)
+        return float(value), host(grads)
+    if verb == "backpropagate_sequence":
+        found = dt.backpropagate_sequence(net, x, t, loss=loss)
+        return float(found.loss), host(found.grads)
+    if verb == "train":
+        return dt.train(net, x, t, dt.SGD(0.1), loss=loss), host_params(net)
+    return dt.train_recurrent(net, x, t, dt.SGD(0.1), loss=loss)[0], host_params(net)
+
+
+@pytest.mark.parametrize("form", ["C order", "strided", "F order", "float32", "list",
+                                  "float value"])
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_loss_is_called_once_and_taken_as_the_generic_code_takes_it(backend, monkeypatch,
+                                                                       verb, form):
+    """On every path (the planned pass, the fused SGD step, the layers') a loss that samples
+    is called once per call and gives the generic code's result (``DUALTAPE_FUSED=0``),
+    whatever the form of its gradient (a view, float32 for a float64 network: cast, as
+    ``backward`` takes ``dy``; a list) or of its value (a Python float)."""
+    if form == "F order" and backend.name != "numpy":
+        pytest.skip("a numpy layout")
+    found = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("DUALTAPE_FUSED", switch)
+        loss = Sampling(form)
+        found[switch] = run(verb, loss)
+        assert loss.calls == 1
+    assert found["1"][0] == pytest.approx(found["0"][0], rel=1e-12)
+    for fast, generic in zip(found["1"][1], found["0"][1], strict=True):
+        for k in fast:
+            np.testing.assert_allclose(fast[k], generic[k], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize(("form", "error", "message"), [
+    ("short gradient", ValueError, r"the loss gradient must have shape \(.*\), got \(.*, 1\)"),
+    ("complex gradient", TypeError, "the loss gradient must be floating point, got .*complex"),
+    ("vector value", TypeError, "the loss value must be a number or a 0-d array, got"),
+    ("no gradient", TypeError, r"the loss must return \(value, gradient\), got"),
+])
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_loss_result_training_cannot_take_is_named_in_one_line(backend, verb, form, error,
+                                                                 message):
+    """Before anything is updated, on every path."""
+    net = lstm_stack() if verb.endswith(("sequence", "recurrent")) else deep_net()
+    before = host_params(net)
+    with pytest.raises(error, match=f"^{verb}: {message}") as raised:
+        run(verb, Sampling(form), net)
+    assert "\n" not in str(raised.value)
+    assert_params_equal(host_params(net), before)
+
+
 @pytest.mark.parametrize("tape", ["full", "sqrt"])
 def test_the_initial_states_gradient_is_what_learning_it_applies(backend, tape):
     net, twin, optimizer = mixed(), mixed(), Recording()

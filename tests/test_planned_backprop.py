@@ -110,8 +110,8 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 @pytest.mark.parametrize("case", [
     "state", "mask", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
     "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
-    "float32-input", "one-sequence", "float32-loss-gradient"])
-def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case):
+    "float32-input", "one-sequence", "read-only-weight", "memory-mapped-weight"])
+def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, tmp_path, case):
     """None of these is planned; each still gives the layer path's gradients."""
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
     if case == "state":
@@ -148,13 +148,12 @@ def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case
         net = network(0)
     elif case == "one-sequence":
         xs, labels = xs[:, 0], labels[:, 0]
-    elif case == "float32-loss-gradient":
-        if backend.name != "numpy":
-            pytest.skip("numpy's products promote a float32 gradient; torch's refuse it")
-
-        def loss(xp, ys, targets):  # the layer path takes it: the products promote
-            value, dys = softmax_cross_entropy(xp, ys, targets)
-            return value, xp.astype(dys, xp.float32)
+    elif case == "read-only-weight" and backend.name == "numpy":
+        net.layers[1].params["U"].flags.writeable = False  # frozen: numba types it apart
+    elif case == "memory-mapped-weight" and backend.name == "numpy":
+        mapped = np.memmap(tmp_path / "W", "float64", "w+", shape=(16, 5))
+        mapped[...] = net.layers[1].params["W"]
+        net.layers[1].params["W"] = np.memmap(tmp_path / "W", "float64", "r", shape=(16, 5))
     with overlap.overlap_gradients(case == "overlap"):
         found = dualtape.backpropagate_sequence(net, xs, labels, loss=loss, **options)
     assert planned == [] and np.isfinite(float(found.loss))
@@ -165,11 +164,13 @@ def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, case
     ("id-too-large", ValueError, r"ids from 0 to 7, but .* takes ids in \[0, 7\)"),
     ("negative-id", ValueError, r"ids from -1 to 6, but .* takes ids in \[0, 7\)"),
     ("label-too-large", ValueError, r"class labels must lie in \[0, 3\)"),
-    ("read-only-buffers", ValueError, "read-only"),
+    ("short-loss-gradient", ValueError, r"backpropagate_sequence: the loss gradient must have "
+                                        r"shape \(6, 3, 3\), got \(6, 3, 1\)"),
 ])
 def test_a_refused_call_raises_the_layer_paths_error(backend, planned, case, error, message):
-    """Ids outside the vocabulary, labels outside the classes, gradient buffers made
-    read-only: the layer path's error, nothing planned (nor written)."""
+    """Ids outside the vocabulary, labels outside the classes, a loss gradient of another
+    shape (never read past its end): the layer path's error, nothing planned (nor
+    written)."""
     net, (xs, labels) = network(7), sequences(7)
     host_xs, host_labels = to_numpy(xs).copy(), to_numpy(labels).copy()
     loss = entropy
@@ -179,17 +180,34 @@ def test_a_refused_call_raises_the_layer_paths_error(backend, planned, case, err
         host_xs[0, 0] = -1
     elif case == "label-too-large":
         host_labels[3, 2] = 3
-    elif backend.name == "numpy":
-        dualtape.backpropagate_sequence(net, xs, labels, loss=loss)
-        planned.clear()
-        buffer = dualtape.recurrent.gradient_buffers(net)[0]["U"]
-        buffer.flags.writeable = False
     else:
-        pytest.skip("gradient buffers are kept on numpy and CuPy")
-    with pytest.raises(error, match=message):
-        dualtape.backpropagate_sequence(net, dualtape.asarray(host_xs),
-                                        dualtape.asarray(host_labels), loss=loss)
+        def loss(xp, ys, labels):  # (T, B, 1) for (T, B, 3) outputs
+            value, dys = entropy(xp, ys, labels)
+            return value, dys[..., :1]
+    for state in (None, [None, None]):  # planned, and the layer path
+        with pytest.raises(error, match=message):
+            dualtape.backpropagate_sequence(net, dualtape.asarray(host_xs),
+                                            dualtape.asarray(host_labels), loss=loss,
+                                            state=state)
     assert planned == []
+
+
+def test_a_read_only_gradient_buffer_is_replaced_not_written(backend, planned):
+    """A caller keeps a call's gradients by making them read-only: the next call writes new
+    buffers (the layer path's bits, planned again), the kept ones hold what they held."""
+    if backend.name != "numpy":
+        pytest.skip("gradient buffers are kept on numpy and CuPy (which has no read-only flag)")
+    net, (xs, labels) = network(7), sequences(7)
+    first = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy).grads
+    kept = first[0]["U"]
+    kept.flags.writeable = False
+    held = kept.copy()
+    xs, labels = sequences(7, seed=5)
+    second = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    assert np.array_equal(kept, held) and second.grads[0]["U"] is not kept
+    assert all(g.flags.writeable for group in second.grads for g in group.values())
+    assert_same_bits(results(second), layer_path(net, xs, labels))
+    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -258,21 +276,29 @@ def test_a_named_loss_is_planned_too(backend, planned):
     assert len(planned) == (1 if fuses_here(backend) else 0)
 
 
-@pytest.mark.parametrize("layout", ["strided", "F order"])
-def test_a_loss_gradient_in_another_layout_takes_the_layer_path(backend, planned, layout):
-    """A loss may hand back its gradient as any view of the right shape and dtype: the layer
-    path's products of a strided one are not those of its C-ordered copy."""
+@pytest.mark.parametrize("form", ["strided", "F order", "float32"])
+def test_a_loss_gradient_in_another_form_is_taken_as_the_layer_path_takes_it(backend, planned,
+                                                                              form):
+    """A loss may hand back its gradient as any view of the right shape, or in another float
+    dtype (cast to the network's, as ``backward`` takes ``dy``): the layer path's bits, the
+    loss called once. A strided one is not planned (the layer path's products of it are not
+    those of its C-ordered copy): the layer path takes the loss's first result."""
+    calls = []
+
     def loss(xp, ys, labels):
+        calls.append(form)
         value, dys = entropy(xp, ys, labels)
-        if layout == "strided":  # every other float of a wider array
-            wide = xp.stack([dys, xp.zeros_like(dys)], axis=-1)
-            return value, wide[..., 0]
+        if form == "strided":  # every other float of a wider array
+            return value, xp.stack([dys, xp.zeros_like(dys)], axis=-1)[..., 0]
+        if form == "float32":
+            return value, xp.astype(dys, xp.float32)
         return value, np.asfortranarray(dys) if type(dys) is np.ndarray else dys
 
     net, (xs, labels) = network(7), sequences(7)
-    assert_same_bits(results(dualtape.backpropagate_sequence(net, xs, labels, loss=loss)),
-                     layer_path(net, xs, labels, loss))
-    assert planned == []
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=loss))
+    assert calls == [form]
+    assert_same_bits(got, layer_path(net, xs, labels, loss))
+    assert planned == ([tuple(xs.shape)] if form == "float32" and fuses_here(backend) else [])
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

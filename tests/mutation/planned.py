@@ -4,6 +4,7 @@
 from run_mutants import Mutant
 
 P, K = "dualtape/planned_backprop.py", "dualtape/kernels/_numba_grads.py"
+T = "dualtape/training.py"
 W, L = "dualtape/kernels/numba_grads.py", "dualtape/losses.py"
 TESTS = ("tests/test_planned_backprop.py",)
 MUTANTS = [
@@ -21,8 +22,9 @@ MUTANTS = [
            "a negative id gathered and summed past the table", TESTS),
     Mutant(K, "        if v < 0 or v >= n:", "        if v < 0 or v > n:",
            "an id one past the table gathered", TESTS),
-    Mutant(P, "    if type(dys) is not np.ndarray or dys.dtype != W0.dtype or ",
-           "    if type(dys) is not np.ndarray or ",
+    Mutant(T, "    if type(dys) is not np.ndarray or type(ys) is not np.ndarray or dys.dtype != "
+              "ys.dtype or (",
+           "    if type(dys) is not np.ndarray or type(ys) is not np.ndarray or (",
            "a loss gradient of another dtype handed to the compiled call", TESTS),
     Mutant(P, "    finite = plan.by_id or bool(np.isfinite(xs).all())", "    finite = True",
            "a non-finite input's loss not flagged NaN", TESTS),
@@ -36,8 +38,8 @@ MUTANTS = [
            "int32 ids or one float sequence taken as int64 ids", TESTS),
     Mutant(P, " or xs.shape[0] * xs.shape[1] < 2):", "):",
            "one row planned (the layer path's products take another form there)", TESTS),
-    Mutant(P, "        return all([g.flags.writeable for g in self.written])",
-           "        return True", "read-only gradient buffers written", TESTS),
+    Mutant(P, "        self.flagged = [*self.arrays, *self.written]",
+           "        self.flagged = self.arrays", "read-only gradient buffers written", TESTS),
     Mutant(P, "                and kept_gradient_buffers(rnet) is self.buffers and "
               "self.writeable()",
            "                and self.writeable()",
@@ -49,7 +51,8 @@ MUTANTS = [
            "        return (len(layers) == len(self.layers)\n", "a new layer not seen", TESTS),
     Mutant(K, "    ones[:] = one\n", "",
            "the column sums taken with what the scratch held", TESTS),
-    Mutant(P, " or (\n            not dys.flags.c_contiguous):", ":",
+    Mutant(P, "    if not dys.flags.c_contiguous:  # numpy's products of a strided one round "
+              "otherwise\n        return None\n", "",
            "a strided loss gradient read as C order", TESTS),
     Mutant(P, "                and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous",
            "                and xs.flags.c_contiguous",
