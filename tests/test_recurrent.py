@@ -493,6 +493,26 @@ def test_state_list_of_wrong_length_is_rejected(rnet):
         rnet.backward_sequence(tape, [None] * 3, dualtape.asarray(np.zeros((5, 2, 2))))
 
 
+@pytest.mark.parametrize(("state", "message"), [
+    ([[0.0] * 5, [0.0] * 4], r"state must have shape \(2, 5\), got \(5,\)"),
+    ([[[0.0] * 5] * 3, None], r"state must have shape \(2, 5\), got \(3, 5\)"),
+    (["zeros", None], "state must be an array, got str"),
+    ([0.0] * 9, r"state must be a list of 2 arrays .* got a list of 9"),
+    ([[1] * 5, None], "state must be floating point, got .*int64"),
+], ids=["one-sequence-form", "rows", "string", "flat", "integers"])
+@pytest.mark.parametrize("verb", ["backpropagate_sequence", "train_recurrent", "learn"])
+def test_a_list_as_state_that_does_not_fit_is_named_in_one_line(rnet, verb, state, message):
+    """Python lists as ``state``, in every training verb: the error names ``state``."""
+    xs, targets = dualtape.asarray(np.zeros((5, 2, 3))), dualtape.asarray(np.zeros((5, 2, 2)))
+    with pytest.raises((TypeError, ValueError), match=message) as raised:
+        if verb == "backpropagate_sequence":
+            dualtape.backpropagate_sequence(rnet, xs, targets, state=state)
+        else:
+            train_recurrent(rnet, xs, targets, SGD(rate=0.1), state=list(state),
+                            learn_initial_state=verb == "learn")
+    assert "\n" not in str(raised.value)
+
+
 @pytest.mark.parametrize("shape", [(4,), (5, 3), (5, 2, 1), (2, 5)])
 def test_mask_of_wrong_shape_is_rejected(rnet, shape):
     xs = dualtape.asarray(np.zeros((5, 2, 3)))

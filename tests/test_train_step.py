@@ -11,8 +11,8 @@ from dualtape.backend import to_numpy
 from dualtape.kernels import numba_descent, selfcheck
 from dualtape.layers import lstm
 
-from .helpers import host_params
-from .test_descent import Unfused, assert_same_step, case_network, fuses_here, stack
+from .helpers import assert_params_equal, host_params
+from .test_descent import GIVEN, Unfused, assert_same_step, case_network, fuses_here, stack
 
 
 @pytest.fixture
@@ -178,6 +178,26 @@ def test_a_change_between_calls_is_taken_into_account(backend, whole_steps, chan
         dualtape.train_recurrent(net, xs, targets, optimizer)
     assert_same_step(before, host_params(nets[0]), host_params(nets[1]), "float64")
     assert len(whole_steps) == (2 if fuses_here(backend) else 0)
+
+
+@pytest.mark.parametrize("state", [None, GIVEN], ids=["whole-step", "fused"])
+def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, state):
+    """An SGD whose momentum was set to 0 after steps of another network still holds that
+    network's velocities: both fast paths refuse it, as ``optimizer.step`` does, before
+    anything moves; its own network still trains."""
+    xs, targets = data(5, 2, (3, 3))
+    first, second = stack((3, 4, 3)), stack((3, 4, 3), seed=5)
+    optimizer = dualtape.SGD(0.1, momentum=0.5)
+    dualtape.train_recurrent(first, xs, targets, optimizer)
+    optimizer.momentum = 0.0  # plain SGD now: the fast paths' optimizer
+    before = host_params(second)
+    with pytest.raises(ValueError, match="SGD: cannot step .* other parameter groups"):
+        dualtape.train_recurrent(second, xs, targets, optimizer, state=state)
+    assert_params_equal(host_params(second), before)
+    assert optimizer.steps == 1 and whole_steps == []
+    dualtape.train_recurrent(first, xs, targets, optimizer, state=state)
+    assert optimizer.steps == 2
+    assert whole_steps == ([(5, 2, 3)] if fuses_here(backend) and state is None else [])
 
 
 def test_the_states_returned_are_the_callers(backend):
