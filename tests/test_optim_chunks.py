@@ -19,9 +19,12 @@ OPTIMIZERS = {
 }
 
 
-def run(make, backend, steps=3):
+SHAPES = {"rows": (3, optim.CHUNK + 7), "one-left": (2 * optim.CHUNK + 1,)}
+"""Three passes and a short last one, over rows; two passes and a last one of one element."""
+
+
+def run(make, backend, shape, steps=3):
     rng = np.random.default_rng(5)
-    shape = (3, optim.CHUNK + 7)  # three passes and a short last one, over two rows
     params = [{"w": dualtape.asarray(rng.normal(size=shape))}]
     optimizer = make()
     for _ in range(steps):
@@ -29,9 +32,10 @@ def run(make, backend, steps=3):
     return np64(params[0]["w"])
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name):
-    passes = []
+def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name, shape):
+    shape, passes = SHAPES[shape], []
     update = OPTIMIZERS[name]().__class__._update_in_place
 
     def counted(self, mod, w, g, slot, scratch):
@@ -39,19 +43,19 @@ def test_chunked_updates_equal_the_generic_code(backend, monkeypatch, name):
         update(self, mod, w, g, slot, scratch)
 
     monkeypatch.setattr(optim.blas, "axpy", lambda a, x, y: False)
-    run(OPTIMIZERS[name], backend)  # the compiled updates' self-check, once, before counting
+    run(OPTIMIZERS[name], backend, shape)  # the compiled updates' self-check, before counting
     monkeypatch.setattr(type(OPTIMIZERS[name]()), "_update_in_place", counted)
-    fast = run(OPTIMIZERS[name], backend)
+    fast = run(OPTIMIZERS[name], backend, shape)
     if backend.name == "numpy":
-        big = 3 * (optim.CHUNK + 7)
+        big = int(np.prod(shape))
         if name != "sgd" and cpu_path()[0] == "compiled":  # test_optim_compiled.py's
             assert passes == [big], passes  # only the first step, which creates the slots
         else:
             chunked_steps = 3 if name == "sgd" else 2  # the first step creates the slots whole
-            assert passes.count(optim.CHUNK) == 3 * chunked_steps, passes
+            assert passes.count(optim.CHUNK) == big // optim.CHUNK * chunked_steps, passes
             assert sum(passes) == 3 * big
     monkeypatch.setenv("DUALTAPE_FUSED", "0")
-    np.testing.assert_array_equal(fast, run(OPTIMIZERS[name], backend))
+    np.testing.assert_array_equal(fast, run(OPTIMIZERS[name], backend, shape))
 
 
 @pytest.mark.parametrize("shift", [1, -1], ids=["gradient-ahead", "gradient-behind"])
