@@ -13,8 +13,9 @@ bit-identical results, except BLAS's axpy, which rounds ``w − rate·g`` once w
 twice (they agree to one rounding); read parameters from the dicts after a step, and copy an
 array you want to keep as it was.
 
-A step checks everything (groups, names, shapes, dtypes, backends, devices, the state) before
-it changes anything: a step that raises leaves parameters, state and ``steps`` as they were.
+A step checks everything (groups, names, shapes, dtypes, backends, devices, the state; numpy's
+matrix and masked arrays, whose arithmetic is not an array's, are refused) before it changes
+anything: a step that raises leaves parameters, state and ``steps`` as they were.
 Once two steps running were given the same arrays, all numpy arrays the compiled updates take
 (or, for plain SGD's large parameters, its axpy), the next steps that are given them again
 check only that they are the same objects (``held_update``) and update all parameters in a
@@ -69,17 +70,29 @@ def _defined_by(cls: type, name: str) -> type:
 
 
 def _same_place(a: Array, b: Array) -> bool:
-    """True when ``a`` and ``b`` surely live on one backend and device (a cheap check)."""
-    return type(a) is type(b) and (type(a) is np.ndarray or a.device == b.device)
+    """True when ``a`` and ``b`` surely live on one backend and device (a cheap check); never
+    for numpy's subclasses, which ``_check_plain`` looks at."""
+    return type(a) is type(b) and (type(a) is np.ndarray or (
+        not isinstance(a, np.ndarray) and a.device == b.device))
+
+
+def _check_plain(owner: str, k: int, name: str, g: Array, w: Array) -> None:
+    """Refuse numpy's matrix and masked arrays as parameter ``name`` of group ``k`` or its
+    gradient: ``*`` of matrices is a matrix product, and a mask would be dropped or kept."""
+    for what, a in (("gradient", g), ("parameter", w)):
+        if isinstance(a, np.matrix | np.ma.MaskedArray):
+            raise TypeError(f"{owner}: the {what} of {name} in group {k} is a "
+                            f"{type(a).__name__}, whose arithmetic is not an array's; pass a "
+                            "plain array (np.asarray; a masked array's entries filled first)")
 
 
 def _in_place_module(g: Array, w: Array, slot: dict[str, Array]) -> Any:
-    """numpy or cupy when the gradient ``g``, the parameter ``w`` and its ``slot`` arrays are
-    of that module and ``w`` and the slots take ``out=`` writes (writeable, and no element
-    shares memory with another, as in a broadcast view, which CuPy does not mark read-only);
-    None for the generic code."""
+    """numpy or cupy when the parameter ``w`` (``g`` is on its backend: ``_plan``) and its
+    ``slot`` arrays are of that module and ``w`` and the slots take ``out=`` writes
+    (writeable, and no element shares memory with another, as in a broadcast view, which CuPy
+    does not mark read-only); None for the generic code."""
     mod = out_module(w)
-    if mod is None or type(g) is not type(w):
+    if mod is None:
         return None
     for a in slot.values():  # loops, not all() over generators: a step calls this per parameter
         if type(a) is not type(w) or (mod is np and not a.flags.writeable):
@@ -360,6 +373,7 @@ class Optimizer:
                 if not _same_place(g, w):
                     check_same_place(g, w, f"the gradient of {name} in group {k}",
                                      f"{owner}'s parameter")
+                    _check_plain(owner, k, name, g, w)
                 if g.shape != w.shape or g.dtype != w.dtype:
                     raise ValueError(
                         f"{owner}: the gradient of {name} in group {k} has shape "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape import optim
 from dualtape.backend import backend_of, out_module
 
 from .conftest import np64
@@ -348,6 +349,73 @@ def test_read_only_arrays_are_never_written():
     np.testing.assert_array_equal(params[0]["w"], -0.5)
     np.testing.assert_array_equal(params[0]["frozen"], -0.5)
     np.testing.assert_array_equal(kept["frozen"], 0.0)
+
+
+@pytest.mark.parametrize("size", [3, optim.COMPILED_FROM], ids=["small", "compiled-size"])
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam"])
+def test_a_read_only_state_slot_is_never_written(name, size):
+    """A slot made read-only between steps gets the generic update (a new array), with the
+    numbers of an optimizer whose slot stayed writeable."""
+    results = []
+    for read_only in (True, False):
+        params, g = [{"w": np.zeros(size)}], [{"w": np.linspace(-1, 1, size)}]
+        optimizer = OPTIMIZERS[name]()
+        optimizer.step(params, g)
+        slot = optimizer.state[(0, "w")]["m"]
+        slot.flags.writeable = not read_only
+        before = slot.copy()
+        optimizer.step(params, g)
+        if read_only:
+            np.testing.assert_array_equal(slot, before)
+            assert optimizer.state[(0, "w")]["m"] is not slot
+        results.append((params[0]["w"], optimizer.state_dict()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    for key, value in results[1][1].items():
+        np.testing.assert_array_equal(results[0][1][key], value, err_msg=key)
+
+
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam"])
+def test_a_memory_mapped_gradient_updates_in_place_as_a_plain_one(tmp_path, name):
+    """numpy's subclasses that are plain arrays underneath (np.memmap) take the in-place
+    update, with the plain gradient's numbers."""
+    results = []
+    for mapped in (True, False):
+        g = np.linspace(-1, 1, 5)
+        if mapped:
+            g = np.memmap(tmp_path / "g.bin", dtype=np.float64, mode="w+", shape=(5,))
+            g[:] = np.linspace(-1, 1, 5)
+        w = np.ones(5)
+        params, optimizer = [{"w": w}], OPTIMIZERS[name]()
+        for _ in range(3):
+            optimizer.step(params, [{"w": g}])
+        assert params[0]["w"] is w
+        results.append(w)
+    np.testing.assert_array_equal(*results)
+
+
+ODD = {"matrix": lambda: np.matrix([[1.0, 2.0], [3.0, 4.0]]),
+       "masked": lambda: np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]],
+                                            mask=[[False, True], [False, False]])}
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("which", ["gradient", "parameter", "both"])
+@pytest.mark.parametrize("odd", sorted(ODD))
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_numpy_matrices_and_masked_arrays_are_refused_changing_nothing(name, odd, which):
+    """Adam's g·g of matrices was a matrix product, and a masked gradient made the parameter
+    a masked array: both silently. Refused in one line naming the array, before any change."""
+    odd = ODD[odd]()
+    w = odd.copy() if which != "gradient" else np.ones((2, 2))
+    g = odd.copy() if which != "parameter" else np.ones((2, 2))
+    params, optimizer = [{"W": w}], OPTIMIZERS[name]()
+    kind = type(odd).__name__
+    what = "gradient" if which != "parameter" else "parameter"
+    with pytest.raises(TypeError, match=rf"^{type(optimizer).__name__}: the {what} of W in "
+                                        rf"group 0 is a {kind}, whose arithmetic is not an "
+                                        r"array's; pass a plain array \(np.asarray"):
+        optimizer.step(params, [{"W": g}])
+    assert params[0]["W"] is w and optimizer.steps == 0 and not optimizer.state
 
 
 @pytest.mark.parametrize("make", OPTIMIZERS.values(), ids=OPTIMIZERS.keys())
