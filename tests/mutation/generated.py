@@ -10,7 +10,8 @@ mutmut does not mutate decorated functions, so numba's ``@njit`` kernels and the
 keep their hand-written mutants (``run_mutants.py``). Not part of the test suite (minutes per
 module on two cores):
 
-    python tests/mutation/generated.py dualtape/text/lock.py --tests tests/test_text_safety.py
+    python tests/mutation/generated.py dualtape/text/lock.py --tests tests/test_text_safety.py \
+        -k lock                      # pytest's -k narrows the tests
     python tests/mutation/generated.py dualtape/zip_reader.py --tests tests/test_io_safety.py \
         tests/test_io.py --show      # print each survivor's diff too
 """
@@ -96,17 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="+", help="source files, e.g. dualtape/files.py")
     parser.add_argument("--tests", nargs="+", required=True,
                         help="test files (or pytest node ids) the mutants run against")
+    parser.add_argument("-k", dest="keyword", help="pytest's -k: only the tests it selects")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="mutants run at once (default: every core)")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument("--log", type=Path, help="mutmut's own progress output goes here")
     args = parser.parse_args(argv)
+    tests = args.tests + (["-k", args.keyword] if args.keyword else [])
     with tempfile.TemporaryDirectory(prefix="dualtape-mutmut-") as folder:
         tree = Path(folder)
         copy_tree(tree)
         pyproject = tree / "pyproject.toml"
         pyproject.write_text(with_section(pyproject.read_text(),
-                                          mutmut_section(args.modules, args.tests)))
+                                          mutmut_section(args.modules, tests)))
         mutmut = [sys.executable, "-m", "mutmut"]
         with open(args.log or os.devnull, "w") as log:
             done = subprocess.run([*mutmut, "run", "--max-children", str(args.jobs)], cwd=tree,
