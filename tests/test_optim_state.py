@@ -78,8 +78,8 @@ def test_in_place_step_allocates_no_large_temporaries(make):
     params = [{"w": rng.normal(size=size)}]
     grads = [{"w": rng.normal(size=size)}]
     optimizer = make()
-    for _ in range(2):  # the first step allocates state and scratch, the second loads the
-        optimizer.step(params, grads)  # compiled update (numba's imports, once per process)
+    for _ in range(3):  # the first steps allocate state and scratch, load the compiled
+        optimizer.step(params, grads)  # updates (numba's imports) and plan the kept step
     tracemalloc.start()
     try:
         optimizer.step(params, grads)
