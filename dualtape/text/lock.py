@@ -59,7 +59,7 @@ def lock_checkpoint(path: str) -> Any:
                 return None
             raise TextError(f"cannot lock checkpoint {path}: cannot create {lock}: "
                             f"{exc.strerror}; choose another --save") from None
-        why = exc.strerror if stat.S_ISREG(found.st_mode) else _what(found.st_mode)
+        why = (exc.strerror or str(exc)) if stat.S_ISREG(found.st_mode) else _what(found.st_mode)
         raise _refusal(path, lock, why) from None
     try:
         found = os.fstat(fd)
