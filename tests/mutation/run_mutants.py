@@ -1,18 +1,18 @@
-"""Plant realistic bugs one at a time and count how many the tests catch (mutation testing).
+"""Plant hand-written bugs one at a time and count how many the tests catch (mutation testing).
 
-Each area's module beside this file (``io.py``, ``optim.py``, ...) lists ``MUTANTS``: a
-replacement of one exact snippet of one source file, the bug it stands for, and the test files
-that should catch it. For each mutant this copies the tracked tree once into a temporary
-folder, writes the mutated file there, runs ``python -m pytest -x`` on its test files with
-that copy first on ``PYTHONPATH`` (subprocesses the tests start import it too), and restores
-the file. A snippet is found as written or else whatever the whitespace between its
-characters (``locate``), so reformatting a line keeps its mutant; one that occurs neither way
-exactly once is reported as stale, not counted. Not part of the test suite (a few minutes);
-run it after changing tests. Only code a generator cannot reach keeps hand-written mutants;
-``generated.py`` plants mutmut's in the rest:
+Only code a generator cannot reach keeps hand-written mutants: numba's compiled kernels and the
+CUDA source (``compiled.py`` beside this file; ``generated.py`` plants mutmut's everywhere else).
+An area module lists ``MUTANTS``: a replacement of one snippet of one source file, the bug it
+stands for, and the test files that should catch it. For each mutant this copies the tracked
+tree once into a temporary folder, writes the mutated file there, runs ``python -m pytest -x``
+on its test files with that copy first on ``PYTHONPATH`` (subprocesses the tests start import it
+too), and restores the file. A snippet is found as written or else whatever the whitespace
+between its characters (``locate``), so reformatting a line keeps its mutant; one that occurs
+neither way exactly once is reported as stale, not counted. Not part of the test suite (a few
+minutes); run it after changing a kernel or its tests:
 
     python tests/mutation/run_mutants.py            # every area
-    python tests/mutation/run_mutants.py io optim   # some areas
+    python tests/mutation/run_mutants.py compiled   # some areas
     python tests/mutation/run_mutants.py --stale    # only where moved snippets are now
 """
 
