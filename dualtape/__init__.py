@@ -45,6 +45,8 @@ from .network import Network
 from .optim import SGD, Adam
 from .recompute_check import RecomputeError, check_no_recompute
 from .recurrent import RecurrentNetwork
+from .route_choice import route
+from .routes import Route, last_route
 from .tape_report import TapeReport, tape_report
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
 from .training import (
@@ -84,6 +86,7 @@ __all__ = [
     "Pooling",
     "RecurrentNetwork",
     "Relu",
+    "Route",
     "Reshape",
     "Sequential",
     "Sinusoid",
@@ -103,11 +106,13 @@ __all__ = [
     "from_torch",
     "get_backend",
     "keep_freed_memory",
+    "last_route",
     "load",
     "load_extra",
     "load_with_extra",
     "losses",
     "overlap_gradients",
+    "route",
     "save",
     "set_backend",
     "state_from_torch",

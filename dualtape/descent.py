@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .backend import namespace_of
-from .kernels import blas, descent_loops, sequence_path, stack_loops
+from .kernels import blas, compiled_declined, descent_loops, sequence_path, stack_loops
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_descent import check_compiled, check_stack, descend, descend_stack
@@ -52,64 +52,77 @@ from .stack import RecurrentNetworkTape
 Array = Any
 
 
-def fused_descent(rnet: Any, optimizer: Any, found: Any) -> bool:
-    """Backpropagate ``found`` (``training``'s forward pass and loss of ``rnet``) and apply
-    ``optimizer``'s step in one pass, or return False, having done nothing, where this path
-    does not apply: ``optimizer`` not exactly ``SGD`` (a subclass or a wrapper such as
-    ``DataParallel`` may step otherwise), momentum or a regulariser, a layer other than
-    ``LSTM``, ids or a checkpointed tape, anything but numpy arrays of one float dtype (C
-    order, weights writeable), or no compiled loops (``DUALTAPE_JIT``/``DUALTAPE_FUSED`` off, a
-    failed self-check)."""
-    if not _plain_sgd(optimizer):
-        return False
-    tape, dys = found.tape, found.dy
-    layers = rnet.layers
-    if not isinstance(tape, RecurrentNetworkTape) or not all(
-            [type(layer) is LSTM for layer in layers]) or type(dys) is not np.ndarray:
-        return False
-    params = rnet.params
-    dtype = dys.dtype
-    xs = tape.tapes[0].xs
-    if dys.shape != (tape.steps, tape.batch, layers[-1].n_out) or type(xs) is not np.ndarray or (
-            xs.ndim != 3) or xs.dtype != dtype or not all(
-            [type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
-             and w.flags.writeable for group in params for w in group.values()]):
-        return False
-    if _compiled_cell(found.xp, dys) is None:
-        return False
+def fused_declines(rnet: Any, optimizer: Any, xs: Any, full_tape: bool) -> str | None:
+    """Why ``fused_descent`` does not take ``train_recurrent(rnet, xs, ..., optimizer)``
+    (``xs`` the input as the network prepared it; ``full_tape``: the tape policy
+    ``"full"``), or None: ``optimizer`` not plain SGD (``plain_sgd_declines``), a layer
+    other than ``LSTM``, ids or a checkpointed tape, anything but numpy arrays of one float
+    dtype (C order, weights writeable), or no compiled loops (``DUALTAPE_JIT``/
+    ``DUALTAPE_FUSED`` off, a failed self-check). Changes nothing."""
+    why = plain_sgd_declines(optimizer)
+    if why is not None:
+        return why
+    if not all([type(layer) is LSTM for layer in rnet.layers]):
+        return "a layer other than LSTM"
+    if not full_tape:
+        return "a checkpointed tape"
+    dtype = rnet.layers[0].params["W"].dtype
+    if type(xs) is not np.ndarray or xs.ndim != 3 or xs.dtype != dtype:
+        return "the input is not a numpy array of (T, B, i) of the weights' dtype"
+    if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
+                and w.flags.writeable for group in rnet.params for w in group.values()]):
+        return "a weight that is not a writeable C-order numpy array of one dtype"
+    return _cell_declines(namespace_of(xs), xs)
+
+
+def fused_descent(rnet: Any, optimizer: Any, found: Any) -> None:
+    """Backpropagate ``found`` (``training``'s forward pass and loss of ``rnet``, its full
+    tape) and apply ``optimizer``'s step in one pass, where ``fused_declines`` said None."""
+    tape, params = found.tape, rnet.params
     optimizer._check_owners(params, "step")
-    scratch = _scratch(layers, tape.steps, tape.batch, dtype)
-    dys, xs = np.ascontiguousarray(dys), np.ascontiguousarray(xs)
+    scratch = _scratch(rnet.layers, tape.steps, tape.batch, found.dy.dtype)
+    dys, xs = np.ascontiguousarray(found.dy), np.ascontiguousarray(tape.tapes[0].xs)
     optimizer.steps += 1  # optim.Optimizer.step's bookkeeping, before any weight moves
     optimizer._stamp(params)
-    _descend(layers, tape, xs, dys, scratch, optimizer.rate)
-    return True
+    _descend(rnet.layers, tape, xs, dys, scratch, optimizer.rate)
 
 
-def train_step(rnet: Any, xs: Any, targets: Any, optimizer: Any
-               ) -> tuple[float, list[Array]] | None:
-    """``train_recurrent(rnet, xs, targets, optimizer)`` with its defaults (zero states, no
-    mask, the squared error, the full tape): the layers' own forward pass and loss, then
-    ``numba_descent.descend_stack``, the backward pass fused with the update in one call;
-    ``(loss, state_T)``, or None, having done nothing, where ``fused_descent``'s conditions do
-    not hold, the input is not ``(T, B, i)`` and the targets ``(T, B, o)`` (C order, the
-    weights' dtype), or the input or the loss is not finite (the generic code then raises as
-    it does). The checks of the network are made when the network or the form of the input is
-    new, or its parameters changed since this step last moved them (a new array, another
-    optimizer's step, a weight made read-only)."""
-    if not _plain_sgd(optimizer) or type(xs) is not np.ndarray or (
-            type(targets) is not np.ndarray or xs.ndim != 3):
-        return None
+def whole_step(rnet: Any, xs: Any, targets: Any, optimizer: Any) -> _Plan | str:
+    """``train_step``'s plan for ``train_recurrent(rnet, xs, targets, optimizer)`` with its
+    defaults, or why it declines (``fused_descent``'s reasons, the input not ``(T, B, i)``
+    and the targets not ``(T, B, o)``, C order, the weights' dtype); a plan is made when the
+    network or the form of the input is new, or its parameters changed since the step last
+    moved them (a new array, another optimizer's step, a weight made read-only). Moves
+    nothing."""
+    why = plain_sgd_declines(optimizer)
+    if why is not None:
+        return why
+    if type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3:
+        return "the input and targets are not numpy arrays, the input (T, B, i)"
     xp = namespace_of(xs)
-    cell = _compiled_cell(xp, xs)
-    if cell is None or stack_loops(xs, check_stack) is None:
-        return None
+    why = _cell_declines(xp, xs)
+    if why is not None:
+        return why
+    if stack_loops(xs, check_stack) is None:
+        return "the compiled SGD step of a stack failed its self-check"
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet.layers, xs, targets):
         plan = _Plan.of(rnet.layers, xs, targets)
-        if plan is None:
-            return None
+        if isinstance(plan, str):
+            return plan
+        plan.cell = sequence_path(xp, xs, fused_disagreement).cell  # type: ignore[union-attr]
         _PLANS[rnet] = plan
+    return plan
+
+
+def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
+               ) -> tuple[float, list[Array]] | None:
+    """``train_recurrent(rnet, xs, targets, optimizer)`` with its defaults (zero states, no
+    mask, the squared error, the full tape) by ``plan`` (``whole_step``'s): the layers' own
+    forward pass and loss, then ``numba_descent.descend_stack``, the backward pass fused with
+    the update in one call; ``(loss, state_T)``, or None, having done nothing, where the input
+    or the loss is not finite (the generic code then raises as it does)."""
+    xp, cell = namespace_of(xs), plan.cell
     optimizer._check_owners(plan.params, "step")
     with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
         tapes, h = [], xs
@@ -143,22 +156,27 @@ class _Plan:
         self.arrays = [w for group in self.weights for w in group]
         self.zeros = [np.zeros((xs.shape[1], layer.n_out), xs.dtype) for layer in layers]
         self.form = (xs.shape, targets.shape, xs.dtype)
+        self.cell: Any = None
+        """The compiled LSTM cell, set by ``whole_step``."""
 
     @classmethod
-    def of(cls, layers: list[Any], xs: Array, targets: Array) -> _Plan | None:
+    def of(cls, layers: list[Any], xs: Array, targets: Array) -> _Plan | str:
         """The plan for ``layers`` (LSTMs only, of C-order writeable weights of one float
-        dtype) over ``xs`` and ``targets``, or None."""
+        dtype) over ``xs`` and ``targets``, or why there is none."""
         dtype, (steps, batch, _) = xs.dtype, xs.shape
-        if not layers or not all([type(layer) is LSTM for layer in layers]) or (
-                dtype not in (np.float32, np.float64) or targets.dtype != dtype
-                or steps == 0 or batch == 0 or targets.shape != (steps, batch, layers[-1].n_out)
+        if not layers or not all([type(layer) is LSTM for layer in layers]):
+            return "a layer other than LSTM"
+        if layers[0].params["W"].dtype != dtype:
+            return "the input's dtype is not the weights'"
+        if dtype not in (np.float32, np.float64) or targets.dtype != dtype or steps == 0 or (
+                batch == 0 or targets.shape != (steps, batch, layers[-1].n_out)
                 or xs.shape[2] != layers[0].n_in or not xs.flags.c_contiguous
                 or not targets.flags.c_contiguous):
-            return None
+            return "the input and targets are not (T, B, i) and (T, B, o), C order, one dtype"
         plan = cls(layers, xs, targets)
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
                     and w.flags.writeable for w in plan.arrays]):
-            return None
+            return "a weight that is not a writeable C-order numpy array of one dtype"
         return plan
 
     def fits(self, layers: list[Any], xs: Array, targets: Array) -> bool:
@@ -180,21 +198,26 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``train_step``'s plan of each network, for the form of its latest input."""
 
 
-def _plain_sgd(optimizer: Any) -> bool:
-    """Whether ``optimizer`` is ``SGD`` itself (a subclass or a wrapper such as
-    ``DataParallel`` may step otherwise) with no momentum and no regulariser."""
-    return type(optimizer) is SGD and not optimizer.momentum and not optimizer.regulariser
+def plain_sgd_declines(optimizer: Any) -> str | None:
+    """Why ``optimizer`` is not ``SGD`` itself (a subclass or a wrapper such as
+    ``DataParallel`` may step otherwise) with no momentum and no regulariser; else None."""
+    if type(optimizer) is not SGD:
+        return f"{type(optimizer).__name__} is not SGD itself"
+    if optimizer.momentum:
+        return "SGD with momentum"
+    return "SGD with a regulariser" if optimizer.regulariser else None
 
 
-def _compiled_cell(xp: Any, like: Array) -> NumbaLSTM | None:
-    """The compiled LSTM loops where the layers take them for arrays like ``like`` of
-    namespace ``xp`` (their own choice, self-checked) and the fused SGD kernel passed its
-    self-check too; else None."""
+def _cell_declines(xp: Any, like: Array) -> str | None:
+    """Why arrays like ``like`` of namespace ``xp`` do not take the compiled LSTM loops (the
+    layers' own choice, self-checked) with the fused SGD kernel (its self-check passed), or
+    None."""
     path = sequence_path(xp, like, fused_disagreement)
-    if path is None or not isinstance(path.cell, NumbaLSTM) or (
-            descent_loops(like, check_compiled) is None):
-        return None
-    return path.cell
+    if path is None or not isinstance(path.cell, NumbaLSTM):
+        return compiled_declined()
+    if descent_loops(like, check_compiled) is None:
+        return "the compiled fused SGD kernel failed its self-check"
+    return None
 
 
 def _scratch(layers: list[LSTM], steps: int, batch: int, dtype: Any) -> tuple[Array, int]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .held_update import group_values, same_objects
-from .kernels import grads_loops, scatter_loops, sequence_path
+from .kernels import compiled_declined, grads_loops, scatter_loops, sequence_path
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
@@ -40,27 +40,38 @@ from .switches import held_choice
 Array = Any
 
 
-def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
-                     ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
-    """``(loss, input finite, grads, state_T)`` of ``rnet`` over ``xs`` by ``objective(np,
-    ys, targets)`` (a ``training.LossCall``: its gradient of the outputs' shape and dtype), the
-    gradients in ``recurrent.gradient_buffers``; or None, having changed nothing, where this
-    path does not apply (the module's docstring says where)."""
-    if type(xs) is not np.ndarray or overlap_requested():
-        return None
+def planned(rnet: Any, xs: Any) -> _Plan | str:
+    """``planned_backprop``'s plan of ``rnet`` over ``xs`` (its checks made once per network
+    and input form), or why this path does not apply (the module's docstring says where);
+    moves nothing."""
+    if type(xs) is not np.ndarray:
+        return "the input is not a numpy array"
+    if overlap_requested():
+        return "the weight gradients go to a second core (overlap_gradients)"
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet, xs):
         plan = _Plan.of(rnet, xs)
-        if plan is None:
-            return None
+        if isinstance(plan, str):
+            return plan
         _PLANS[rnet] = plan
     W0 = plan.weights[0][0]
     cell = held_choice(("planned_backprop", W0.dtype, plan.by_id),
                        lambda: _compiled_cell(W0, plan.by_id))
-    if cell is None:
-        return None
+    if isinstance(cell, str):
+        return cell
     if plan.by_id and not ids_within(xs, plan.layers[0].n_in):
-        return None
+        return "an id outside the vocabulary"
+    plan.cell = cell
+    return plan
+
+
+def planned_backprop(plan: _Plan, xs: Any, targets: Any, objective: Any
+                     ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
+    """``(loss, input finite, grads, state_T)`` over ``xs`` by ``objective(np, ys,
+    targets)`` (a ``training.LossCall``: its gradient of the outputs' shape and dtype) by
+    ``plan`` (``planned``'s), the gradients in ``recurrent.gradient_buffers``; or None,
+    having changed nothing, where the loss's gradient is not C-ordered."""
+    W0, cell = plan.weights[0][0], plan.cell
     steps, batch = xs.shape[:2]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
         tapes, h = [], xs
@@ -81,14 +92,16 @@ def planned_backprop(rnet: Any, xs: Any, targets: Any, objective: Any
     return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
 
 
-def _compiled_cell(like: Array, by_id: bool) -> NumbaLSTM | None:
+def _compiled_cell(like: Array, by_id: bool) -> NumbaLSTM | str:
     """The compiled LSTM loops where the layers take them for arrays like ``like`` and this
-    pass's kernel (with ids, the row sums by id too) passed its self-check; else None."""
+    pass's kernel (with ids, the row sums by id too) passed its self-check; else why not."""
     path = sequence_path(np, like, fused_disagreement)
-    if path is None or not isinstance(path.cell, NumbaLSTM) or (
-            grads_loops(like, check_compiled) is None) or (
-            by_id and scatter_loops(like, check_scatter) is None):
-        return None
+    if path is None or not isinstance(path.cell, NumbaLSTM):
+        return compiled_declined()
+    if grads_loops(like, check_compiled) is None:
+        return "the compiled gradients of a stack failed their self-check"
+    if by_id and scatter_loops(like, check_scatter) is None:
+        return "the compiled row sums by id failed their self-check"
     return path.cell
 
 
@@ -122,30 +135,35 @@ class _Plan:
             None if self.top is None else (self.top.params["W"],
                                            (groups[-1]["W"], groups[-1]["b"])),
             JOIN_UP_TO)
+        self.cell: Any = None
+        """The compiled LSTM cell, set by ``planned``."""
         self.scratch = scratch_sizes([(layer.n_in, layer.n_out) for layer in lstms], steps,
                                      batch, self.layers[0].n_in if self.by_id else 0,
                                      self.top is not None, JOIN_UP_TO)
 
     @classmethod
-    def of(cls, rnet: Any, xs: Array) -> _Plan | None:
-        """The plan for ``rnet`` over ``xs``, or None where this path does not apply."""
+    def of(cls, rnet: Any, xs: Array) -> _Plan | str:
+        """The plan for ``rnet`` over ``xs``, or why this path does not apply."""
         layers = rnet.layers
         if not layers or not all([type(layer) is LSTM for layer in layers[:-1]]) or (
                 type(layers[-1]) not in (LSTM, FullyConnected)) or type(layers[0]) is not LSTM:
-            return None
+            return "not a stack of LSTMs with at most a FullyConnected on top"
         dtype = layers[0].params["W"].dtype
+        if xs.ndim == 3 and xs.dtype != dtype:
+            return "the input's dtype is not the weights'"
         if dtype not in (np.float32, np.float64) or not xs.flags.c_contiguous or (
                 xs.ndim == 2 and xs.dtype != np.int64) or (
-                xs.ndim == 3 and (xs.dtype != dtype or xs.shape[2] != layers[0].n_in)) or (
+                xs.ndim == 3 and xs.shape[2] != layers[0].n_in) or (
                 xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] < 2):
-            return None
+            return ("the input is not (T, B) int64 ids or (T, B, i), C order, of two rows "
+                    "or more")
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
                     for w in group_values([layer.params for layer in layers])]):
-            return None
+            return "a weight that is not a C-order numpy array of one dtype"
         plan = cls(rnet, xs)
         if not all([type(g) is np.ndarray and g.flags.c_contiguous for g in plan.written]) \
                 or not plan.writeable():
-            return None
+            return "a parameter or gradient buffer that is read-only or not C order"
         return plan
 
     def writeable(self) -> bool:

@@ -15,8 +15,12 @@ from typing import Any, NamedTuple, TypeVar
 
 OFF = ("0", "false", "off", "no")
 ON = ("", "1", "true", "on", "yes")
-SWITCHES = ("DUALTAPE_JIT", "DUALTAPE_FUSED")
-"""Every switch: a held call takes each when it begins, and its choices are kept by them."""
+SWITCHES = ("DUALTAPE_JIT", "DUALTAPE_FUSED", "DUALTAPE_BACKGROUND_COMPILE")
+"""Every switch: a held call takes each when it begins, and its choices are kept by them.
+``DUALTAPE_BACKGROUND_COMPILE`` off: train-text waits for the compiler before its first step
+(``kernels.compile_ahead``)."""
+TRACE = "DUALTAPE_TRACE"
+"""Off unless set to an on spelling: print each new route choice (``routes``)."""
 
 
 class _Held(NamedTuple):
@@ -50,10 +54,19 @@ def switched_on(name: str) -> bool:
 
 
 def check_switches() -> None:
-    """``ValueError`` naming the first of ``SWITCHES`` that the environment spells neither on
-    nor off (``switched_on``'s rule): a command refuses it before it begins, not midway."""
+    """``ValueError`` naming the first of ``SWITCHES`` (or ``TRACE``) that the environment
+    spells neither on nor off (``switched_on``'s rule): a command refuses it before it
+    begins, not midway."""
     for name, value in _spelled().items():
         _parse(name, value)
+    trace_on()
+
+
+def trace_on() -> bool:
+    """Whether ``DUALTAPE_TRACE`` is on: off unset or empty, else spelled as ``switched_on``
+    takes it (any other value raises ``ValueError`` naming it); read at each call."""
+    value = os.environ.get(TRACE, "")
+    return bool(value.strip()) and _parse(TRACE, value)
 
 
 def held_choice(key: Hashable, choose: Callable[[], T]) -> T:
@@ -68,6 +81,12 @@ def held_choice(key: Hashable, choose: Callable[[], T]) -> T:
     if key not in choices:
         choices[key] = choose()
     return choices[key]
+
+
+def forget_choices() -> None:
+    """Drop every kept ``held_choice``: later calls choose afresh (the compiled loops became
+    ready, ``kernels.compile_ahead``); a call under way keeps its own."""
+    _CHOICES.clear()
 
 
 def held(fn: F) -> F:

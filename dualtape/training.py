@@ -33,6 +33,8 @@ from .network import Chain, Network
 from .optim import Optimizer, StateGroup
 from .planned_backprop import planned_backprop
 from .recurrent import RecurrentNetwork, gradient_buffers
+from .route_choice import fused_choice, layer_loops, planned_choice, whole_step_choice
+from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, record
 from .switches import held
 
 
@@ -190,9 +192,10 @@ class Backprop(NamedTuple):
 class _Forward(NamedTuple):
     """A forward pass and its loss, in the networks' own forms: the namespace, the loss and
     whether the input is finite (0-d arrays), the tape and the output's gradient, the final
-    and initial states (``(batch, o)`` each; none for a ``Network``) and whether the input
-    was one sequence. Training reads the loss from it before any backward pass, so a refused
-    input costs no backward pass (nor its warnings of NaN products)."""
+    and initial states (``(batch, o)`` each; none for a ``Network``), whether the input
+    was one sequence and the input as prepared. Training reads the loss from it before any
+    backward pass, so a refused input costs no backward pass (nor its warnings of NaN
+    products)."""
 
     xp: Any
     loss: Array
@@ -202,6 +205,7 @@ class _Forward(NamedTuple):
     state: list[Array]
     initial: list[Array]
     single: bool
+    x: Array
 
 
 @held
@@ -260,15 +264,20 @@ def backpropagate_sequence(
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
     objective = objective_for(loss, rnet, "backpropagate_sequence")
-    if state is None and mask is None and tape == "full" and not need_dstate:
-        planned = planned_backprop(rnet, xs, targets, objective)
-        if planned is not None:
-            value, finite, grads, states = planned
+    why = planned_choice(rnet, xs, state, mask, tape, need_dstate)
+    if type(why) is not str:
+        done = planned_backprop(why, xs, targets, objective)
+        if done is not None:
+            record(rnet, "backpropagate_sequence", PLANNED, "compiled")
+            value, finite, grads, states = done
             loss_now = np.asarray(value)
             return Backprop(loss_now if finite else np.full_like(loss_now, math.nan), grads,
                             states, None)
+        why = "the loss gradient is not C order"
     found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "backpropagate_sequence")
+    loops, slower = layer_loops(found.x)
+    record(rnet, "backpropagate_sequence", LAYERS, loops, ((PLANNED, why), *slower))
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)
     dstate = [restore(d, found.single) for d in dstates] if need_dstate else None
     return Backprop(_flagged(found), grads, [restore(s, found.single) for s in found.state],
@@ -288,7 +297,7 @@ def _forward(net: Network, x: Any, target: Any, loss: str | Loss, where: str) ->
         raise ValueError(f"{where}: the batch is empty (0 examples); give at least one")
     tapes, y = net._forward(xp, x)
     value, dy = objective(xp, y, target)
-    return _Forward(xp, value, xp.all(xp.isfinite(x)), tapes, dy, [], [], False)
+    return _Forward(xp, value, xp.all(xp.isfinite(x)), tapes, dy, [], [], False, x)
 
 
 def _forward_sequence(
@@ -305,7 +314,8 @@ def _forward_sequence(
         value, dys = objective(xp, ys, targets)
     else:
         value, dys = objective(xp, ys, targets, mask_weights(mask, steps, batch, ys))
-    return _Forward(xp, value, xp.all(xp.isfinite(xs)), kept, dys, states_last, states, single)
+    return _Forward(xp, value, xp.all(xp.isfinite(xs)), kept, dys, states_last, states, single,
+                    xs)
 
 
 def _sequence_gradients(rnet: RecurrentNetwork, found: _Forward, need_dstate: bool
@@ -401,17 +411,28 @@ def train_recurrent(
     check_optimizer(optimizer, "train_recurrent")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
-    if state is None and mask is None and loss == "squared_error" and tape == "full" and (
-            not learn_initial_state):
-        done = train_step(rnet, xs, targets, optimizer)
+    why = whole_step_choice(rnet, xs, targets, optimizer, state, mask, loss, tape,
+                            learn_initial_state)
+    if type(why) is not str:
+        record(rnet, "train_recurrent", WHOLE_STEP, "compiled")
+        done = train_step(why, xs, targets, optimizer)
         if done is not None:
             return done
+        why = "the input or the loss is not finite"
     found = _forward_sequence(rnet, xs, targets, state, mask,
                               objective_for(loss, rnet, "train_recurrent"), tape,
                               "train_recurrent")
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
+    fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
+    if fused is None:
+        record(rnet, "train_recurrent", FUSED_SGD, "compiled", ((WHOLE_STEP, why),))
+        fused_descent(rnet, optimizer, found)
+        return result, [restore(s, found.single) for s in found.state]
+    loops, slower = layer_loops(found.x)
+    record(rnet, "train_recurrent", LAYERS, loops,
+           ((WHOLE_STEP, why), (FUSED_SGD, fused), *slower))
     if learn_initial_state:
         grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})
@@ -421,7 +442,7 @@ def train_recurrent(
             # each state keeps the form it came in, (o,) or (batch, o), whatever xs's form
             own_form_single = np.ndim(state[k]) == 1  # type: ignore[index]
             state[k] = restore(learned[str(k)], own_form_single)  # type: ignore[index]
-    elif not fused_descent(rnet, optimizer, found):
+    else:
         optimizer.step(rnet.params, _sequence_gradients(rnet, found, False)[0])
     return result, [restore(s, found.single) for s in found.state]
 

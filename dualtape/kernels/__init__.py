@@ -26,7 +26,7 @@ import array_api_compat
 import numpy as np
 
 from ..switches import held_choice, switched_on
-from . import selfcheck
+from . import compile_ahead, selfcheck
 from .lstm_sequence import Cell
 
 
@@ -207,12 +207,18 @@ def cpu_path() -> tuple[str, str | None]:
     return held_choice(("cpu_path",), _cpu_path_now)
 
 
+def compiled_declined() -> str:
+    """Why numpy arrays do not take the compiled LSTM loops now (asked where they did not):
+    ``cpu_path``'s reason, or their failed self-check."""
+    return cpu_path()[1] or "the compiled LSTM loops failed their self-check"
+
+
 def _cpu_path_now() -> tuple[str, str | None]:
     if _generic_only():
         return "generic", "DUALTAPE_FUSED=0 asks for the generic code"
     if not switched_on("DUALTAPE_JIT"):
         return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
-    why = _compiled_unavailable()
+    why = _compiled_unavailable() or compile_ahead.waiting()
     return ("ufuncs", why) if why else ("compiled", None)
 
 

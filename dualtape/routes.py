@@ -1,0 +1,64 @@
+"""Which route a training call took, on the record (issue 53 item 3): for each network and
+verb, the route of its latest call and why each faster one declined, so that users and tests
+can read what ran instead of guessing; ``DUALTAPE_TRACE=1`` prints one line to stderr for
+each new choice (a route or a reason that differs from that network's and verb's last)."""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any, NamedTuple
+
+from .switches import trace_on
+
+WHOLE_STEP = "whole-step"
+"""``train_recurrent``'s backward pass and plain SGD step of the whole stack in one call."""
+FUSED_SGD = "fused-sgd"
+"""``train_recurrent``'s plain SGD step fused into each layer's backward pass."""
+PLANNED = "planned"
+"""``backpropagate_sequence``'s backward pass of the whole stack in one call."""
+LAYERS = "layers"
+"""Each layer's own backward pass (then the optimizer's step): the reference route."""
+
+
+class Route(NamedTuple):
+    """A call's route: the ``verb``, the route ``taken``, the recurrent ``loops`` the layers
+    run (``"compiled"``, ``"ufuncs"``, ``"generic"`` or ``"cuda"``) and, for each faster
+    route or loop that was not taken, fastest first, ``(name, why)``."""
+
+    verb: str
+    taken: str
+    loops: str
+    declined: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        why = "; ".join(f"{name}: {reason}" for name, reason in self.declined)
+        return f"{self.verb}: {self.taken}, {self.loops} loops" + (
+            f" (declined {why})" if why else "")
+
+
+_LAST: dict[tuple[int, str], Route] = {}
+"""The latest route of each live network (by ``id``) and verb."""
+
+
+def record(owner: Any, verb: str, taken: str, loops: str,
+           declined: tuple[tuple[str, str], ...] = ()) -> None:
+    """Put ``owner``'s call of ``verb`` on the record as ``Route(verb, taken, loops,
+    declined)``; a new choice is printed under ``DUALTAPE_TRACE`` (a bad value raises
+    ``ValueError`` naming it). Costs a lookup when the choice is kept."""
+    key = (id(owner), verb)
+    last = _LAST.get(key)
+    if last is not None and last.taken == taken and last.loops == loops and (
+            last.declined == declined):
+        return
+    route = Route(verb, taken, loops, declined)
+    if trace_on():
+        print(f"dualtape route: {route}", file=sys.stderr)
+    if last is None:
+        weakref.finalize(owner, _LAST.pop, key, None)
+    _LAST[key] = route
+
+
+def last_route(owner: Any, verb: str) -> Route | None:
+    """The route of ``owner``'s latest call of ``verb`` (None: no call yet)."""
+    return _LAST.get((id(owner), verb))
