@@ -15,8 +15,10 @@ from typing import Any, NamedTuple, TypeVar
 
 OFF = ("0", "false", "off", "no")
 ON = ("", "1", "true", "on", "yes")
-SWITCHES = ("DUALTAPE_JIT", "DUALTAPE_FUSED")
-"""Every switch: a held call takes each when it begins, and its choices are kept by them."""
+SWITCHES = ("DUALTAPE_JIT", "DUALTAPE_FUSED", "DUALTAPE_BACKGROUND_COMPILE")
+"""Every switch: a held call takes each when it begins, and its choices are kept by them.
+``DUALTAPE_BACKGROUND_COMPILE`` off: train-text waits for the compiler before its first step
+(``kernels.compile_ahead``)."""
 TRACE = "DUALTAPE_TRACE"
 """Off unless set to an on spelling: print each new route choice (``routes``)."""
 
@@ -79,6 +81,12 @@ def held_choice(key: Hashable, choose: Callable[[], T]) -> T:
     if key not in choices:
         choices[key] = choose()
     return choices[key]
+
+
+def forget_choices() -> None:
+    """Drop every kept ``held_choice``: later calls choose afresh (the compiled loops became
+    ready, ``kernels.compile_ahead``); a call under way keeps its own."""
+    _CHOICES.clear()
 
 
 def held(fn: F) -> F:

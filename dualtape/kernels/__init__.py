@@ -26,7 +26,7 @@ import array_api_compat
 import numpy as np
 
 from ..switches import held_choice, switched_on
-from . import selfcheck
+from . import compile_ahead, selfcheck
 from .lstm_sequence import Cell
 
 
@@ -218,7 +218,7 @@ def _cpu_path_now() -> tuple[str, str | None]:
         return "generic", "DUALTAPE_FUSED=0 asks for the generic code"
     if not switched_on("DUALTAPE_JIT"):
         return "ufuncs", "DUALTAPE_JIT=0 asks for the ufunc loop"
-    why = _compiled_unavailable()
+    why = _compiled_unavailable() or compile_ahead.waiting()
     return ("ufuncs", why) if why else ("compiled", None)
 
 

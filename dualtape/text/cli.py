@@ -324,26 +324,44 @@ COMPILE_NOTICE_S = 1.0
 """A compile of the CPU loops that takes longer than this is announced (and then timed)."""
 
 
-def _ready_cpu_loops(trainer: Any, output: Output) -> None:
-    """Compile the compiled CPU loops of the run's cell for its dtype (or load them from
-    numba's disk cache) before the first step; past ``COMPILE_NOTICE_S``
-    a line says so, instead of a silent pause, and a second how long it took. A compile that
-    fails is left to the loops' self-check at the first step, which warns once and falls back
-    to the ufunc loop."""
+def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
+                     distributed: bool) -> Any:
+    """Get the compiled CPU loops of the run's cell ready before the first step. Where numba's
+    disk cache does not hold them yet (a fresh install, a new numba or dualtape), a child
+    process compiles what the run calls (``rehearse``) while the first steps run on the
+    ufunc loops, and the ``compile_ahead.Background`` it returns switches between steps; with
+    ``DUALTAPE_BACKGROUND_COMPILE=0``, under ``--distributed`` (no child per rank) or where
+    the cache is not used, the loops compile (or load) here and None is returned: past
+    ``COMPILE_NOTICE_S`` a line says so, and a second how long it took. A compile that fails
+    is left to the loops' self-check at the first step, which warns once and falls back to
+    the ufunc loop."""
     import threading
 
-    from ..kernels import cpu_path, numba_lstm, numba_standard_lstm_gru
+    from ..kernels import compile_ahead, cpu_path, flush, numba_lstm, numba_standard_lstm_gru
+    from ..switches import switched_on
+    from .rehearse import CELL_MODULES, command
 
     if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
-        return
-    warm_up = numba_lstm.warm_up if trainer.config.cell == "LSTM" else \
-        numba_standard_lstm_gru.warm_up
+        return None
+    cfg = trainer.config
+    cell = "GRU" if cfg.cell == "GRU" else "LSTM"
+    module = CELL_MODULES[cfg.cell]
+    if (switched_on("DUALTAPE_BACKGROUND_COMPILE") and not distributed
+            and compile_ahead.cached(module, cfg.dtype) is False):
+        flush.unavailable()  # the ufunc loops flush too: its two functions compile here, once
+        child = compile_ahead.Background(command(trainer, chosen.count, chosen.overlap))
+        output.line(f"numba's disk cache holds no CPU {cell} loops for {cfg.dtype} yet: they "
+                    f"compile in a background process (pid {child.process.pid}) while the "
+                    "first steps run on the ufunc loops, then the run switches to them (results "
+                    "differ by float rounding; DUALTAPE_BACKGROUND_COMPILE=0 waits for the "
+                    "compiler instead)")
+        return child
+    warm_up = numba_lstm.warm_up if cfg.cell == "LSTM" else numba_standard_lstm_gru.warm_up
     announced = threading.Event()
 
     def announce() -> None:
         announced.set()
-        cell = "GRU" if trainer.config.cell == "GRU" else "LSTM"
-        output.line(f"compiling the CPU {cell} loops for {trainer.config.dtype} (cached on disk "
+        output.line(f"compiling the CPU {cell} loops for {cfg.dtype} (cached on disk "
                     "with those the first steps compile: later runs of this model and optimizer "
                     "load them) ...")
 
@@ -351,14 +369,16 @@ def _ready_cpu_loops(trainer: Any, output: Output) -> None:
     notice.daemon = True
     notice.start()
     try:
-        seconds = warm_up(trainer.config.dtype)
+        seconds = warm_up(cfg.dtype)
     except Exception:  # noqa: BLE001 - the self-check at the first step reports it
-        return
+        return None
     finally:
         notice.cancel()
         notice.join()
+    compile_ahead.mark(module, cfg.dtype)
     if announced.is_set():
         output.line(f"compiled in {seconds:.1f} s")
+    return None
 
 
 def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
@@ -422,10 +442,13 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         reporter.close()
         return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
 
+    child = None
     try:  # numpy's overflow warnings are noise here: a diverged model is reported below
         with (threads.limited_threads(chosen.count, chosen.overlap), stop_on_signals(stop),
               np.errstate(all="ignore")):
-            _ready_cpu_loops(trainer, output)
+            child = _ready_cpu_loops(trainer, output, chosen, args.distributed)
+            if child is not None:  # never under --distributed: run is run_training
+                run = functools.partial(run, before_step=child.poll)
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))
@@ -449,6 +472,8 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         return failed(f"the run failed at step {trainer.step_count}: "
                       f"{type(exc).__name__}: {exc}")
     reporter.close()
+    if child is not None and (going_on := child.leave()) is not None:
+        output.line(going_on)
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "

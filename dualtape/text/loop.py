@@ -69,6 +69,7 @@ def run_training(
     limits: RunLimits,
     reporter: Reporter,
     stop_requested: Callable[[], bool] = lambda: False,
+    before_step: Callable[[], str | None] = lambda: None,
 ) -> RunResult:
     """Train until a limit or a stop request (without limits: until a stop request).
 
@@ -79,7 +80,9 @@ def run_training(
     Any other exception in the loop (a failed sample, step or report) saves first and is then
     raised. Ends with a sample unless one was just printed, after the final save, so an abort
     while sampling loses nothing. The first held-out loss worse than a uniform guess over the
-    vocabulary is followed by a line that says so."""
+    vocabulary is followed by a line that says so. ``before_step()`` runs before each step;
+    a line it returns is printed (``compile_ahead.Background.poll``: the compiled loops are
+    ready)."""
     start = last = time.perf_counter()
     done = since_log = 0
     paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
@@ -169,6 +172,8 @@ def run_training(
     try:
         reason = stop_reason()
         while reason is None:
+            if (news := before_step()) is not None:
+                reporter.text(f"step {trainer.step_count + 1}: {news}")
             trainer.step()
             done += 1
             since_log += 1
