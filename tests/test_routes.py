@@ -1,0 +1,147 @@
+"""Which route a recurrent training call takes, on the record (``routes``, ``route_choice``):
+``dualtape.route`` foresees it without training, ``dualtape.last_route`` says what ran, and
+``DUALTAPE_TRACE`` prints each new choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.kernels import cpu_path
+
+from .helpers import host_params
+
+
+def fast_here(backend) -> bool:
+    return backend.name == "numpy" and cpu_path()[0] == "compiled"
+
+
+def lstms(top=False, dtype="float64"):
+    layers = [dualtape.LSTM(3, 4, seed=1, dtype=dtype), dualtape.LSTM(4, 3, seed=2, dtype=dtype)]
+    if top:
+        layers.append(dualtape.FullyConnected(3, 3, seed=3, dtype=dtype))
+    return dualtape.RecurrentNetwork(layers)
+
+
+def data(steps=5, batch=2):
+    rng = np.random.default_rng(7)
+    return tuple(dualtape.asarray(rng.uniform(-1, 1, (steps, batch, 3))) for _ in "xt")
+
+
+CASES = {  # the call's arguments, and its route where the compiled loops run
+    "defaults": ({}, "whole-step", "", ""),
+    "state": ({"state": [None, None]}, "fused-sgd", "a state is given", ""),
+    "mask": ({"mask": np.ones((5, 2))}, "fused-sgd", "a mask is given", ""),
+    "sqrt-tape": ({"tape": "sqrt"}, "layers", "a checkpointed tape", "a checkpointed tape"),
+    "momentum": ({"optimizer": lambda: dualtape.SGD(0.1, momentum=0.5)}, "layers",
+                 "SGD with momentum", "SGD with momentum"),
+    "adam": ({"optimizer": dualtape.Adam}, "layers", "Adam is not SGD itself",
+             "Adam is not SGD itself"),
+    "top": ({"top": True}, "layers", "a layer other than LSTM", "a layer other than LSTM"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_route_foresees_the_route_train_recurrent_takes(backend, case):
+    """``route`` says, without training, the route and reasons the call then records; each
+    faster route names why it declined."""
+    options, taken, whole, fused = CASES[case]
+    options = dict(options)
+    net, optimizer = lstms(options.pop("top", False)), options.pop("optimizer", lambda: dualtape.SGD(0.1))()
+    xs, targets = data()
+    if "mask" in options:
+        options["mask"] = dualtape.asarray(options["mask"])
+    before = host_params(net)
+    foreseen = dualtape.route(net, xs, targets, optimizer=optimizer, **options)
+    assert all(np.array_equal(b[k], a[k]) for b, a in zip(before, host_params(net), strict=True)
+               for k in b)
+    assert dualtape.last_route(net, "train_recurrent") is None
+    dualtape.train_recurrent(net, xs, targets, optimizer, **options)
+    took = dualtape.last_route(net, "train_recurrent")
+    assert took == foreseen and took.verb == "train_recurrent"
+    if fast_here(backend):
+        reasons = dict(took.declined)
+        assert took.taken == taken and reasons.get("whole-step", "") == whole
+        assert reasons.get("fused-sgd", "") == fused and took.loops == "compiled"
+    else:
+        assert took.taken == "layers" and "whole-step" in dict(took.declined)
+
+
+def test_backpropagate_sequence_is_planned_or_says_why(backend):
+    net, (xs, targets) = lstms(top=True), data()
+    mask = dualtape.asarray(np.ones((5, 2)))
+    for options, planned, why in [({}, True, None), ({"mask": mask}, False, "a mask is given"),
+                                  ({"need_dstate": True}, False, "need_dstate=True")]:
+        foreseen = dualtape.route(net, xs, targets, verb="backpropagate_sequence", **options)
+        dualtape.backpropagate_sequence(net, xs, targets, **options)
+        took = dualtape.last_route(net, "backpropagate_sequence")
+        assert took == foreseen
+        if fast_here(backend):
+            assert (took.taken == "planned") == planned
+            assert dict(took.declined).get("planned") == why
+
+
+def test_route_calls_no_loss_and_moves_nothing(backend):
+    def loss(xp, ys, targets):
+        raise AssertionError("route called the loss")
+
+    net, (xs, targets) = lstms(), data()
+    before = host_params(net)
+    for verb in ("train_recurrent", "backpropagate_sequence"):
+        dualtape.route(net, xs, targets, verb=verb, optimizer=dualtape.SGD(0.1), loss=loss)
+    assert all(np.array_equal(b[k], a[k]) for b, a in zip(before, host_params(net), strict=True)
+               for k in b)
+
+
+def test_the_ufunc_loop_says_why_not_the_compiled_one(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_JIT", "0")
+    net, (xs, targets) = lstms(), data()
+    dualtape.train_recurrent(net, np.asarray(xs), np.asarray(targets), dualtape.Adam())
+    took = dualtape.last_route(net, "train_recurrent")
+    assert took.loops == "ufuncs" and "DUALTAPE_JIT=0" in dict(took.declined)["compiled loops"]
+    assert str(took).startswith("train_recurrent: layers, ufuncs loops (declined whole-step: ")
+
+
+@pytest.mark.parametrize(("verb", "net", "error", "message"), [
+    ("train", "recurrent", ValueError, "verb must be one of train_recurrent"),
+    ("train_recurrent", "feed-forward", TypeError, "expected a RecurrentNetwork"),
+    ("train_recurrent", "recurrent", TypeError, "needs its optimizer")])
+def test_route_refuses_what_it_cannot_answer(verb, net, error, message):
+    model = lstms() if net == "recurrent" else dualtape.Network([dualtape.Tanh()])
+    xs, targets = data()
+    with pytest.raises(error, match=message):
+        dualtape.route(model, xs, targets, verb=verb)
+
+
+def test_the_trace_prints_each_new_choice_once(monkeypatch, capsys):
+    monkeypatch.setenv("DUALTAPE_TRACE", "1")
+    net, (xs, targets) = lstms(), data()
+    for _ in range(3):
+        dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
+    mask = dualtape.asarray(np.ones((5, 2)))
+    dualtape.backpropagate_sequence(net, xs, targets, mask=mask)
+    dualtape.backpropagate_sequence(net, xs, targets, mask=mask)
+    dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1, momentum=0.5))
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1] for line in lines] == [
+        " train_recurrent", " backpropagate_sequence", " train_recurrent"]
+    assert all(line.startswith("dualtape route: ") for line in lines)
+    assert "SGD with momentum" in lines[-1] and "a mask is given" in lines[1]
+
+
+def test_no_trace_unless_asked(monkeypatch, capsys):
+    monkeypatch.setenv("DUALTAPE_TRACE", "off")
+    net, (xs, targets) = lstms(), data()
+    dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
+    assert capsys.readouterr().err == ""
+
+
+def test_a_bad_trace_value_is_refused_in_one_line_naming_it(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_TRACE", "loud")
+    net, (xs, targets) = lstms(), data()
+    before = host_params(net)
+    with pytest.raises(ValueError, match=r"^environment variable DUALTAPE_TRACE='loud': use "):
+        dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
+    assert all(np.array_equal(b[k], a[k]) for b, a in zip(before, host_params(net), strict=True)
+               for k in b)
