@@ -136,8 +136,9 @@ def case_network(case: str) -> tuple[dualtape.RecurrentNetwork, dualtape.SGD]:
 
 @pytest.mark.parametrize("case", ["momentum", "regulariser", "subclass", "sqrt-tape", "ids",
                                   "fully-connected", "learn-initial-state", "ufunc-loop"])
-def test_the_other_calls_step_through_the_optimizer(backend, fused_calls, monkeypatch, case):
-    """None of these fuse; each still trains (the loss is finite, the weights move)."""
+def test_the_other_calls_step_through_the_optimizer(backend, monkeypatch, case):
+    """None of these fuse, as the record says and ``route`` foresaw; each still trains (the
+    loss is finite, the weights move)."""
     rng = np.random.default_rng(5)
     net, optimizer = case_network(case)
     xs = dualtape.asarray(rng.uniform(-1, 1, (4, 2, 3)))
@@ -146,10 +147,13 @@ def test_the_other_calls_step_through_the_optimizer(backend, fused_calls, monkey
         monkeypatch.setenv("DUALTAPE_JIT", "0")
     state = [dualtape.asarray(np.zeros((2, n))) for n in (4, 3)]
     before = host_params(net)
-    loss, _ = dualtape.train_recurrent(
-        net, inputs, xs, optimizer, tape="sqrt" if case == "sqrt-tape" else "full",
-        state=state, learn_initial_state=case == "learn-initial-state")
-    assert np.isfinite(loss) and fused_calls == []
+    options = {"tape": "sqrt" if case == "sqrt-tape" else "full", "state": state,
+               "learn_initial_state": case == "learn-initial-state"}
+    foreseen = dualtape.route(net, inputs, xs, optimizer=optimizer, **options)
+    loss, _ = dualtape.train_recurrent(net, inputs, xs, optimizer, **options)
+    took = dualtape.last_route(net, "train_recurrent")
+    assert np.isfinite(loss) and took == foreseen and took.taken == "layers"
+    assert "fused-sgd" in dict(took.declined)
     assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
 
 
@@ -231,8 +235,7 @@ def test_the_self_check_catches_planted_bugs():
 @pytest.mark.parametrize(("failing", "warned"), [
     ("lstm-loops", "compiled CPU LSTM loops disagree"),
     ("own", "compiled fused SGD step disagree")])
-def test_a_failed_self_check_keeps_the_optimizers_step(fused_calls, monkeypatch, failing,
-                                                        warned):
+def test_a_failed_self_check_keeps_the_optimizers_step(monkeypatch, failing, warned):
     """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
     the fused step, which calls them, is not taken either; nor where its own kernel fails."""
     if cpu_path()[0] != "compiled":
@@ -246,7 +249,9 @@ def test_a_failed_self_check_keeps_the_optimizers_step(fused_calls, monkeypatch,
     xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
     with pytest.warns(RuntimeWarning, match=warned):
         dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1), state=GIVEN)
-    assert fused_calls == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+    took = dualtape.last_route(net, "train_recurrent")
+    assert took.taken == "layers" and "self-check" in dict(took.declined)["fused-sgd"]
+    assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
 
 
 @pytest.mark.parametrize("bad", ["float16", "mixed", "strided", "shape", "read-only"])

@@ -111,8 +111,9 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
     "state", "mask", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
     "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
     "float32-input", "one-sequence", "read-only-weight", "memory-mapped-weight"])
-def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, tmp_path, case):
-    """None of these is planned; each still gives the layer path's gradients."""
+def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
+    """None of these is planned, as the record says and ``route`` foresaw; each still gives
+    the layer path's gradients."""
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
     if case == "state":
         options = {"state": [None, None]}
@@ -155,8 +156,12 @@ def test_the_other_calls_take_the_layer_path(backend, planned, monkeypatch, tmp_
         mapped[...] = net.layers[1].params["W"]
         net.layers[1].params["W"] = np.memmap(tmp_path / "W", "float64", "r", shape=(16, 5))
     with overlap.overlap_gradients(case == "overlap"):
+        foreseen = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=loss,
+                                  **options)
         found = dualtape.backpropagate_sequence(net, xs, labels, loss=loss, **options)
-    assert planned == [] and np.isfinite(float(found.loss))
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert took == foreseen and took.taken == "layers" and "planned" in dict(took.declined)
+    assert np.isfinite(float(found.loss))
     assert any(np.abs(to_numpy(g)).sum() > 0 for g in found.grads[-1].values())
 
 
@@ -350,7 +355,7 @@ def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backen
     ("own", "compiled gradients of a stack disagree"),
     ("lstm-loops", "compiled CPU LSTM loops disagree"),
     ("row-sums", "compiled row sums by id disagree")])
-def test_a_failed_self_check_keeps_the_layer_path(planned, monkeypatch, failing, warned):
+def test_a_failed_self_check_keeps_the_layer_path(monkeypatch, failing, warned):
     """Where its own self-check, the LSTM loops' or the row sums by id's fails (one warning),
     ids are not planned, with the layer path's bits; inputs still are where only the row sums
     by id failed (the layer path then sums by numpy's sort: other bits)."""
@@ -367,8 +372,10 @@ def test_a_failed_self_check_keeps_the_layer_path(planned, monkeypatch, failing,
     net, (xs, labels) = network(7), sequences(7)
     with pytest.warns(RuntimeWarning, match=warned):
         got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
-    assert planned == []
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert took.taken == "layers" and "self-check" in dict(took.declined)["planned"]
     assert_same_bits(got, layer_path(net, xs, labels))
     net, (xs, labels) = network(0), sequences(0)
     dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
-    assert planned == ([tuple(xs.shape)] if failing == "row-sums" else [])
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert (took.taken == "planned") == (failing == "row-sums")

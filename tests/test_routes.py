@@ -48,7 +48,8 @@ def test_route_foresees_the_route_train_recurrent_takes(backend, case):
     faster route names why it declined."""
     options, taken, whole, fused = CASES[case]
     options = dict(options)
-    net, optimizer = lstms(options.pop("top", False)), options.pop("optimizer", lambda: dualtape.SGD(0.1))()
+    net = lstms(options.pop("top", False))
+    optimizer = options.pop("optimizer", lambda: dualtape.SGD(0.1))()
     xs, targets = data()
     if "mask" in options:
         options["mask"] = dualtape.asarray(options["mask"])

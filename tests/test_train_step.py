@@ -90,9 +90,10 @@ def test_the_whole_step_keeps_the_optimizers_bookkeeping(backend, whole_steps):
     "state", "mask", "loss", "sqrt-tape", "learn-initial-state", "one-sequence", "float32-targets",
     "fortran-order", "ids", "fully-connected", "momentum", "subclass", "ufunc-loop",
     "read-only", "read-only-later"])
-def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monkeypatch, case):
-    """None of these runs as one call; each still trains (the loss is finite, the weights
-    move), and those that fit ``fused_descent`` fuse there."""
+def test_the_other_calls_take_the_layer_by_layer_path(backend, monkeypatch, case):
+    """None of these runs as one call, as the record says and ``route`` foresaw; each still
+    trains (the loss is finite, the weights move), and those that fit ``fused_descent`` fuse
+    there."""
     rng = np.random.default_rng(5)
     net, optimizer = case_network(case)
     host = rng.uniform(-1, 1, (4, 2, 3)).astype(np.float32)
@@ -117,11 +118,13 @@ def test_the_other_calls_take_the_layer_by_layer_path(backend, whole_steps, monk
         net.layers[1].params["b"].flags.writeable = False
     if case == "read-only-later" and backend.name == "numpy":
         dualtape.train_recurrent(net, xs, targets, optimizer)  # a plan made
-        whole_steps.clear()
         net.layers[1].params["b"].flags.writeable = False
     before = host_params(net)
+    foreseen = dualtape.route(net, xs, targets, optimizer=optimizer, **options)
     loss, _ = dualtape.train_recurrent(net, xs, targets, optimizer, **options)
-    assert np.isfinite(loss) and whole_steps == []
+    took = dualtape.last_route(net, "train_recurrent")
+    assert np.isfinite(loss) and took == foreseen and took.taken != "whole-step"
+    assert "whole-step" in dict(took.declined)
     assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
 
 
@@ -258,8 +261,7 @@ def test_the_self_check_catches_planted_bugs(steps):
 @pytest.mark.parametrize(("failing", "warned"), [
     ("lstm-loops", "compiled CPU LSTM loops disagree"),
     ("own", "compiled SGD step of a stack disagree")])
-def test_a_failed_self_check_keeps_the_layer_by_layer_step(whole_steps, monkeypatch, failing,
-                                                           warned):
+def test_a_failed_self_check_keeps_the_layer_by_layer_step(monkeypatch, failing, warned):
     """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
     the whole step, which runs them, is not taken; nor where its own check fails (then the
     backward pass is fused)."""
@@ -275,4 +277,6 @@ def test_a_failed_self_check_keeps_the_layer_by_layer_step(whole_steps, monkeypa
     xs, targets = data(5, 2, (3, 3))
     with pytest.warns(RuntimeWarning, match=warned):
         dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
-    assert whole_steps == [] and not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
+    took = dualtape.last_route(net, "train_recurrent")
+    assert "self-check" in dict(took.declined)["whole-step"]
+    assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
