@@ -24,7 +24,10 @@ from .switches import check_switches
 from .text import cli as text_cli
 from .text import plot as text_plot
 from .text import tape as text_tape
+from .text.config import TrainConfig
 from .text.console import INTERRUPTED, OUTPUT_LOST, silence_stdout, to_stderr
+from .text.model import read_corpus
+from .text.trainer import TextTrainer
 
 
 def info(args: argparse.Namespace) -> int:
@@ -42,6 +45,7 @@ def info(args: argparse.Namespace) -> int:
         print(f"  {name:<17} {mark}, default device {chosen.device}")
     print(f"auto selects: {resolve_backend('auto').name}")
     print(f"LSTM loops on numpy: {_cpu_loops()}")
+    print(f"train-text's step on numpy: {_main_job_route()}")
     if blas.available():
         print("SGD on numpy: one BLAS pass per large parameter (numpy's OpenBLAS)")
     else:
@@ -63,6 +67,12 @@ def _cpu_loops() -> str:
     how = ("loaded from the disk cache" if numba_lstm.loaded_from_cache() else
            "compiled now and cached on disk: later runs load it")
     return f"compiled (numba {numba_lstm.version()}; ready in {seconds:.1f} s, {how})"
+
+
+def _main_job_route() -> str:
+    """The route of train-text's step with its defaults on numpy (``dualtape.route``)."""
+    trainer = TextTrainer.new(read_corpus(None), TrainConfig(), resolve_backend("numpy"))
+    return str(trainer.route()).split(": ", 1)[1]
 
 
 def build_parser() -> argparse.ArgumentParser:

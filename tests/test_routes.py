@@ -146,3 +146,19 @@ def test_a_bad_trace_value_is_refused_in_one_line_naming_it(monkeypatch):
         dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
     assert all(np.array_equal(b[k], a[k]) for b, a in zip(before, host_params(net), strict=True)
                for k in b)
+
+
+@pytest.mark.parametrize("jit", ["1", "0"])
+def test_info_names_the_main_jobs_route(monkeypatch, capsys, jit):
+    from dualtape import cli
+
+    monkeypatch.setenv("DUALTAPE_JIT", jit)
+    assert cli.main(["info"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("train-text's step on numpy: "))
+    if jit == "0":
+        assert line.endswith("layers, ufuncs loops (declined planned: DUALTAPE_JIT=0 asks for "
+                             "the ufunc loop; compiled loops: DUALTAPE_JIT=0 asks for the ufunc "
+                             "loop)")
+    elif cpu_path()[0] == "compiled":
+        assert line.endswith(": planned, compiled loops")

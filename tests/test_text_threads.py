@@ -311,6 +311,9 @@ def test_the_header_says_the_threads_chosen_after_the_training_line(capsys, limi
                         "multiply-adds; a second thread pays from 8,000,000; --threads N "
                         "overrides)")
     assert limits == [(1, "overlap") if overlap else 1]
+    assert lines[4].startswith("route: backpropagate_sequence: ")  # the planned pass, or why not
+    if overlap:
+        assert "planned: the weight gradients go to a second core" in lines[4]
 
 
 def test_train_text_counts_its_cores_and_the_busy_ones(capsys, limits, monkeypatch):

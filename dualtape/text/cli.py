@@ -36,6 +36,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..kernels.overlap import overlap_gradients
 from . import threads
 from .cells import CELL_NAMES, cell_name
 from .console import (
@@ -233,6 +234,8 @@ def _header(prepared: Prepared, chosen: threads.ThreadChoice) -> list[str]:
                if cfg.stateful else f"random windows of {cfg.seq_len} x batch {cfg.batch}")
     lines.append(f"training: {opt}, clip {cfg.clip:g}; {windows}; seed {cfg.seed}")
     lines.append(chosen.line)
+    with overlap_gradients(chosen.overlap):  # as the steps run
+        lines.append(f"route: {trainer.route()}")
     if trainer.held_ids is not None:
         lines.append(f"held out: the corpus's last {cfg.valid * 100:g}% "
                      f"({len(trainer.held_ids):,} symbols), never trained on")

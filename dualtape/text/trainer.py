@@ -67,6 +67,8 @@ from ..layers.base import Array
 from ..losses import softmax_cross_entropy
 from ..optim import Optimizer
 from ..recurrent import RecurrentNetwork
+from ..route_choice import route
+from ..routes import Route
 from ..switches import held
 from ..training import backpropagate_sequence, clip_gradients, mean_over_processes
 from .config import TrainConfig, make_optimizer
@@ -301,6 +303,14 @@ class TextTrainer:
             total = self._loss_sum
             self._loss_sum = found.loss if total is None else total + found.loss
         return found.state
+
+    def route(self) -> Route:
+        """The route a step's ``backpropagate_sequence`` takes now (``dualtape.route``: no
+        window drawn, nothing moved), for the header and ``dualtape info``."""
+        cfg = self.config
+        ids = from_host(np.zeros((cfg.seq_len, cfg.batch), np.int64), self.backend)
+        return route(self._logits, ids, ids, verb="backpropagate_sequence",
+                     state=self.carried, loss=self._window_loss)
 
     def _window_loss(self, xp: Any, ys: Array, targets: Array) -> tuple[Array, Array]:
         """``softmax_cross_entropy`` per character: divided by ``seq_len``."""
