@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,10 @@ from dualtape import switches
 from dualtape.backend import BackendUnavailable, resolve_backend, use_backend
 from dualtape.kernels import cpu_path
 from dualtape.recompute_check import CountingNamespace
+
+os.environ.setdefault("DUALTAPE_BACKGROUND_COMPILE", "0")
+"""train-text waits for the compiler in the tests (their processes too), as their outputs and
+paths are compared: ``tests/test_compile_ahead.py`` tests the background compile."""
 
 BACKEND_PARAMS = [
     pytest.param(("numpy", None), id="numpy"),

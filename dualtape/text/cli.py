@@ -340,9 +340,9 @@ def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
     the ufunc loop."""
     import threading
 
-    from ..kernels import compile_ahead, cpu_path, flush, numba_lstm, numba_standard_lstm_gru
+    from ..kernels import compile_ahead, cpu_path, flush
     from ..switches import switched_on
-    from .rehearse import CELL_MODULES, command
+    from .rehearse import CELL_MODULES, command, warm_up
 
     if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
         return None
@@ -359,7 +359,6 @@ def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
                     "differ by float rounding; DUALTAPE_BACKGROUND_COMPILE=0 waits for the "
                     "compiler instead)")
         return child
-    warm_up = numba_lstm.warm_up if cfg.cell == "LSTM" else numba_standard_lstm_gru.warm_up
     announced = threading.Event()
 
     def announce() -> None:
@@ -372,7 +371,7 @@ def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
     notice.daemon = True
     notice.start()
     try:
-        seconds = warm_up(cfg.dtype)
+        seconds = warm_up(cfg.cell, cfg.dtype)
     except Exception:  # noqa: BLE001 - the self-check at the first step reports it
         return None
     finally:

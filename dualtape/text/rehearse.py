@@ -4,10 +4,11 @@ into its disk cache while the run's first steps go on the ufunc loops
 
 ``command(trainer, threads, overlap)`` is the child's command line: ``python -m
 dualtape.text.rehearse SPEC``, SPEC a JSON description of the run (its config, vocabulary,
-the sizes of its training and held-out text, its threads). The child builds the same network
-and optimizer on random symbols, takes three steps (the optimizer keeps its plan from the
-third), reads the loss, the held-out loss and the spread loss and draws a short sample, all on
-the compiled loops, so numba compiles each function for the argument types the run will pass;
+the sizes of its training and held-out text, its threads). The child warms the cell's loops
+up as train-text does before its first step (``warm_up``), builds the same network and
+optimizer on random symbols, takes three steps (the optimizer keeps its plan from the third),
+reads the loss, the held-out loss and the spread loss and draws a short sample, all on the
+compiled loops, so numba compiles each function for the argument types the run will pass;
 then it marks the cell's loops compiled (``compile_ahead.mark``). A failure is one line on
 stderr and a non-zero status; nothing is written but numba's cache and that mark.
 """
@@ -35,6 +36,15 @@ STEPS = 3
 """Steps rehearsed: the optimizer keeps a step's plan from the third (``held_update``)."""
 
 
+def warm_up(cell: str, dtype: str) -> float:
+    """Compile (or load from numba's disk cache) ``cell``'s loops for ``dtype`` (its
+    module's ``warm_up``): train-text's before its first step, and the child's; the seconds."""
+    from ..kernels import numba_lstm, numba_standard_lstm_gru
+
+    loops = numba_lstm if CELL_MODULES[cell] == "_numba_lstm" else numba_standard_lstm_gru
+    return loops.warm_up(dtype)
+
+
 def command(trainer: TextTrainer, threads: int | None, overlap: bool) -> list[str]:
     """The child's command line rehearsing ``trainer``'s run with that many BLAS threads
     (None: the libraries' own) and ``overlap`` (``limited_threads``)."""
@@ -49,6 +59,7 @@ def command(trainer: TextTrainer, threads: int | None, overlap: bool) -> list[st
 def rehearse(spec: dict[str, Any]) -> None:
     """Run what ``command`` described, on the compiled loops (see the module's docstring)."""
     config = dataclasses.replace(TrainConfig(**spec["config"]), rate=1e-6, valid=0.0, seed=0)
+    warm_up(config.cell, config.dtype)
     vocab = Vocabulary.from_json(spec["vocab"])
     rng = np.random.default_rng(0)
     backend = resolve_backend("numpy")
