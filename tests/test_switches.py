@@ -53,6 +53,7 @@ COMMANDS = [["info"], ["bench", "--quick"], ["train-text", "--steps", "1"],
             ["sample", "model.npz"], ["tape", "model.npz"], ["plot", "run.log.csv"]]
 BAD_ENVIRONMENT = [("DUALTAPE_JIT", "bogus", "use one of 0, false"),
                    ("DUALTAPE_FUSED", "2", "use one of 0, false"),
+                   ("DUALTAPE_TRACE", "loud", "use one of 0, false"),
                    ("DUALTAPE_BACKEND", "bogus", "use one of auto, numpy, cupy"),
                    ("DUALTAPE_BACKEND", "NumPy", "use one of auto, numpy, cupy")]
 
