@@ -120,6 +120,8 @@ def test_train_text_switches_to_the_compiled_loops_between_steps(tmp_path, monke
     assert "they compile in a background process (pid " in out
     assert "DUALTAPE_BACKGROUND_COMPILE=0 waits for the compiler instead" in out
     assert "step 3: the compiled CPU loops are ready" in out
+    assert "ufuncs loops (declined planned: the compiled loops are compiling in a background " \
+        "process (pid " in out  # the header's route
     assert loops == ["ufuncs", "ufuncs", "compiled", "compiled"]
 
 
@@ -166,3 +168,11 @@ def test_a_mark_is_found_by_the_same_module_and_dtype_only():
         assert compile_ahead.cached(module, dtype + "x") is False
     finally:
         os.remove(compile_ahead._mark_path(module, dtype))
+
+
+def test_train_text_waits_for_the_compiler_when_no_child_starts(monkeypatch, capsys):
+    monkeypatch.delenv("DUALTAPE_BACKGROUND_COMPILE", raising=False)
+    monkeypatch.setattr(compile_ahead, "cached", lambda module, dtype: False)
+    monkeypatch.setattr(rehearse, "command", lambda *args: ["/nonexistent/python"])
+    assert cli.main(TRAIN) == 0
+    assert "background" not in capsys.readouterr().out

@@ -302,6 +302,7 @@ def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             prepared, ranks = prepare(args), 1
         chosen = _threads(args, prepared.trainer.config, ranks)
         log = _open_log(args, prepared.trainer)
+        ahead = _compile_ahead(prepared.trainer, chosen, args.distributed)
     except TextError as exc:
         return _fail("train-text", str(exc))
     except MemoryError:
@@ -314,10 +315,11 @@ def _train_text(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     stop = StopRequest()
     output = Output(stop)
     logging = [] if log is None else [f"log: {log.path}, a row every {args.log_every} steps"]
-    for line in [*_header(prepared, chosen), memory, *logging]:
+    child, waits = ahead or (None, None)
+    for line in [*_header(prepared, chosen), memory, *logging, *([waits] if waits else [])]:
         output.line(line)
     try:
-        return _train(args, prepared, run, stop, output, chosen, log)
+        return _train(args, prepared, run, stop, output, chosen, log, child)
     finally:
         if log is not None:
             log.close()
@@ -327,42 +329,55 @@ COMPILE_NOTICE_S = 1.0
 """A compile of the CPU loops that takes longer than this is announced (and then timed)."""
 
 
-def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
-                     distributed: bool) -> Any:
-    """Get the compiled CPU loops of the run's cell ready before the first step. Where numba's
-    disk cache does not hold them yet (a fresh install, a new numba or dualtape), a child
-    process compiles what the run calls (``rehearse``) while the first steps run on the
-    ufunc loops, and the ``compile_ahead.Background`` it returns switches between steps; with
-    ``DUALTAPE_BACKGROUND_COMPILE=0``, under ``--distributed`` (no child per rank) or where
-    the cache is not used, the loops compile (or load) here and None is returned: past
-    ``COMPILE_NOTICE_S`` a line says so, and a second how long it took. A compile that fails
-    is left to the loops' self-check at the first step, which warns once and falls back to
-    the ufunc loop."""
-    import threading
-
+def _compile_ahead(trainer: Any, chosen: threads.ThreadChoice, distributed: bool) -> Any:
+    """Where numba's disk cache holds no compiled loops of the run's cell and dtype yet (a
+    fresh install, a new numba or dualtape), a ``compile_ahead.Background`` child process
+    compiling what the run calls (``rehearse``) while the first steps run on the ufunc loops,
+    the ``(child, line saying so)``; else None: with ``DUALTAPE_BACKGROUND_COMPILE=0``, under
+    ``--distributed`` (no child per rank), off numpy's compiled loops, or where the disk cache
+    is not used, or when no child process starts. Started before the header, whose route then
+    says the steps wait for it."""
     from ..kernels import compile_ahead, cpu_path, flush
     from ..switches import switched_on
-    from .rehearse import CELL_MODULES, command, warm_up
+    from .rehearse import CELL_MODULES, command
+
+    cfg = trainer.config
+    if (trainer.backend.name != "numpy" or distributed or cpu_path()[0] != "compiled"
+            or not switched_on("DUALTAPE_BACKGROUND_COMPILE")
+            or compile_ahead.cached(CELL_MODULES[cfg.cell], cfg.dtype) is not False):
+        return None
+    flush.unavailable()  # the ufunc loops flush too: its two functions compile here, once
+    try:
+        child = compile_ahead.Background(command(trainer, chosen.count, chosen.overlap))
+    except OSError:  # no process to be had (fork refused): wait for the compiler here
+        return None
+    cell = "GRU" if cfg.cell == "GRU" else "LSTM"
+    return child, (f"numba's disk cache holds no CPU {cell} loops for {cfg.dtype} yet: they "
+                   f"compile in a background process (pid {child.process.pid}) while the first "
+                   "steps run on the ufunc loops, then the run switches to them (results differ "
+                   "by float rounding; DUALTAPE_BACKGROUND_COMPILE=0 waits for the compiler "
+                   "instead)")
+
+
+def _ready_cpu_loops(trainer: Any, output: Output) -> None:
+    """Compile the compiled CPU loops of the run's cell for its dtype (or load them from
+    numba's disk cache) before the first step, and mark them cached
+    (``compile_ahead.mark``); past ``COMPILE_NOTICE_S`` a line says so, instead of a silent
+    pause, and a second how long it took. A compile that fails is left to the loops'
+    self-check at the first step, which warns once and falls back to the ufunc loop."""
+    import threading
+
+    from ..kernels import compile_ahead, cpu_path
+    from .rehearse import CELL_MODULES, warm_up
 
     if trainer.backend.name != "numpy" or cpu_path()[0] != "compiled":
-        return None
+        return
     cfg = trainer.config
-    cell = "GRU" if cfg.cell == "GRU" else "LSTM"
-    module = CELL_MODULES[cfg.cell]
-    if (switched_on("DUALTAPE_BACKGROUND_COMPILE") and not distributed
-            and compile_ahead.cached(module, cfg.dtype) is False):
-        flush.unavailable()  # the ufunc loops flush too: its two functions compile here, once
-        child = compile_ahead.Background(command(trainer, chosen.count, chosen.overlap))
-        output.line(f"numba's disk cache holds no CPU {cell} loops for {cfg.dtype} yet: they "
-                    f"compile in a background process (pid {child.process.pid}) while the "
-                    "first steps run on the ufunc loops, then the run switches to them (results "
-                    "differ by float rounding; DUALTAPE_BACKGROUND_COMPILE=0 waits for the "
-                    "compiler instead)")
-        return child
     announced = threading.Event()
 
     def announce() -> None:
         announced.set()
+        cell = "GRU" if cfg.cell == "GRU" else "LSTM"
         output.line(f"compiling the CPU {cell} loops for {cfg.dtype} (cached on disk "
                     "with those the first steps compile: later runs of this model and optimizer "
                     "load them) ...")
@@ -373,14 +388,13 @@ def _ready_cpu_loops(trainer: Any, output: Output, chosen: threads.ThreadChoice,
     try:
         seconds = warm_up(cfg.cell, cfg.dtype)
     except Exception:  # noqa: BLE001 - the self-check at the first step reports it
-        return None
+        return
     finally:
         notice.cancel()
         notice.join()
-    compile_ahead.mark(module, cfg.dtype)
+    compile_ahead.mark(CELL_MODULES[cfg.cell], cfg.dtype)
     if announced.is_set():
         output.line(f"compiled in {seconds:.1f} s")
-    return None
 
 
 def _open_log(args: argparse.Namespace, trainer: Any) -> Any:
@@ -426,8 +440,11 @@ def _closing(log: Any, best: list | None, symbols: int) -> list[str]:
 
 
 def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: StopRequest,
-           output: Output, chosen: threads.ThreadChoice, log: Any = None) -> int:
-    """The run itself, after the header: every way it ends, in one line and a status."""
+           output: Output, chosen: threads.ThreadChoice, log: Any = None,
+           child: Any = None) -> int:
+    """The run itself, after the header: every way it ends, in one line and a status; the
+    steps switch to the compiled loops when ``child`` (``_compile_ahead``) has filled the
+    cache, else they are made ready first."""
     import numpy as np
 
     from .loop import RunLimits
@@ -444,13 +461,13 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
         reporter.close()
         return _fail("train-text", f"{message}; {_on_disk(trainer, prepared.before)}")
 
-    child = None
+    if child is not None:  # never under --distributed: run is run_training
+        run = functools.partial(run, before_step=child.poll)
     try:  # numpy's overflow warnings are noise here: a diverged model is reported below
         with (threads.limited_threads(chosen.count, chosen.overlap), stop_on_signals(stop),
               np.errstate(all="ignore")):
-            child = _ready_cpu_loops(trainer, output, chosen, args.distributed)
-            if child is not None:  # never under --distributed: run is run_training
-                run = functools.partial(run, before_step=child.poll)
+            if child is None:
+                _ready_cpu_loops(trainer, output)
             result = run(trainer, limits, reporter, stop)
     except DivergedError as exc:
         return failed(str(exc))
