@@ -47,8 +47,8 @@ def lock_checkpoint(path: str) -> Any:
     if fcntl is None:
         return None
     lock = os.path.realpath(path) + SUFFIX  # one lock for every spelling of the checkpoint
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | \
-        getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    # os.open's descriptors are not inherited (PEP 446): a child never holds the lock
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(lock, flags, 0o666)
     except OSError as exc:
