@@ -4,7 +4,10 @@
 As ``_numba_lstm`` does for Grenade's cell: the recurrent product through numpy's own
 ``cblas_?gemm`` passed in at each call, the pointwise update written so that LLVM vectorizes
 it, σ and tanh from ``fast_exp`` (``tanh x = 2σ(2x) − 1``: within a few ulp of 1 in absolute
-terms, so relatively coarser only where ``|tanh x|`` is far below 1).
+terms, so relatively coarser only where ``|tanh x|`` is far below 1). Each gate is read and
+written through a view of its own (``g[:n]``, not ``g[j]`` beside ``g[2 * n + j]``): LLVM
+vectorizes a loop only where its accesses are to separate arrays or the same element (a loop
+that wrote ``g[2 * n + j]`` from ``g[j]`` ran scalar, 14x slower at n = 32).
 """
 
 from __future__ import annotations
@@ -40,17 +43,18 @@ def standard_lstm_forward_loop(gemm: Any, W_t: Any, hs: Any, cells: Any, gates: 
                   W_t.ctypes.data, four_n, one, gates[t].ctypes.data, four_n)
         for b in range(batch):
             g = gates[t, b]
+            i_f, i, f, cand, o = g[:2 * n], g[:n], g[n:2 * n], g[2 * n:3 * n], g[3 * n:]
             for j in range(2 * n):
-                g[j] = sigmoid(g[j], one)
-            for j in range(n):  # loops from 0: LLVM vectorizes those only (12x faster)
-                g[2 * n + j] = two * sigmoid(two * g[2 * n + j], one) - one
+                i_f[j] = sigmoid(i_f[j], one)
             for j in range(n):
-                g[3 * n + j] = sigmoid(g[3 * n + j], one)
+                cand[j] = two * sigmoid(two * cand[j], one) - one
+            for j in range(n):
+                o[j] = sigmoid(o[j], one)
             c, c_next, e, h = cells[t, b], cells[t + 1, b], tanh_cells[t, b], hs[t + 1, b]
             for j in range(n):
-                c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]
+                c_next[j] = f[j] * c[j] + i[j] * cand[j]
                 e[j] = two * sigmoid(two * c_next[j], one) - one
-                h[j] = g[3 * n + j] * e[j]
+                h[j] = o[j] * e[j]
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
@@ -66,15 +70,17 @@ def standard_lstm_backward_loop(gemm: Any, W_hh: Any, gates: Any, cells: Any, ta
     for t in range(steps - 1, -1, -1):
         for b in range(batch):
             g, c, e, d = gates[t, b], cells[t, b], tanh_cells[t, b], das[t, b]
+            gi, gf, gg, go = g[:n], g[n:2 * n], g[2 * n:3 * n], g[3 * n:]
+            di, df, dg, do = d[:n], d[n:2 * n], d[2 * n:3 * n], d[3 * n:]
             dh_in, dh_b, dc_b = dhs[t, b], dh[b], dc[b]
             for j in range(n):
-                i, f, gg, o = g[j], g[n + j], g[2 * n + j], g[3 * n + j]
+                i, f, cand, o = gi[j], gf[j], gg[j], go[j]
                 dh_t = dh_in[j] + dh_b[j]
                 dc_t = dc_b[j] + dh_t * o * (one - e[j] * e[j])
-                d[j] = dc_t * gg * i * (one - i)
-                d[n + j] = dc_t * c[j] * f * (one - f)
-                d[2 * n + j] = dc_t * i * (one - gg * gg)
-                d[3 * n + j] = dh_t * e[j] * o * (one - o)
+                di[j] = dc_t * cand * i * (one - i)
+                df[j] = dc_t * c[j] * f * (one - f)
+                dg[j] = dc_t * i * (one - cand * cand)
+                do[j] = dh_t * e[j] * o * (one - o)
                 dc_b[j] = dc_t * f
         if t or need_first:
             call_gemm(gemm, ROW_MAJOR, NO_TRANS, NO_TRANS, batch, n, four_n, one,
@@ -96,13 +102,14 @@ def gru_forward_loop(gemm: Any, W_t: Any, b_hh: Any, hs: Any, gates: Any, r: Any
                   W_t.ctypes.data, three_n, zero, r.ctypes.data, three_n)
         for b in range(batch):
             g, rb, h, h_next, hn_b = gates[t, b], r[b], hs[t, b], hs[t + 1, b], hn[t, b]
+            r_z, reset, update, cand = g[:2 * n], g[:n], g[n:2 * n], g[2 * n:]
             for j in range(2 * n):
-                g[j] = sigmoid(g[j] + (rb[j] + b_hh[j]), one)
+                r_z[j] = sigmoid(r_z[j] + (rb[j] + b_hh[j]), one)
             for j in range(n):
                 hn_b[j] = rb[2 * n + j] + b_hh[2 * n + j]
-                new = two * sigmoid(two * (g[2 * n + j] + g[j] * hn_b[j]), one) - one
-                g[2 * n + j] = new
-                h_next[j] = new + g[n + j] * (h[j] - new)
+                new = two * sigmoid(two * (cand[j] + reset[j] * hn_b[j]), one) - one
+                cand[j] = new
+                h_next[j] = new + update[j] * (h[j] - new)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
@@ -120,13 +127,15 @@ def gru_backward_loop(gemm: Any, W_hh: Any, gates: Any, hn: Any, hs: Any, dhs: A
         for b in range(batch):
             g, h, d_in, hn_b = gates[t, b], hs[t, b], dhs[t, b], hn[t, b]
             carry_b, rec_b, da, dn_b = carry[b], rec[b], da_h[t, b], dn[t, b]
+            gr, gz, gn = g[:n], g[n:2 * n], g[2 * n:]
+            dr, dz, dcn = da[:n], da[n:2 * n], da[2 * n:]
             for j in range(n):
-                reset, update, new = g[j], g[n + j], g[2 * n + j]
+                reset, update, new = gr[j], gz[j], gn[j]
                 d = d_in[j] + carry_b[j] + rec_b[j]
                 dcand = d * (one - update) * (one - new * new)
-                da[j] = dcand * hn_b[j] * reset * (one - reset)
-                da[n + j] = d * (h[j] - new) * update * (one - update)
-                da[2 * n + j] = dcand * reset
+                dr[j] = dcand * hn_b[j] * reset * (one - reset)
+                dz[j] = d * (h[j] - new) * update * (one - update)
+                dcn[j] = dcand * reset
                 dn_b[j] = dcand
                 carry_b[j] = d * update
         if t or need_first:

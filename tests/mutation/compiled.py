@@ -579,8 +579,8 @@ MUTANTS = [
     # dualtape/kernels/_numba_standard_lstm_gru.py
     Mutant(
         "dualtape/kernels/_numba_standard_lstm_gru.py",
-        "c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]",
-        "c_next[j] = g[j] * c[j] + g[n + j] * g[2 * n + j]",
+        "c_next[j] = f[j] * c[j] + i[j] * cand[j]",
+        "c_next[j] = i[j] * c[j] + f[j] * cand[j]",
         "the compiled LSTM loop swaps i and f",
         NUMBA_STANDARD_LSTM_GRU,
     ),
@@ -593,8 +593,8 @@ MUTANTS = [
     ),
     Mutant(
         "dualtape/kernels/_numba_standard_lstm_gru.py",
-        "c_next[j] = g[n + j] * c[j] + g[j] * g[2 * n + j]",
-        "c_next[j] = g[n + j] * c[j] + g[2 * n + j]",
+        "c_next[j] = f[j] * c[j] + i[j] * cand[j]",
+        "c_next[j] = f[j] * c[j] + cand[j]",
         (
             "a broken compiled loop is caught by the cells' own tests, not"
             " hidden by the self-check's fallback"
