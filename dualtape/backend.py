@@ -1,4 +1,5 @@
-"""Where new arrays live: backend selection, host<->device transfer and device checks.
+"""Where new arrays live: backend selection, host<->device transfer, device checks and the
+memory free there (``free_memory``).
 
 The namespace of a computation always comes from its data (``namespace_of``); the selected
 backend only decides where *new* arrays are created (parameters, states, ``asarray``).
@@ -428,3 +429,25 @@ def dtype_name(dtype: Any) -> str:
     with contextlib.suppress(TypeError):
         _dtype_names[key] = name
     return name
+
+
+def free_memory(backend: Backend) -> int | None:
+    """Bytes free where ``backend`` allocates (the host's available memory on the CPU, the
+    device's free memory on a GPU); None when it cannot be told."""
+    try:
+        if backend.name == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(backend.device.id):
+                return int(cupy.cuda.runtime.memGetInfo()[0])
+        if backend.name == "torch" and getattr(backend.device, "type", "cpu") == "cuda":
+            import torch
+
+            return int(torch.cuda.mem_get_info(backend.device)[0])
+        if not os.path.exists("/proc/meminfo"):  # not Linux: the free pages, where told
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except Exception:  # no /proc nor sysconf's count, no driver: it cannot be told
+        return None

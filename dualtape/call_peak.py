@@ -40,6 +40,8 @@ from .training import backpropagate, backpropagate_sequence
 
 PROBE_MIN_STEPS = 16
 """The fewest steps a recurrent network is probed at (``P``'s floor)."""
+SEGMENT_PROBES = (3, 4, 5)
+"""The numbers of segments a checkpointed call is probed with."""
 AFFINE_TOLERANCE = 0.02
 """How far the largest phase's first probe may lie off the line through its other two, as a
 share of it, before the report says the peak did not scale as a line."""
@@ -172,23 +174,37 @@ def _measured(meter: type, net: Any, backend: Backend, shape: tuple[int, ...],
     return phases[0], phases[1], phases[2]
 
 
+def probe_steps(steps: int, every: int | None = None) -> list[int]:
+    """The lengths one call over ``steps`` steps is measured at (see the module): with the full
+    tape (``every`` None), ``steps`` itself up to ``3·P``, else ``P``, ``2P`` and ``3P``; with
+    segments of ``every`` steps, ``steps`` itself up to 5 segments, else 3, 4 and 5 segments,
+    the last as long as ``steps``' last."""
+    if every is None:
+        p = max(PROBE_MIN_STEPS, math.ceil(math.sqrt(steps)))
+        return [steps] if steps <= 3 * p else [p, 2 * p, 3 * p]
+    segments = -(-steps // every)
+    if segments <= 5:
+        return [steps]
+    last = steps - (segments - 1) * every
+    return [last + (n - 1) * every for n in SEGMENT_PROBES]
+
+
 def _full(at: Callable[[int, str | int], tuple[int, ...]], steps: int) -> tuple[int, str]:
-    p = max(PROBE_MIN_STEPS, math.ceil(math.sqrt(steps)))
-    if steps <= 3 * p:
+    probes = probe_steps(steps)
+    if probes == [steps]:
         return max(at(steps, "full")), f"one backpropagate_sequence at {steps}"
-    probes = [p, 2 * p, 3 * p]
     return _lines(probes, [at(t, "full") for t in probes], steps, "steps")
 
 
 def _checkpointed(at: Callable[[int, str | int], tuple[int, ...]], steps: int, every: int
                   ) -> tuple[int, str]:
-    segments = -(-steps // every)
-    if segments <= 5:
+    probes = probe_steps(steps, every)
+    if probes == [steps]:
         return max(at(steps, every)), f"one call at {steps}"
-    last = steps - (segments - 1) * every
-    counts = [3, 4, 5]
-    peaks = [at(last + (n - 1) * every, every) for n in counts]
-    return _lines(counts, peaks, segments, f"segments of {every} steps (the last {last})")
+    peaks = [at(t, every) for t in probes]
+    last = probes[0] - (SEGMENT_PROBES[0] - 1) * every
+    return _lines(list(SEGMENT_PROBES), peaks, -(-steps // every),
+                  f"segments of {every} steps (the last {last})")
 
 
 def _lines(xs: list[int], peaks: list[tuple[int, ...]], x: int, unit: str) -> tuple[int, str]:

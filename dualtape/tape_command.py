@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .backend import free_memory, get_backend
 from .files import check_destination, write_atomically
 from .io import load
 from .losses import LOSSES
 from .network import Network
 from .recurrent import RecurrentNetwork
+from .tape_memory import probe_bytes
 from .tape_report import OPTIMIZER_SLOTS, TapeReport, tape_report
 
 
@@ -97,6 +99,15 @@ def _size(option: str, text: str) -> int:
     return value
 
 
+def _gib(size: int) -> str:
+    return f"{size / 2**30:,.1f} GiB"
+
+
+def _probe_words(steps: int | None, batch: int) -> str:
+    """``1,000 steps x batch 32``, or ``batch 32`` without steps, for a refusal."""
+    return f"batch {batch:,}" if steps is None else f"{steps:,} steps x batch {batch:,}"
+
+
 def tape_command(args: argparse.Namespace) -> int:
     """Print the report of ``args.checkpoint``; 1 with a one-line error on a problem."""
     try:
@@ -130,23 +141,29 @@ def tape_command(args: argparse.Namespace) -> int:
         return _fail(f"{args.checkpoint} is a RecurrentNetwork: give --seq-len T")
     if not recurrent and seq_len is not None:
         return _fail(f"{args.checkpoint} is a Network (no sequence): drop --seq-len")
-    leading = (seq_len, batch) if recurrent else (batch,)
     if example is None and call.ids:
         example = ()
-    shape = None if example is None else (*leading, *example)
-    if shape is None and any(not isinstance(s, int) for s in net.input_shape or ("any",)):
+    if example is None and any(not isinstance(s, int) for s in net.input_shape or ("any",)):
         return _fail(f"{args.checkpoint}: the network's input {net.input_shape} has free axes; "
                      "give one example's shape with --shape")
+    leading = (seq_len, batch) if recurrent else (batch,)
+    shape = (*leading, *(net.input_shape if example is None else example))
     optimizer = args.optimizer or call.optimizer or "sgd"
-    loss = args.loss or call.loss
     try:
-        if recurrent:
-            report = tape_report(net, shape, seq_len=seq_len, batch=batch, tape=policy,
-                                 optimizer=optimizer, loss=loss)
-        else:
-            report = tape_report(net, shape, batch=batch, optimizer=optimizer, loss=loss)
+        need = probe_bytes(net, shape, policy if recurrent else "full")
+        free = free_memory(net.backend or get_backend())
+        if free is not None and need.bytes > free:
+            return _fail(f"measuring this report needs about {_gib(need.bytes)} (a training "
+                         f"call on {_probe_words(need.steps, batch)}, its tape and "
+                         f"temporaries) but this machine has {_gib(free)} available; give a "
+                         f"smaller {'--seq-len, --batch or --tape' if recurrent else '--batch'}")
+        report = tape_report(net, shape, tape=policy if recurrent else "sqrt",
+                             optimizer=optimizer, loss=args.loss or call.loss)
     except (ValueError, TypeError) as exc:
         return _fail(str(exc))
+    except MemoryError:
+        return _fail("out of memory while measuring this report; give a smaller "
+                     f"{'--seq-len, --batch or --tape' if recurrent else '--batch'}")
     if call.note:
         print(call.note)
     print(report)

@@ -6,7 +6,10 @@ refused in one line."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import io
+import os
 import string
 import tracemalloc
 
@@ -14,13 +17,15 @@ import numpy as np
 import pytest
 
 import dualtape as dt
-from dualtape.backend import resolve_backend
+from dualtape.backend import free_memory, resolve_backend
 from dualtape.benchmarks.digits import conv_net
-from dualtape.call_peak import _lines
+from dualtape.call_peak import _lines, _measured, checked_loss, probe_steps, zeros_input
+from dualtape.checkpointing import segment_length
 from dualtape.cli import main
 from dualtape.meters import PoolMeter, TracedMeter, traced_peak
 from dualtape.recurrent import _GRADIENT_BUFFERS
 from dualtape.stack import stack_forward
+from dualtape.tape_memory import probe_bytes
 from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
 from dualtape.text.config import TrainConfig
 from dualtape.text.model import build_text_network
@@ -423,6 +428,96 @@ def test_the_command_on_a_train_text_checkpoint(tmp_path, capsys):
     assert main(["tape", str(damaged)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"dualtape tape: error: {damaged}: ") and err.count("\n") == 1
+
+
+def text_logits() -> dt.RecurrentNetwork:
+    return dt.RecurrentNetwork(main_job_model().layers[:-1])  # as train-text calls it
+
+
+@pytest.mark.parametrize("name, make, shape, tape, largest", [
+    ("ids into the main job's logits", text_logits, (200, 32), "sqrt", 48),
+    ("one-hot rows, long segments", lambda: dt.RecurrentNetwork([dt.LSTM(4, 8, seed=1)]),
+     (1000, 1, 4), 400, 1000),
+    ("Embedding, GRU, Dropout, StandardLSTM", lambda: dt.RecurrentNetwork([
+        dt.Embedding(50, 16, seed=1), dt.GRU(16, 32, seed=2), dt.Dropout(0.3, seed=3),
+        dt.StandardLSTM(32, 24, seed=4), dt.FullyConnected(24, 50, seed=5), dt.Softmax()]),
+     (300, 8), "full", 54),
+    ("wide rows into a narrow cell: the input is most", lambda: dt.RecurrentNetwork(
+        [dt.LSTM(300, 2, seed=1)]), (2000, 1, 300), "full", 135),
+    ("the same in long segments: the inputs kept", lambda: dt.RecurrentNetwork(
+        [dt.LSTM(300, 2, seed=1)]), (2000, 1, 300), 500, 2000),
+    ("few steps: the parameters are most", seed_network, (48, 1, 40), "full", 48),
+    ("the digits network", lambda: conv_net(1, "float32"), (256, 1, 8, 8), "full", None),
+    ("a fully-connected network", lambda: dt.Network([
+        dt.FullyConnected(100, 300, seed=1), dt.Tanh(), dt.FullyConnected(300, 10, seed=2),
+        dt.Softmax()]), (512, 100), "full", None),
+])
+def test_the_estimate_bounds_what_the_probes_hold(name, make, shape, tape, largest):
+    """What ``dualtape tape`` checks against the free memory before measuring: never below
+    what the report's calls hold at their largest (its peak, the network's copy and the kept
+    gradients), and at most 2.5 times it; ``largest``: the steps of the call that holds most
+    (the full tape's longest probe, or a checkpointed call of long segments)."""
+    net = make()
+    recurrent = isinstance(net, dt.RecurrentNetwork)
+    loss = checked_loss(net, "softmax_cross_entropy" if name.startswith("ids") else None)
+    every = segment_length(tape, shape[0]) if recurrent else None
+    calls = [(t, "full") for t in probe_steps(shape[0])] if recurrent else [(shape[0], None)]
+    if every:
+        calls += [(t, every) for t in probe_steps(shape[0], every)]
+    probe, numpy = copy.deepcopy(net), resolve_backend("numpy")
+    held = max(max(_measured(TracedMeter, probe, numpy, (t, *shape[1:]), policy, loss))
+               + zeros_input(net, numpy, (t, *shape[1:])).nbytes  # made before the meter
+               for t, policy in calls)
+    held += sum(p.nbytes for group in net.params for p in group.values()) * (
+        2 if recurrent else 1)  # the copy, and a sequence's kept gradients
+    need = probe_bytes(net, shape, tape)
+    assert held <= need.bytes <= 2.5 * held, name
+    assert need.steps == largest
+
+
+def test_the_command_refuses_a_report_the_machine_cannot_hold(tmp_path, capsys, monkeypatch):
+    """Before anything is allocated: sizes no machine holds, and, with the free memory made
+    1 MiB, a report of a few; each one line giving the need, the probe and what there is."""
+    path = tmp_path / "model.npz"
+    text_checkpoint(path, hidden=[8], seq_len=12, batch=3)
+
+    def refused(*argv: str) -> str:
+        assert main(["tape", str(path), *argv]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith("dualtape tape: error: measuring this report needs about ")
+        return err
+
+    err = refused("--batch", str(10**12))
+    assert "(a training call on 12 steps x batch 1,000,000,000,000, its tape" in err
+    assert "GiB available; give a smaller --seq-len, --batch or --tape" in err
+    monkeypatch.setattr("dualtape.tape_command.free_memory", lambda backend: 2**20)
+    err = refused("--seq-len", str(10**12))
+    assert "(a training call on 3,000,000 steps x batch 3, " in err  # the probes, not T
+    assert "but this machine has 0.0 GiB available" in err
+    refused("--seq-len", "2000", "--batch", "64")
+    digits = tmp_path / "digits.npz"
+    dt.save(conv_net(1, "float32"), digits)
+    assert main(["tape", str(digits), "--shape", "1,8,8", "--batch", "4096"]) == 1
+    assert "(a training call on batch 4,096, its tape" in capsys.readouterr().err
+    monkeypatch.setattr("dualtape.tape_command.free_memory", lambda backend: None)
+    assert main(["tape", str(path), "--seq-len", "20", "--batch", "2"]) == 0  # not told: run
+
+
+def test_the_free_memory_is_the_available_memory_else_the_free_pages(monkeypatch):
+    """What the refusal compares with on the CPU: Linux's MemAvailable; elsewhere the free
+    pages sysconf counts; None where neither can be read."""
+    numpy, real, opened = resolve_backend("numpy"), os.path.exists, open
+    meminfo = "MemTotal:  900 kB\nMemFree:  10 kB\nMemAvailable:  50 kB\nCached:  40 kB\n"
+    monkeypatch.setattr(os.path, "exists", lambda path: path == "/proc/meminfo" or real(path))
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: io.StringIO(meminfo)
+                        if path == "/proc/meminfo" else opened(path, *a, **k))
+    assert free_memory(numpy) == 50 * 1024  # the page cache it may take back counted
+    monkeypatch.setattr(os.path, "exists", lambda path: path != "/proc/meminfo" and real(path))
+    monkeypatch.setattr(os, "sysconf", {"SC_AVPHYS_PAGES": 1000, "SC_PAGE_SIZE": 4096}.get)
+    assert free_memory(numpy) == 4_096_000
+    monkeypatch.setattr(os, "sysconf", {}.__getitem__)  # not a name this system knows
+    assert free_memory(numpy) is None
 
 
 def test_a_tape_not_affine_in_the_steps_is_not_scaled():

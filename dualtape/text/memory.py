@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import Backend
+from ..backend import Backend, free_memory
 from .config import TrainConfig
 from .model import TextError
 
@@ -43,29 +43,9 @@ def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
     return (copies * params + activations) * itemsize
 
 
-def available_memory(backend: Backend) -> int | None:
-    """Bytes free where ``backend`` allocates (the host's available memory on the CPU, the
-    device's free memory on a GPU); None when it cannot be told."""
-    try:
-        if backend.name == "cupy":
-            import cupy
-
-            with cupy.cuda.Device(backend.device.id):
-                return int(cupy.cuda.runtime.memGetInfo()[0])
-        if backend.name == "torch" and getattr(backend.device, "type", "cpu") == "cuda":
-            import torch
-
-            return int(torch.cuda.mem_get_info(backend.device)[0])
-        with open("/proc/meminfo") as f:
-            fields = dict(line.split(":", 1) for line in f)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except Exception:  # no /proc, no driver: the estimate cannot be compared
-        return None
-
-
 def check_memory(config: TrainConfig, vocab_size: int, backend: Backend) -> None:
     """``TextError`` when ``estimate_memory`` is more than ``backend`` has free."""
-    need, free = estimate_memory(config, vocab_size), available_memory(backend)
+    need, free = estimate_memory(config, vocab_size), free_memory(backend)
     if free is not None and need > free:
         raise TextError(
             f"training --hidden {','.join(map(str, config.hidden))} with windows of "
