@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,20 @@ def test_train_text_waits_for_the_compiler_when_no_child_starts(monkeypatch, cap
     monkeypatch.setattr(rehearse, "command", lambda *args: ["/nonexistent/python"])
     assert cli.main(TRAIN) == 0
     assert "background" not in capsys.readouterr().out
+
+
+def test_a_run_after_the_background_compile_compiles_nothing(tmp_path, monkeypatch):
+    """On an empty disk cache (fresh processes): the first run starts the child and ends
+    before it; once the child marked the cell's loops, the same run compiles nothing."""
+    from tests.test_numba_cache import compiles
+
+    monkeypatch.delenv("DUALTAPE_BACKGROUND_COMPILE")
+    cache = tmp_path / "cache"
+    run = ["train-text", "--steps", "4", "--hidden", "8,8", "--seq-len", "4", "--batch", "2",
+           "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log"]
+    assert compiles(cache, tmp_path, *run).startswith("compiled 3 in ")  # the flush's
+    for _ in range(3000):  # the child's mark, after every compile (or a failure's timeout)
+        if any(cache.rglob("_numba_lstm.float32.*.ready")):
+            break
+        time.sleep(0.1)
+    assert compiles(cache, tmp_path, *run).startswith("compiled 0 in ")

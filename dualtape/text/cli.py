@@ -144,15 +144,18 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                      "--steps or --time-limit training runs until Ctrl-C, which stops it "
                      "after the current step and saves when --save is given)")
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
-                     help="stop after this many seconds of training (default: no time limit); "
-                     "the progress bar then shows the time used and left. The last held-out "
-                     "reading, the final save and the sample come after the limit")
+                     help="stop after this many seconds of training (default: no time limit): "
+                     "the steps' and loss readings' time, not that of held-out readings, "
+                     "samples and saves, nor of getting ready before the first step; the "
+                     "progress bar then shows the training time used and left. The last "
+                     "held-out reading, the final save and the sample come after the limit")
     run.add_argument("--log-every", type=int, default=100, metavar="N",
                      help="read the loss back from the device every N steps, print it (above "
                      "the progress bar on a terminal) and add a row to the log (default 100)")
     run.add_argument("--log", metavar="PATH",
                      help="append a row per reading to this log, PATH.csv or PATH.jsonl, with "
-                     "the columns step, seconds (of training, summed over resumes), "
+                     "the columns step, seconds (of training, summed over resumes), as "
+                     "--time-limit counts them, "
                      "train_loss (nats/char), valid_loss (nats/char) and valid_bpc (bits/char; "
                      "empty without a held-out loss), chars_per_s, learning_rate; a resumed "
                      "run appends, a new one refuses another run's log unless --overwrite; "
@@ -346,7 +349,8 @@ def _compile_ahead(trainer: Any, chosen: threads.ThreadChoice, distributed: bool
             or not switched_on("DUALTAPE_BACKGROUND_COMPILE")
             or compile_ahead.cached(CELL_MODULES[cfg.cell], cfg.dtype) is not False):
         return None
-    flush.unavailable()  # the ufunc loops flush too: its two functions compile here, once
+    with flush.flushed():  # the ufunc loops flush too: its functions compile here, once
+        pass
     try:
         child = compile_ahead.Background(command(trainer, chosen.count, chosen.overlap))
     except OSError:  # no process to be had (fork refused): wait for the compiler here
@@ -455,7 +459,7 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     limits = RunLimits(args.steps, args.time_limit, args.log_every, args.sample_every,
                        args.sample_chars, args.temperature, args.save or args.resume,
                        args.save_every, valid_every=args.valid_every, log=log)
-    reporter = GuardedReporter.make(output, args.steps, args.time_limit)
+    reporter = GuardedReporter.make(output, args.steps, args.time_limit, limits.clock.training)
 
     def failed(message: str) -> int:
         reporter.close()
@@ -496,9 +500,10 @@ def _train(args: argparse.Namespace, prepared: Prepared, run: Callable, stop: St
     why = {"steps": "step limit", "time": "time limit", "interrupted": "interrupted"}
     loss = "" if reporter.loss is None else f", loss {reporter.loss:.3f}"
     output.line(f"stopped ({why[result.reason]}) at step {trainer.step_count}: {result.steps} "
-                f"steps in {result.seconds:.1f} s{loss}, {result.chars_per_second:,.0f} chars/s "
-                f"over its {result.training_seconds:.1f} s of training (sampling, saving and "
-                "held-out readings left out; the final save and sample follow it)")
+                f"steps in {result.training_seconds:.1f} s of training{loss}, "
+                f"{result.chars_per_second:,.0f} chars/s ({result.seconds:.1f} s of wall time "
+                "with the held-out readings, samples and saves; the final save and sample "
+                "follow)")
     for line in _closing(log, trainer.held_out.get("best"), len(trainer.vocab)):
         output.line(line)
     output.line(_next_step(trainer))

@@ -6,7 +6,7 @@ into its disk cache while the run's first steps go on the ufunc loops
 dualtape.text.rehearse SPEC``, SPEC a JSON description of the run (its config, vocabulary,
 the sizes of its training and held-out text, its threads). The child warms the cell's loops
 up as train-text does before its first step (``warm_up``), builds the same network and
-optimizer on random symbols, takes three steps (the optimizer keeps its plan from the third),
+optimizer on random symbols, takes two steps (the optimizer keeps its plan from the second),
 reads the loss, the held-out loss and the spread loss and draws a short sample, all on the
 compiled loops, so numba compiles each function for the argument types the run will pass;
 then it marks the cell's loops compiled (``compile_ahead.mark``). A failure is one line on
@@ -32,8 +32,9 @@ from .trainer import HELD_OUT_CHARS, TextTrainer
 CELL_MODULES = {"LSTM": "_numba_lstm", "StandardLSTM": "_numba_standard_lstm_gru",
                 "GRU": "_numba_standard_lstm_gru"}
 """The compiled module of each cell's loops, whose mark says the run's loops are cached."""
-STEPS = 3
-"""Steps rehearsed: the optimizer keeps a step's plan from the third (``held_update``)."""
+STEPS = 2
+"""Steps rehearsed: the optimizer makes its kept plan at the second (``held_update``); one
+step leaves four functions for the run to compile (``tests/test_compile_ahead.py``)."""
 
 
 def warm_up(cell: str, dtype: str) -> float:
