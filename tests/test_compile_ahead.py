@@ -194,3 +194,21 @@ def test_a_run_after_the_background_compile_compiles_nothing(tmp_path, monkeypat
             break
         time.sleep(0.1)
     assert compiles(cache, tmp_path, *run).startswith("compiled 0 in ")
+
+
+def test_a_distributed_run_starts_no_child(monkeypatch, tmp_path):
+    """Under ``--distributed`` every rank would start one, compiling the same loops."""
+    from dualtape.backend import resolve_backend
+    from dualtape.text import cli as text_cli
+    from dualtape.text.config import TrainConfig
+    from dualtape.text.threads import ThreadChoice
+
+    monkeypatch.delenv("DUALTAPE_BACKGROUND_COMPILE")
+    monkeypatch.setattr(compile_ahead, "cached", lambda module, dtype: False)
+    monkeypatch.setattr(rehearse, "command", lambda *args: gated(tmp_path / "gate"))
+    trainer = TextTrainer.new("some text " * 20, TrainConfig(hidden=[4], seq_len=4, batch=1),
+                              resolve_backend("numpy"))
+    assert text_cli._compile_ahead(trainer, ThreadChoice(1, ""), True) is None
+    child, line = text_cli._compile_ahead(trainer, ThreadChoice(1, ""), False)
+    ended(child, tmp_path / "gate")
+    assert child.poll().startswith("the compiled CPU loops are ready")
