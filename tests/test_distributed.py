@@ -375,6 +375,37 @@ def test_every_rank_stops_after_the_step_another_rank_asks_to(fake_mpi, code, re
     assert stop.status == (code if reason == "interrupted" else None)  # exits as the other does
 
 
+@pytest.mark.parametrize(("rank", "steps"), [(0, 3), (1, 10)])
+def test_the_time_limit_is_read_on_rank_0s_seconds_of_training(fake_mpi, monkeypatch, rank,
+                                                                steps):
+    """An injected clock: a step takes 1 s, rank 0's sample 5 s. Rank 0, which alone samples
+    and saves, stops the ranks when its steps reach the limit, its samples left out; another
+    rank (whose time waits for rank 0's samples) never decides alone."""
+    from dualtape.text.config import TrainConfig
+    from dualtape.text.console import StopRequest
+    from dualtape.text.distributed import _runner
+    from dualtape.text.loop import RunLimits, TrainingClock
+    from dualtape.text.trainer import TextTrainer
+
+    wall = [0.0]
+
+    def taking(seconds, action):
+        def run(*args):
+            wall[0] += seconds
+            return action(*args)
+        return run
+
+    comm = FakeComm(others=lambda buffer: np.zeros_like(buffer), rank=rank)
+    trainer = TextTrainer.new("abcdefghij" * 10, TrainConfig(hidden=[8], seq_len=8, batch=2),
+                              dualtape.backend.resolve_backend("numpy"))
+    monkeypatch.setattr(trainer, "step", taking(1.0, trainer.step))
+    monkeypatch.setattr(trainer, "sample", taking(5.0, trainer.sample))
+    limits = RunLimits(steps=10, time_limit=3, log_every=100, sample_every=1, sample_chars=4,
+                       clock=TrainingClock(lambda: wall[0]))
+    result = _runner(comm)(trainer, limits, Silent(), StopRequest())
+    assert (result.steps, result.reason) == (steps, "time" if rank == 0 else "steps")
+
+
 def test_a_rank_that_does_not_write_stops_at_the_save_point_where_the_model_diverged(
         fake_mpi, tmp_path, monkeypatch):
     from dualtape.text.config import TrainConfig

@@ -25,7 +25,7 @@ from dualtape.text import console
 from dualtape.text import trainer as trainer_module
 from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import TrainConfig
-from dualtape.text.loop import RunLimits, run_training
+from dualtape.text.loop import RunLimits, TrainingClock, run_training
 from dualtape.text.model import (
     CAPITAL,
     UNKNOWN,
@@ -537,6 +537,74 @@ def test_time_limit_stops_the_run():
     trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
     result = run_training(trainer, RunLimits(time_limit=0.05, sample_chars=0), Recorder())
     assert result.reason == "time" and result.seconds >= 0.05
+
+
+class FakeClock:
+    """A wall clock that moves only when told (``now``, seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def taking(clock: FakeClock, seconds: float, action):
+    """``action``, moving ``clock`` on by ``seconds`` at each call."""
+    def run(*args, **kwargs):
+        clock.now += seconds
+        return action(*args, **kwargs)
+    return run
+
+
+class Rows(list):
+    """A log that keeps its rows."""
+
+    def write(self, row):
+        self.append(row)
+
+
+def test_the_time_limit_log_and_speeds_count_the_seconds_of_training_alone(tmp_path,
+                                                                           monkeypatch):
+    """An injected clock: a step takes 1 s, a held-out reading, a sample and a save 5 s each.
+    The limit of 10 s stops after 10 steps (the wall clock passes 10 s at step 4); the log's
+    seconds are the steps' and the speeds over them; the wall time has all of it, up to the
+    final save and sample."""
+    wall = FakeClock()
+    trainer = TextTrainer.new(TEXT, TINY, resolve_backend("numpy"))
+    monkeypatch.setattr(trainer, "step", taking(wall, 1.0, trainer.step))
+    monkeypatch.setattr(trainer, "held_out_loss", taking(wall, 5.0, lambda: 2.0))
+    for name in ("sample", "save"):  # the final save_or_fall_back saves with save
+        monkeypatch.setattr(trainer, name, taking(wall, 5.0, getattr(trainer, name)))
+    rows, recorder = Rows(), Recorder()
+    limits = RunLimits(time_limit=10, log_every=2, valid_every=4, sample_every=3,
+                       sample_chars=5, save=str(tmp_path / "m.npz"), save_every=5, log=rows,
+                       clock=TrainingClock(wall))
+    result = run_training(trainer, limits, recorder)
+    assert (result.reason, result.steps, result.training_seconds) == ("time", 10, 10.0)
+    assert result.seconds == 10 + 3 * 5 + 3 * 5 + 2 * 5  # readings 4, 8, 10; samples 3, 6,
+    # 9; saves 5, 10
+    assert [(r.step, r.seconds) for r in rows] == [(2, 2.0), (4, 4.0), (6, 6.0), (8, 8.0),
+                                                   (10, 10.0)]
+    speed = 2 * trainer.chars_per_step / 2.0  # two steps of 1 s between readings
+    assert [r.chars_per_s for r in rows] == [speed] * 5 == [s for _, _, s in recorder.readings]
+    assert result.chars_per_second == speed
+    assert wall.now == result.seconds + 5 + 5  # then the final save and sample
+
+
+def test_the_bar_of_a_time_limit_shows_the_seconds_of_training(capsys, corpus, monkeypatch):
+    clocks = []
+
+    def reporter(steps, time_limit, clock):
+        clocks.append(clock)
+        return console.PlainReporter()
+
+    monkeypatch.setattr(console, "make_reporter", reporter)
+    code, _, _ = run(capsys, "train-text", str(corpus), *SMALL, "--time-limit", "60",
+                     "--steps", "2", "--sample-chars", "0")
+    assert code == 0 and len(clocks) == 1
+    assert isinstance(clocks[0].__self__, TrainingClock)
+    assert clocks[0] == clocks[0].__self__.training
 
 
 def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():

@@ -339,10 +339,10 @@ def test_the_closing_speed_is_the_characters_over_the_training_seconds_it_prints
     code, out, _ = run(capsys, "train-text", str(corpus), *SMALL, "--steps", "400",
                        "--sample-every", "100", "--sample-chars", "300")
     line = next(x for x in out.splitlines() if x.startswith("stopped"))
-    found = re.search(r": (\d+) steps in ([\d.]+) s.*, ([\d,]+) chars/s over its ([\d.]+) s of "
-                      "training", line)
+    found = re.search(r": (\d+) steps in ([\d.]+) s of training.*, ([\d,]+) chars/s \(([\d.]+) "
+                      "s of wall time with the held-out readings, samples and saves", line)
     assert code == 0 and found, line
-    steps, wall, speed, training = (float(x.replace(",", "")) for x in found.groups())
+    steps, training, speed, wall = (float(x.replace(",", "")) for x in found.groups())
     chars = steps * 8 * 2  # --seq-len 8, --batch 2
     assert 0 < training <= wall
     assert chars / (training + 0.05) <= speed <= chars / max(training - 0.05, 1e-9)  # printed

@@ -170,7 +170,7 @@ class PlainReporter:
 class BarReporter(PlainReporter):
     """A tqdm progress bar with the loss and speed; messages are written above it. It counts
     steps (of ``steps`` when given) or, with a ``time_limit``, shows the time used of the
-    limit and the time left."""
+    limit and the time left, as ``clock`` counts it (train-text's: seconds of training)."""
 
     def __init__(self, tqdm: Any, steps: int | None, time_limit: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -219,9 +219,11 @@ class BarReporter(PlainReporter):
         self.bar.close()
 
 
-def make_reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
-    """A progress bar on a terminal (with tqdm installed), plain lines elsewhere (and where
-    tqdm refuses the bar: the bar is a nicety; a failed write to stdout is raised)."""
+def make_reporter(steps: int | None, time_limit: float | None,
+                  clock: Callable[[], float] = time.monotonic) -> PlainReporter:
+    """A progress bar on a terminal (with tqdm installed; ``clock`` the bar's for a
+    ``time_limit``), plain lines elsewhere (and where tqdm refuses the bar: the bar is a
+    nicety; a failed write to stdout is raised)."""
     if not sys.stdout.isatty():
         return PlainReporter()
     try:
@@ -229,7 +231,7 @@ def make_reporter(steps: int | None, time_limit: float | None) -> PlainReporter:
     except ImportError:
         return PlainReporter()
     try:
-        return BarReporter(tqdm, steps, time_limit)
+        return BarReporter(tqdm, steps, time_limit, clock)
     except OSError:
         raise
     except Exception:
@@ -268,12 +270,12 @@ class GuardedReporter:
         self.reporter, self.output = reporter, output
 
     @classmethod
-    def make(cls, output: Output, steps: int | None, time_limit: float | None
-             ) -> GuardedReporter:
+    def make(cls, output: Output, steps: int | None, time_limit: float | None,
+             clock: Callable[[], float] = time.monotonic) -> GuardedReporter:
         """``make_reporter``'s reporter, guarded; plain lines when making a bar already
         finds stdout gone."""
         made: list[PlainReporter] = []
-        output.write(lambda: made.append(make_reporter(steps, time_limit)))
+        output.write(lambda: made.append(make_reporter(steps, time_limit, clock)))
         return cls(made[0] if made else PlainReporter(), output)
 
     @property

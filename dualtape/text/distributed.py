@@ -15,11 +15,12 @@ rank 0's stored stream). Each rank clips its own gradient (``--clip``) before th
 
 The ranks stay in step: the loss is read as a mean over all ranks and every rank checks the
 (identical) parameters at every save point, so a divergence stops every rank at the same
-step; stop requests (Ctrl-C, SIGTERM, SIGHUP, rank 0's lost stdout) and ``--time-limit`` are
-agreed in one small allreduce per step, so all ranks stop after the same step and exit with
-the same status. Any other error on one rank (a failed sample on rank 0, out of memory)
-aborts every rank through ``MPI_Abort`` rather than leaving them waiting; rank 0 saves first
-when the error is its own. ``mpiexec`` relays the ranks' output and dies of SIGPIPE when its
+step; stop requests (Ctrl-C, SIGTERM, SIGHUP, rank 0's lost stdout) and ``--time-limit`` (on
+rank 0's seconds of training) are agreed in one small allreduce per step, so all ranks stop
+after the same step and exit with the same status. Any other error on one rank (a failed
+sample on rank 0, out of memory) aborts every rank through ``MPI_Abort`` rather than leaving
+them waiting; rank 0 saves first when the error is its own. ``mpiexec`` relays the ranks'
+output and dies of SIGPIPE when its
 stdout's reader leaves (``mpiexec ... | head``), killing every rank at once (SIGKILL); so on
 MPICH, rank 0 on ``mpiexec``'s host writes into ``mpiexec``'s stdout pipe itself
 (``mpiexec_pipe.py``): its own write fails instead, and the run stops after the step, saves
@@ -37,7 +38,6 @@ import json
 import os
 import secrets
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -217,12 +217,11 @@ def _runner(comm: Any) -> Runner:
 
     def run(trainer: TextTrainer, limits: RunLimits, reporter: Reporter,
             stop_requested: StopRequest) -> RunResult:
-        began = time.perf_counter()
         agreed = np.zeros(1, dtype=np.int64)
 
-        def stop() -> bool:
-            timed_out = limits.time_limit is not None and (
-                time.perf_counter() - began >= limits.time_limit)
+        def stop() -> bool:  # rank 0's seconds of training, which alone samples and saves
+            timed_out = rank == 0 and limits.time_limit is not None and (
+                limits.clock.training() >= limits.time_limit)
             status = stop_requested.status  # None: not asked to stop
             agreed[0] = status if status is not None else int(timed_out) * TIME_UP
             comm.Allreduce(mpi.IN_PLACE, agreed, op=mpi.MAX)

@@ -1,16 +1,20 @@
 """The training loop: a trainer stepped until a limit or a stop request, with the loss
-readings, samples, held-out losses and saves between steps, told to a ``Reporter``."""
+readings, samples, held-out losses and saves between steps, told to a ``Reporter``; its time
+limit, log and speeds count seconds of training (``TrainingClock``: the readings' and saves'
+seconds left out)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from .model import TextError
 from .record import Row, TrainingLog, bits_per_char, worse_than_uniform
 from .trainer import DivergedError, TextTrainer
+
+T = TypeVar("T")
 
 
 class Reporter(Protocol):
@@ -31,12 +35,43 @@ class Reporter(Protocol):
         """A warning, printed whole where the user will see it."""
 
 
+class TrainingClock:
+    """Seconds of training: wall-clock seconds since ``start`` less those spent in ``paused``
+    actions (held-out readings, samples, saves). ``--time-limit``, the log's ``seconds``, the
+    speeds and the progress bar read it; ``now`` is the wall clock (tests give their own)."""
+
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
+        self.now = now
+        self.began: float | None = None
+        self.left_out = 0.0
+
+    def start(self) -> None:
+        """Start counting, from 0."""
+        self.began, self.left_out = self.now(), 0.0
+
+    def wall(self) -> float:
+        """Wall-clock seconds since ``start`` (0 before it)."""
+        return 0.0 if self.began is None else self.now() - self.began
+
+    def training(self) -> float:
+        """``wall()`` less the seconds of the paused actions."""
+        return self.wall() - self.left_out
+
+    def paused(self, action: Callable[[], T]) -> T:
+        """``action()``, its seconds left out of training."""
+        began = self.now()
+        try:
+            return action()
+        finally:
+            self.left_out += self.now() - began
+
+
 @dataclass
 class RunLimits:
     """When the loop stops, reports, samples, saves and reads the held-out loss (None or 0
     = never; the held-out loss is also read at the end). ``writes`` False (MPI ranks other
     than 0) checks the model at every save point without writing it, nor the ``log`` (a row
-    at each loss reading)."""
+    at each loss reading). ``time_limit`` is in seconds of training, read on ``clock``."""
 
     steps: int | None = None
     time_limit: float | None = None
@@ -49,13 +84,15 @@ class RunLimits:
     writes: bool = True
     valid_every: int = 200
     log: TrainingLog | None = None
+    clock: TrainingClock = field(default_factory=TrainingClock)
 
 
 @dataclass
 class RunResult:
     """How a run ended: ``reason`` (``"steps"``, ``"time"`` or ``"interrupted"``), the steps
-    it made, its wall time up to the final save, the part of it spent training (sampling,
-    saving and held-out readings left out) and its mean speed over that part."""
+    it made, its wall time up to the final save (``seconds``), the part of it spent training
+    (``TrainingClock.training``: sampling, saving and held-out readings left out) and its mean
+    speed over that part."""
 
     reason: str
     steps: int
@@ -83,19 +120,20 @@ def run_training(
     vocabulary is followed by a line that says so. ``before_step()`` runs before each step;
     a line it returns is printed (``compile_ahead.Background.poll``: the compiled loops are
     ready)."""
-    start = last = time.perf_counter()
+    clock, pause = limits.clock, limits.clock.paused  # a paused action is not training
+    clock.start()
     done = since_log = 0
-    paused = total_paused = 0.0  # seconds spent sampling and saving, left out of the speed
+    last = 0.0  # the seconds of training at the previous reading
     explained = False  # whether a held-out loss worse than a uniform guess was explained
 
     def log(valid: float | None = None) -> None:
-        nonlocal last, since_log, paused
+        nonlocal last, since_log
         loss = trainer.read_loss()
-        now = time.perf_counter()
+        now = clock.training()
         if loss is not None:
-            seconds = max(now - last - paused, 1e-9)
-            record(loss, since_log * trainer.chars_per_step / seconds, now - start, valid)
-        last, since_log, paused = now, 0, 0.0
+            speed = since_log * trainer.chars_per_step / max(now - last, 1e-9)
+            record(loss, speed, now, valid)
+        last, since_log = now, 0
 
     def record(loss: float, speed: float, seconds: float, valid: float | None = None) -> None:
         nonlocal explained
@@ -113,19 +151,9 @@ def run_training(
             if problem is not None:
                 reporter.warn(problem)
 
-    def pause(action: Callable[[], Any]) -> Any:
-        """``action()``, its time left out of the speed."""
-        nonlocal paused, total_paused
-        began = time.perf_counter()
-        result = action()
-        spent = time.perf_counter() - began
-        paused += spent
-        total_paused += spent
-        return result
-
     def log_with_held_out() -> None:
         """A reading with the held-out loss beside it (read before, its time left out of
-        the speed), unless the held-out loss was read at this step already."""
+        training), unless the held-out loss was read at this step already."""
         fresh = trainer.held_out.get("last", [None])[0] != trainer.step_count
         log(pause(trainer.held_out_loss) if fresh else None)
 
@@ -165,7 +193,7 @@ def run_training(
     def stop_reason() -> str | None:
         if limits.steps is not None and done >= limits.steps:
             return "steps"
-        if limits.time_limit is not None and time.perf_counter() - start >= limits.time_limit:
+        if limits.time_limit is not None and clock.training() >= limits.time_limit:
             return "time"
         return "interrupted" if stop_requested() else None
 
@@ -192,8 +220,7 @@ def run_training(
     except Exception:
         rescue()
         raise
-    seconds = time.perf_counter() - start
-    training = max(seconds - total_paused, 1e-9)
+    seconds, training = clock.wall(), max(clock.training(), 1e-9)
     speed = done * trainer.chars_per_step / training
     if limits.save:
         final_checkpoint()

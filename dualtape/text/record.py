@@ -4,9 +4,9 @@ A row is written every ``--log-every`` steps and at the end of a run, with the c
 ``COLUMNS``:
 
 - ``step``: the model's step count (continuing across resumes, as the checkpoint's does);
-- ``seconds``: wall-clock seconds of training, summed over resumes (sampling and saving
-  included): a resumed run continues from the ``seconds`` of the log's last row at or before
-  the step it resumed from;
+- ``seconds``: seconds of training, as ``--time-limit`` counts them (``loop.TrainingClock``:
+  the held-out readings', samples' and saves' left out), summed over resumes: a resumed run
+  continues from the ``seconds`` of the log's last row at or before the step it resumed from;
 - ``train_loss``: the mean cross entropy per character, in nats, of the training steps since
   the previous row (what the console prints);
 - ``valid_loss``: the loss on held-out text, nats per character, and ``valid_bpc``: the same
