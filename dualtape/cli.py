@@ -24,10 +24,7 @@ from .switches import check_switches
 from .text import cli as text_cli
 from .text import plot as text_plot
 from .text import tape as text_tape
-from .text.config import TrainConfig
 from .text.console import INTERRUPTED, OUTPUT_LOST, silence_stdout, to_stderr
-from .text.model import read_corpus
-from .text.trainer import TextTrainer
 
 
 def info(args: argparse.Namespace) -> int:
@@ -70,7 +67,12 @@ def _cpu_loops() -> str:
 
 
 def _main_job_route() -> str:
-    """The route of train-text's step with its defaults on numpy (``dualtape.route``)."""
+    """The route of train-text's step with its defaults on numpy (``dualtape.route``); the
+    model code imported here, so that importing ``dualtape.cli`` stays quick."""
+    from .text.config import TrainConfig
+    from .text.model import read_corpus
+    from .text.trainer import TextTrainer
+
     trainer = TextTrainer.new(read_corpus(None), TrainConfig(), resolve_backend("numpy"))
     return str(trainer.route()).split(": ", 1)[1]
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 from ..io import load_with_extra
 from ..recurrent import RecurrentNetwork
 from ..tape_command import TrainingCall
-from .checkpoint import load_checkpoint
-from .config import make_optimizer
-from .model import TextError
 
 
 def training_call(path: str) -> TrainingCall:
     """The ``TrainingCall`` of the file at ``path``: a train-text checkpoint's (see the
     module), checked as ``load_checkpoint`` checks it; any other dualtape file's network as
-    saved. ``OSError`` or ``ValueError`` in one line."""
+    saved. ``OSError`` or ``ValueError`` in one line. The text modules are imported here, not
+    with ``dualtape.cli``, which must stay quick to import."""
+    from .checkpoint import load_checkpoint
+    from .config import make_optimizer
+    from .model import TextError
+
     net, extra = load_with_extra(path, backend="numpy")
     if "text_format" not in extra:
         return TrainingCall(net)
