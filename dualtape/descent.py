@@ -110,6 +110,7 @@ def whole_step(rnet: Any, xs: Any, targets: Any, optimizer: Any) -> _Plan | str:
         plan = _Plan.of(rnet.layers, xs, targets)
         if isinstance(plan, str):
             return plan
+        plan.xp = xp
         plan.cell = sequence_path(xp, xs, fused_disagreement).cell  # type: ignore[union-attr]
         _PLANS[rnet] = plan
     return plan
@@ -122,7 +123,7 @@ def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
     forward pass and loss, then ``numba_descent.descend_stack``, the backward pass fused with
     the update in one call; ``(loss, state_T)``, or None, having done nothing, where the input
     or the loss is not finite (the generic code then raises as it does)."""
-    xp, cell = namespace_of(xs), plan.cell
+    xp, cell = plan.xp, plan.cell
     optimizer._check_owners(plan.params, "step")
     with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
         tapes, h = [], xs
@@ -156,8 +157,9 @@ class _Plan:
         self.arrays = [w for group in self.weights for w in group]
         self.zeros = [np.zeros((xs.shape[1], layer.n_out), xs.dtype) for layer in layers]
         self.form = (xs.shape, targets.shape, xs.dtype)
+        self.xp: Any = None
         self.cell: Any = None
-        """The compiled LSTM cell, set by ``whole_step``."""
+        """The namespace and the compiled LSTM cell, set by ``whole_step``."""
 
     @classmethod
     def of(cls, layers: list[Any], xs: Array, targets: Array) -> _Plan | str:

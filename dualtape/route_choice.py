@@ -35,7 +35,7 @@ def whole_step_choice(rnet: Any, xs: Any, targets: Any, optimizer: Any, state: A
         return "a state is given"
     if mask is not None:
         return "a mask is given"
-    if not isinstance(loss, str) or loss != "squared_error":
+    if type(loss) is not str or loss != "squared_error":
         return "a loss other than squared_error"
     if tape != "full":
         return "a checkpointed tape"
