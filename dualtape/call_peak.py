@@ -118,11 +118,16 @@ def output_shape(net: Chain, example: tuple[int, ...]) -> tuple:
     return net.output_shape(example)
 
 
-def zeros_input(net: Chain, backend: Backend, shape: tuple[int, ...]) -> Any:
-    """Zeros of ``shape`` that ``net`` takes, on ``backend``: int64 ids when its examples
-    are (``fed_ids``), else its dtype."""
+def input_dtype(net: Chain, shape: tuple[int, ...]) -> str:
+    """The dtype of ``net``'s input of ``shape``: int64 ids when its examples are
+    (``fed_ids``), else the network's."""
     ids = fed_ids(net, shape[2 if isinstance(net, RecurrentNetwork) else 1:])
-    return from_host(np.zeros(shape, dtype="int64" if ids else net.dtype or "float32"), backend)
+    return "int64" if ids else net.dtype or "float32"
+
+
+def zeros_input(net: Chain, backend: Backend, shape: tuple[int, ...]) -> Any:
+    """Zeros of ``shape`` that ``net`` takes (``input_dtype``), on ``backend``."""
+    return from_host(np.zeros(shape, dtype=input_dtype(net, shape)), backend)
 
 
 def _meter(backend: Backend) -> tuple[type | None, str]:

@@ -29,7 +29,7 @@ from .io import load
 from .losses import LOSSES
 from .network import Network
 from .recurrent import RecurrentNetwork
-from .tape_memory import probe_bytes
+from .tape_memory import least_bytes, probe_bytes
 from .tape_report import OPTIMIZER_SLOTS, TapeReport, tape_report
 
 
@@ -143,27 +143,32 @@ def tape_command(args: argparse.Namespace) -> int:
         return _fail(f"{args.checkpoint} is a Network (no sequence): drop --seq-len")
     if example is None and call.ids:
         example = ()
-    if example is None and any(not isinstance(s, int) for s in net.input_shape or ("any",)):
+    if example is None and (net.input_shape is None
+                            or any(not isinstance(s, int) for s in net.input_shape)):
         return _fail(f"{args.checkpoint}: the network's input {net.input_shape} has free axes; "
                      "give one example's shape with --shape")
     leading = (seq_len, batch) if recurrent else (batch,)
     shape = (*leading, *(net.input_shape if example is None else example))
     optimizer = args.optimizer or call.optimizer or "sgd"
+    options = ["--seq-len", "--batch", "--tape"] if recurrent else ["--batch"]
+    options += ["--shape"] if args.shape is not None else []
+    smaller = " or ".join([", ".join(options[:-1]), options[-1]] if options[1:] else options)
     try:
-        need = probe_bytes(net, shape, policy if recurrent else "full")
         free = free_memory(net.backend or get_backend())
-        if free is not None and need.bytes > free:
-            return _fail(f"measuring this report needs about {_gib(need.bytes)} (a training "
-                         f"call on {_probe_words(need.steps, batch)}, its tape and "
-                         f"temporaries) but this machine has {_gib(free)} available; give a "
-                         f"smaller {'--seq-len, --batch or --tape' if recurrent else '--batch'}")
+        for estimate, *what in ((least_bytes, "more than", "its input alone"),
+                                (probe_bytes, "about", "its tape and temporaries")):
+            need = estimate(net, shape, policy if recurrent else "full")
+            if free is not None and need.bytes > free:
+                return _fail(f"measuring this report needs {what[0]} {_gib(need.bytes)} (a "
+                             f"training call on {_probe_words(need.steps, batch)}: {what[1]}) "
+                             f"but this machine has {_gib(free)} available; give a smaller "
+                             f"{smaller}")
         report = tape_report(net, shape, tape=policy if recurrent else "sqrt",
                              optimizer=optimizer, loss=args.loss or call.loss)
     except (ValueError, TypeError) as exc:
         return _fail(str(exc))
     except MemoryError:
-        return _fail("out of memory while measuring this report; give a smaller "
-                     f"{'--seq-len, --batch or --tape' if recurrent else '--batch'}")
+        return _fail(f"out of memory while measuring this report; give a smaller {smaller}")
     if call.note:
         print(call.note)
     print(report)

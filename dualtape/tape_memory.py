@@ -1,6 +1,7 @@
 """How much memory ``tape_report``'s probes will hold at once, estimated before any of them runs
 (``dualtape tape`` refuses a report the machine cannot hold, where it would fail midway or be
-killed).
+killed): first the input of its largest call, from the shape and dtype alone (``least_bytes``),
+then the estimate of all it holds (``probe_bytes``), which runs tiny probes of the example.
 
 The report runs forward passes on zeros of 1, 2 and 3 steps at the batch asked for, and measures
 training calls at the lengths ``call_peak.probe_steps`` gives (the full tape's and the
@@ -22,9 +23,12 @@ So the estimate came 1.2 to 2.3 times what the report's largest call held
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from .call_peak import probe_steps
+import numpy as np
+
+from .call_peak import input_dtype, output_shape, probe_steps
 from .checkpointing import segment_length
 from .network import Network
 from .recurrent import RecurrentNetwork
@@ -44,6 +48,22 @@ class ProbeNeed(NamedTuple):
 
     bytes: int
     steps: int | None
+
+
+def least_bytes(net: Network | RecurrentNetwork, shape: tuple[int, ...],
+                tape: str | int = "sqrt") -> ProbeNeed:
+    """What ``tape_report(net, shape, tape=tape)`` holds at the least, known from ``shape``
+    and the input's dtype alone, before ``probe_bytes``' tiny probes allocate examples of the
+    shape given: the input of its largest call (``ValueError`` in one line for a shape
+    ``net`` does not take)."""
+    recurrent = isinstance(net, RecurrentNetwork)
+    example = shape[2 if recurrent else 1:]
+    output_shape(net, example)
+    row = math.prod(example) * np.dtype(input_dtype(net, shape)).itemsize
+    if not recurrent:
+        return ProbeNeed(row * shape[0], None)
+    steps = max(probe_steps(shape[0]) + probe_steps(shape[0], segment_length(tape, shape[0])))
+    return ProbeNeed(row * steps * shape[1], steps)
 
 
 def probe_bytes(net: Network | RecurrentNetwork, shape: tuple[int, ...],

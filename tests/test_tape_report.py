@@ -25,7 +25,7 @@ from dualtape.cli import main
 from dualtape.meters import PoolMeter, TracedMeter, traced_peak
 from dualtape.recurrent import _GRADIENT_BUFFERS
 from dualtape.stack import stack_forward
-from dualtape.tape_memory import probe_bytes
+from dualtape.tape_memory import least_bytes, probe_bytes
 from dualtape.tape_report import _arrays, _Entry, _fit, _nbytes
 from dualtape.text.config import TrainConfig
 from dualtape.text.model import build_text_network
@@ -476,32 +476,57 @@ def test_the_estimate_bounds_what_the_probes_hold(name, make, shape, tape, large
 
 
 def test_the_command_refuses_a_report_the_machine_cannot_hold(tmp_path, capsys, monkeypatch):
-    """Before anything is allocated: sizes no machine holds, and, with the free memory made
-    1 MiB, a report of a few; each one line giving the need, the probe and what there is."""
-    path = tmp_path / "model.npz"
+    """Before the report's probes run: sizes no machine holds (their input alone, known from
+    the shape and dtype, refused before even a tiny probe allocates an example of it), and,
+    with the free memory made 1 MiB, reports of a few MiB (the estimate); each one line giving
+    the need, the call and what there is, and the options that make it smaller."""
+    path, conv = tmp_path / "model.npz", tmp_path / "conv.npz"
     text_checkpoint(path, hidden=[8], seq_len=12, batch=3)
+    dt.save(dt.Network([dt.Convolution(1, 4, (3, 3), seed=1), dt.Relu()]), conv)
 
-    def refused(*argv: str) -> str:
-        assert main(["tape", str(path), *argv]) == 1
+    def refused(model, *argv: str, need: str) -> str:
+        assert main(["tape", str(model), *argv]) == 1
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and "Traceback" not in err
-        assert err.startswith("dualtape tape: error: measuring this report needs about ")
+        assert err.startswith(f"dualtape tape: error: measuring this report needs {need} ")
         return err
 
-    err = refused("--batch", str(10**12))
-    assert "(a training call on 12 steps x batch 1,000,000,000,000, its tape" in err
-    assert "GiB available; give a smaller --seq-len, --batch or --tape" in err
+    err = refused(path, "--batch", str(10**12), need="more than")
+    assert "(a training call on 12 steps x batch 1,000,000,000,000: its input alone)" in err
+    assert err.endswith("GiB available; give a smaller --seq-len, --batch or --tape\n")
+    err = refused(conv, "--shape", "1,1000000,1000000", need="more than")  # 4 TB an example
+    assert "(a training call on batch 1: its input alone)" in err
+    assert err.endswith("give a smaller --batch or --shape\n")
+    monkeypatch.setattr("dualtape.tape_command.free_memory", lambda backend: 2**30)
+    err = refused(path, "--seq-len", str(10**12), "--tape", "full", need="about")
+    assert "(a training call on 3,000,000 steps x batch 3: its tape and temporaries)" in err
+    assert "but this machine has 1.0 GiB available" in err  # the probes', not T's
     monkeypatch.setattr("dualtape.tape_command.free_memory", lambda backend: 2**20)
-    err = refused("--seq-len", str(10**12))
-    assert "(a training call on 3,000,000 steps x batch 3, " in err  # the probes, not T
-    assert "but this machine has 0.0 GiB available" in err
-    refused("--seq-len", "2000", "--batch", "64")
-    digits = tmp_path / "digits.npz"
-    dt.save(conv_net(1, "float32"), digits)
-    assert main(["tape", str(digits), "--shape", "1,8,8", "--batch", "4096"]) == 1
-    assert "(a training call on batch 4,096, its tape" in capsys.readouterr().err
+    err = refused(path, "--seq-len", str(10**12), need="more than")  # 5 segments of 10**6
+    assert "(a training call on 5,000,000 steps x batch 3: its input alone)" in err
+    refused(path, "--seq-len", "2000", "--batch", "64", need="about")
+    err = refused(conv, "--shape", "1,64,64", "--batch", "64", need="about")  # its input 1 MiB
+    assert "(a training call on batch 64: its tape and temporaries)" in err
     monkeypatch.setattr("dualtape.tape_command.free_memory", lambda backend: None)
     assert main(["tape", str(path), "--seq-len", "20", "--batch", "2"]) == 0  # not told: run
+
+
+def test_the_least_is_the_largest_calls_input(tmp_path):
+    net, ids = seed_network(), text_logits()
+    assert least_bytes(net, (50, 3, 40), "full") == (48 * 3 * 40 * 4, 48)  # probes to 48
+    assert least_bytes(net, (1000, 3, 40), 400) == (1000 * 3 * 40 * 4, 1000)  # 3 segments
+    assert least_bytes(ids, (10, 7), "sqrt") == (10 * 7 * 8, 10)  # int64 ids
+    assert least_bytes(conv_net(1, "float64"), (5, 1, 8, 8)) == (5 * 64 * 8, None)
+    with pytest.raises(ValueError, match="takes 40 features"):
+        least_bytes(net, (10, 2, 39))
+
+
+def test_the_command_on_an_embedding_first_network(tmp_path, capsys):
+    """Its input, ids, has no example axes: nothing free to give with --shape."""
+    path = tmp_path / "emb.npz"
+    dt.save(dt.RecurrentNetwork([dt.Embedding(50, 16, seed=1), dt.LSTM(16, 8, seed=2)]), path)
+    assert main(["tape", str(path), "--seq-len", "20", "--batch", "2"]) == 0
+    assert "seq_len 20, batch 2, input (20, 2)" in capsys.readouterr().out
 
 
 def test_the_free_memory_is_the_available_memory_else_the_free_pages(monkeypatch):
