@@ -113,9 +113,11 @@ def fed_ids(net: Chain, example: tuple[int, ...]) -> bool:
 def output_shape(net: Chain, example: tuple[int, ...]) -> tuple:
     """``net``'s output shape for examples of shape ``example``, ids (``fed_ids``) included."""
     first = net.layers[0]
-    if example == () and not first.takes_ids and fed_ids(net, example):
+    if example == () and not first.takes_ids and fed_ids(net, example) and first.n_in:
         example = (first.n_in,)  # the one-hot rows the ids stand for
-    return net.output_shape(example)
+    found = net.output_shape(example)
+    assert found is not None  # a shape given, one comes back (or a ValueError)
+    return found
 
 
 def input_dtype(net: Chain, shape: tuple[int, ...]) -> str:
