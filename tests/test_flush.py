@@ -7,12 +7,15 @@ not: a rounding of a pre-activation in the hundreds moves a float32 output by 1e
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 
 import numpy as np
 import pytest
 
 import dualtape
+from dualtape import switches
 from dualtape.kernels import cpu_path, flush
 
 CELLS = {"LSTM": dualtape.LSTM, "StandardLSTM": dualtape.StandardLSTM, "GRU": dualtape.GRU}
@@ -128,3 +131,39 @@ def test_only_the_fast_paths_flush_the_generic_code_keeps_ieee_subnormals(monkey
     xs = np.full((2, 1, 2), np.finfo("float32").tiny / 4, dtype="float32")
     _, _, ys = dualtape.RecurrentNetwork([layer]).forward_sequence(None, xs)
     assert (subnormals([np.asarray(ys)]) > 0) == (fused == "0")
+
+
+def test_unavailable_gives_the_reason_or_none(monkeypatch):
+    monkeypatch.setattr(flush, "_registers", lambda: "no x86 here")
+    assert flush.unavailable() == "no x86 here"
+    monkeypatch.setattr(flush, "_registers", lambda: object())  # the compiled functions
+    assert flush.unavailable() is None
+
+
+def test_where_unavailable_there_is_no_control_and_under_control_does_nothing(monkeypatch):
+    monkeypatch.setattr(flush, "_registers", lambda: "no x86 here")
+    assert flush.control_here() is None
+    assert isinstance(flush.under_control(flush.FTZ_DAZ), contextlib.nullcontext)
+
+
+def test_under_control_of_none_does_nothing():
+    needs_flushing()
+    assert isinstance(flush.under_control(None), contextlib.nullcontext)
+
+
+def test_under_control_keeps_none_of_the_threads_own_bits():
+    """Not even a sticky exception flag (bit 0: invalid operation) of the thread's own."""
+    needs_flushing()
+    bits = flush.control_here() & ~1
+    with flush.under_control(bits | 1), flush.under_control(bits):
+        assert flush.control_here() == bits
+
+
+def test_flushed_for_chooses_for_each_namespace_within_a_held_call(monkeypatch):
+    monkeypatch.setenv("DUALTAPE_FUSED", "1")
+    monkeypatch.setattr(flush, "_registers", lambda: object())
+    switches.forget_choices()
+    both = switches.held(lambda: (flush.flushed_for(np), flush.flushed_for(math)))
+    numpy_block, other_block = both()
+    assert not isinstance(numpy_block, contextlib.nullcontext)
+    assert isinstance(other_block, contextlib.nullcontext)
