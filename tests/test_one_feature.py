@@ -1,5 +1,5 @@
-"""A forecaster's shapes: a recurrent cell on one input feature (``GatedRecurrent._project``,
-the outer product where BLAS's product of inner size 1 is slow) and a ``FullyConnected`` to one
+"""A forecaster's shapes: a recurrent cell on one input feature (``project_sequence``: the
+outer product where BLAS's product of inner size 1 is slow) and a ``FullyConnected`` to one
 output (its input gradient as a broadcast product), bit for bit against the matrix products on
 every backend and both dtypes, and a whole training call on the record's route against the
 generic code."""
@@ -13,7 +13,12 @@ import dualtape
 from dualtape import GRU, FullyConnected, StandardLSTM
 from dualtape.backend import namespace_of, to_numpy
 from dualtape.kernels import cpu_path, numba_outer, outer_loops
-from dualtape.layers.linear_algebra import EINSUM_MIN, _check_outer, project_sequence
+from dualtape.layers.linear_algebra import (
+    EINSUM_MIN,
+    _check_outer,
+    project_sequence,
+    sequence_product,
+)
 
 DTYPES = ["float32", "float64"]
 CELLS = [StandardLSTM, GRU]
@@ -42,14 +47,14 @@ def outer_calls(monkeypatch):
 def test_the_projection_is_the_matrix_products_bit_for_bit(backend, outer_calls, kind, dtype,
                                                            n_in, steps):
     """At one feature the outer product (compiled from ``EINSUM_MIN`` entries on, numpy's
-    below), at three the matrix product: the same bits as ``project_sequence``."""
+    below), at three the matrix product: the same bits as the matrix product and the bias."""
     rng = np.random.default_rng(3)
     layer = kind(n_in, 32, seed=5, dtype=dtype)
     xs = dualtape.asarray(rng.standard_normal((steps, 8, n_in)).astype(dtype))
     b = layer.params["b_ih"] * 3
     xp = namespace_of(xs)
-    got = layer._project(xp, xs, b)
-    expected = project_sequence(xp, xs, layer.params["W_ih"], b)
+    got = project_sequence(xp, xs, layer.params["W_ih"], b)
+    expected = sequence_product(xp, xs, layer.params["W_ih"].T) + b
     assert got.shape == (steps, 8, kind.gates * 32) and got.dtype == expected.dtype
     np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))
     compiled = fast_here(backend) and n_in == 1 and steps * 8 * kind.gates * 32 >= EINSUM_MIN

@@ -13,14 +13,7 @@ from ..backend import backend_of, device_context, dtype_name, from_host, namespa
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import uniform_params
-from .linear_algebra import (
-    batch_outer,
-    input_gradient,
-    project_sequence,
-    reshape,
-    sequence_outer,
-    sequence_weight_grads,
-)
+from .linear_algebra import input_gradient, sequence_outer, sequence_weight_grads
 
 
 class GatedRecurrent(RecurrentLayer):
@@ -55,23 +48,6 @@ class GatedRecurrent(RecurrentLayer):
         n_in, n_out = checked_sizes(cls.kind, config)
         rows = cls.gates * n_out
         return {"W_ih": (rows, n_in), "W_hh": (rows, n_out), "b_ih": (rows,), "b_hh": (rows,)}
-
-    def _project(self, xp: Any, xs: Array, b: Array) -> Array:
-        """``project_sequence(xp, xs, W_ih, b)``: the inputs' projection (T, B, gates·n_out).
-        At one input feature (a series, as a forecaster's) on numpy the outer product of the
-        inputs with ``W_ih``'s column (``batch_outer``), the same bits (one product per entry)
-        where BLAS's matrix product of inner size 1 takes 5-10x as long (about 1 ms of a 4 ms
-        training call at T = 52, B = 64, n_out = 32)."""
-        W = self.params["W_ih"]
-        if type(xs) is not np.ndarray or xs.ndim != 3 or xs.shape[-1] != 1 or not (
-                xs.dtype == W.dtype == b.dtype):
-            return project_sequence(xp, xs, W, b)
-        steps, batch, _ = xs.shape
-        rows = steps * batch, W.shape[0]
-        projected = batch_outer(reshape(xp, xs, (1, rows[0])), reshape(xp, W, (1, rows[1])),
-                                np.empty(rows, dtype=xs.dtype))
-        projected += b
-        return reshape(xp, projected, (steps, batch, rows[1]))
 
     def _weight_grads(
         self, xp: Any, xs: Array, hs: Array, da_i: Array, da_h: Array, need_dxs: bool,

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from ..kernels import cell_loops
 from .base import Array
 from .gated import GatedRecurrent, disagreement
+from .linear_algebra import project_sequence
 from .logit import sigmoid
 
 
@@ -161,7 +162,7 @@ class GRU(GatedRecurrent):
         self, xp: Any, h: Array, xs: Array
     ) -> tuple[GRUSequenceTape, Array, Array]:
         p = self.params
-        projected = self._project(xp, xs, p["b_ih"])
+        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"])
         loops = cell_loops("GRU", h, lambda fast: fast_disagreement(fast, h))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward

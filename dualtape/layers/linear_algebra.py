@@ -131,7 +131,17 @@ def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
     product: the input projection a recurrent layer makes before its time loop, (T, B, rows
     of W). On numpy and CuPy the bias is added in place (the same sums): a fresh array of the
     product's size costs more than the additions (at the main job's 1600 x 320, 230 µs against
-    100)."""
+    100). At one input feature (a series, as a forecaster's) on numpy it is the outer product
+    of the inputs with ``W``'s column (``batch_outer``), the same bits (one product per entry)
+    where BLAS's matrix product of inner size 1 takes 5-10x as long."""
+    if type(xs) is np.ndarray and xs.ndim == 3 and xs.shape[-1] == 1 and (
+            xs.dtype == W.dtype == b.dtype):
+        steps, batch, _ = xs.shape
+        rows = steps * batch, W.shape[0]
+        projected = batch_outer(reshape(xp, xs, (1, rows[0])), reshape(xp, W, (1, rows[1])),
+                                np.empty(rows, dtype=xs.dtype))
+        projected += b
+        return reshape(xp, projected, (steps, batch, rows[1]))
     projected = sequence_product(xp, xs, W.T)
     if out_module(projected) is None or projected.dtype != b.dtype:
         return projected + b

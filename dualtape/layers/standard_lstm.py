@@ -19,6 +19,7 @@ from ..backend import check_same_place, namespace_of
 from ..kernels import cell_loops
 from .base import Array
 from .gated import GatedRecurrent, disagreement
+from .linear_algebra import project_sequence
 from .logit import sigmoid
 
 
@@ -205,7 +206,7 @@ class StandardLSTM(GatedRecurrent):
         self, xp: Any, state: Array, xs: Array
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
-        projected = self._project(xp, xs, p["b_ih"] + p["b_hh"])
+        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"])
         loops = cell_loops("StandardLSTM", state, lambda fast: fast_disagreement(fast, state))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
