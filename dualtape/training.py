@@ -414,9 +414,9 @@ def train_recurrent(
     why = whole_step_choice(rnet, xs, targets, optimizer, state, mask, loss, tape,
                             learn_initial_state)
     if type(why) is not str:
-        record(rnet, "train_recurrent", WHOLE_STEP, "compiled")
         done = train_step(why, xs, targets, optimizer)
         if done is not None:
+            record(rnet, "train_recurrent", WHOLE_STEP, "compiled")
             return done
         why = "the input or the loss is not finite"
     found = _forward_sequence(rnet, xs, targets, state, mask,

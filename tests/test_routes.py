@@ -69,6 +69,16 @@ def test_route_foresees_the_route_train_recurrent_takes(backend, case):
         assert took.taken == "layers" and "whole-step" in dict(took.declined)
 
 
+def test_a_call_the_whole_step_gives_back_records_no_whole_step(backend):
+    """A NaN input: the whole step hands the call to the layers, which refuse it; nothing ran
+    to the end, so nothing is on the record (a whole step least of all)."""
+    net, (xs, targets) = lstms(), data()
+    xs = dualtape.asarray(np.where(np.arange(30).reshape(5, 2, 3) == 4, np.nan, 0.5))
+    with pytest.raises(FloatingPointError):
+        dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
+    assert dualtape.last_route(net, "train_recurrent") is None
+
+
 def test_backpropagate_sequence_is_planned_or_says_why(backend):
     net, (xs, targets) = lstms(top=True), data()
     mask = dualtape.asarray(np.ones((5, 2)))
