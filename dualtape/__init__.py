@@ -12,6 +12,7 @@ from .backend import (
     to_numpy,
     use_backend,
 )
+from .batching import batches, windows
 from .gradcheck import GradientCheckError, check_gradients
 from .io import load, load_extra, load_with_extra, save
 from .kernels.overlap import overlap_gradients
@@ -100,6 +101,7 @@ __all__ = [
     "available_backends",
     "backpropagate",
     "backpropagate_sequence",
+    "batches",
     "check_gradients",
     "check_no_recompute",
     "clip_gradients",
@@ -123,4 +125,5 @@ __all__ = [
     "train",
     "train_recurrent",
     "use_backend",
+    "windows",
 ]
