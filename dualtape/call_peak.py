@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .backend import Backend, from_host
-from .losses import LOSSES, check_loss_for
+from .losses import ALIASES, LOSSES, check_loss_for, loss_function, takes_labels
 from .meters import PoolMeter, TracedMeter
 from .network import Chain, Network
 from .recurrent import RecurrentNetwork, gradient_buffers
@@ -70,7 +70,7 @@ def checked_loss(net: Chain, loss: str | None) -> str:
     """``loss`` (or ``default_loss``) after ``check_loss_for``; ``ValueError`` in one line."""
     if loss is None:
         return default_loss(net)
-    if not isinstance(loss, str) or loss not in LOSSES:
+    if not isinstance(loss, str) or loss not in LOSSES and loss not in ALIASES:
         raise ValueError(f"tape_report: loss must be one of {', '.join(LOSSES)}, got {loss!r}")
     check_loss_for(loss, net.layers[-1], net.n_out, "tape_report")
     return loss
@@ -151,14 +151,14 @@ def _measured(meter: type, net: Any, backend: Backend, shape: tuple[int, ...],
     x = zeros_input(net, backend, shape)
     leading = shape[:2] if policy is not None else shape[:1]
     out = output_shape(net, shape[len(leading):])
-    if loss == "squared_error":
-        target = np.zeros((*leading, *out), dtype=net.dtype or "float32")
-    else:
+    if takes_labels(loss):
         target = np.zeros((*leading, *out[:-1]), dtype="int64")  # class 0
+    else:
+        target = np.zeros((*leading, *out), dtype=net.dtype or "float32")
     targets = from_host(target, backend)
     phases: list[int] = []
     watching: list[Any] = []  # the meter, once one watches
-    objective = LOSSES[loss]
+    objective = loss_function(loss)
     def phase_ends() -> None:
         for m in watching:
             phases.append(m.peak)

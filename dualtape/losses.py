@@ -1,15 +1,20 @@
 """Losses: each is ``loss(xp, y, target, weights=None) -> (value, dy)``, ``value`` a 0-d array
-(left on the device) summed over examples and time steps (weighted by an optional 0/1
-``weights`` array of shape ``y.shape[:-1]``) and divided by the batch size ``y.shape[-2]``,
-``dy`` its gradient with respect to ``y`` (``y``'s shape). ``xp`` is ``y``'s namespace. They are
-the names ``train``/``train_recurrent`` take as ``loss=``; any callable of this signature may
-be given there or to ``backpropagate``/``backpropagate_sequence`` instead (``weights`` is passed
-only with a mask), and a custom loop may call them itself: ``value, dys = squared_error(xp, ys,
-targets)``.
+(left on the device), ``dy`` its gradient with respect to ``y`` (``y``'s shape). ``xp`` is
+``y``'s namespace. They are the names ``train``/``train_recurrent`` take as ``loss=``; any
+callable of this signature may be given there or to ``backpropagate``/``backpropagate_sequence``
+instead (``weights`` is passed only with a mask), and a custom loop may call them itself:
+``value, dys = squared_error(xp, ys, targets)``.
+
+Grenade's three sum over examples and time steps (those an optional 0/1 ``weights`` array of
+shape ``y.shape[:-1]`` keeps) and divide by the batch size ``y.shape[-2]``:
 
 - ``squared_error``: ½·Σ(y − t)² per example, so at batch 1 ``dy`` is Grenade's ``y − t``.
 - ``softmax_cross_entropy``: −Σ t·log softmax(y) on logits ``y``, stable; ``dy = softmax(y) − t``.
 - ``cross_entropy``: −Σ t·log y on probabilities (a network ending in ``Softmax``).
+
+torch's (``mean_losses``: ``mean_squared_error``, ``mean_absolute_error``, ``huber``,
+``smooth_l1``, ``binary_cross_entropy_with_logits``) average over the elements that count.
+``loss=`` takes each by its name here or by an alias in ``ALIASES`` (``"mse"``, ``"l1"``...).
 
 Targets have ``y``'s shape; the cross entropies also take integer class labels of shape
 ``y.shape[:-1]`` (on the network's backend, like any target; Python lists go there), with no
@@ -32,32 +37,16 @@ from .backend import backend_of, check_same_place, from_host, namespace_of
 from .kernels import loss_loops
 from .layers.base import Array
 from .layers.edges import prepare_like
+from .loss_targets import dense_target, on_device, weighted
+from .mean_losses import (
+    binary_cross_entropy_with_logits,
+    huber,
+    mean_absolute_error,
+    mean_squared_error,
+    smooth_l1,
+)
 
 Loss = Callable[..., tuple[Array, Array]]
-
-
-def _dense_target(xp: Any, y: Array, target: Any) -> Array:
-    """``target`` checked against ``y`` for ``squared_error``: integer labels raise
-    ``TypeError`` naming the losses that take them."""
-    target = _on_device(y, target)
-    try:
-        return prepare_like(target, tuple(y.shape), y, "loss", "target")[1]
-    except TypeError:
-        if _is_integer_array(target):
-            raise TypeError(
-                f"squared_error: the target holds integers ({target.dtype}), as class "
-                "labels do: train with loss='softmax_cross_entropy' (a network ending in "
-                "logits) or loss='cross_entropy' (one ending in Softmax); real-valued "
-                "targets must be floating point: convert them with t.astype(float)"
-            ) from None
-        raise
-
-
-def _on_device(y: Array, target: Any) -> Any:
-    """A Python list or tuple of targets as an array where ``y`` lives; else ``target``."""
-    if isinstance(target, list | tuple):
-        return from_host(np.asarray(target), backend_of(y))
-    return target
 
 
 def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
@@ -67,7 +56,7 @@ def _class_target(xp: Any, y: Array, target: Any) -> tuple[Array, bool]:
     if _numpy_labels(y, target):  # labels on numpy, as given: the checks in short
         _check_range(target, y.shape[-1])
         return target, True
-    target = _on_device(y, target)
+    target = on_device(y, target)
     if _is_label_array(target):
         return _checked_labels(xp, y, target), True
     shape = tuple(np.shape(target))
@@ -90,13 +79,6 @@ def _numpy_labels(y: Array, target: Any) -> bool:
     (shape ``y.shape[:-1]``), their range not yet checked."""
     return type(target) is np.ndarray and type(y) is np.ndarray and (
         target.dtype.kind in "iu") and target.shape == y.shape[:-1]
-
-
-def _is_integer_array(target: Any) -> bool:
-    try:
-        return bool(namespace_of(target).isdtype(target.dtype, "integral"))
-    except TypeError:
-        return False
 
 
 def _is_label_array(target: Any) -> bool:
@@ -143,21 +125,10 @@ def _hits(xp: Any, y: Array, labels: Array) -> Array:
     return labels[..., None] == xp.arange(y.shape[-1], device=y.device)
 
 
-def _weighted(xp: Any, per_example: Array, diff: Array, weights: Array | None):
-    """Apply 0/1 weights: masked-out examples add nothing (NaN targets there are ignored)."""
-    if weights is None:
-        return per_example, diff
-    keep = weights > 0
-    return (
-        xp.where(keep, per_example, xp.zeros_like(per_example)),
-        xp.where(keep[..., None], diff, xp.zeros_like(diff)),
-    )
-
-
 def squared_error(xp: Any, y: Array, target: Any, weights: Array | None = None):
     """½·Σ(y − t)² per example, averaged over the batch."""
-    diff = y - _dense_target(xp, y, target)
-    per_example, diff = _weighted(xp, 0.5 * xp.sum(diff * diff, axis=-1), diff, weights)
+    diff = y - dense_target(y, target, "squared_error")
+    per_example, diff = weighted(xp, 0.5 * xp.sum(diff * diff, axis=-1), diff, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, diff / batch
 
@@ -186,7 +157,7 @@ def _softmax_cross_entropy(xp: Any, y: Array, t: Array, labelled: bool,
         per_example, diff = -_at_labels(xp, log_p, t), xp.where(_hits(xp, y, t), p - 1, p)
     else:
         per_example, diff = -xp.sum(t * log_p, axis=-1), p - t
-    per_example, diff = _weighted(xp, per_example, diff, weights)
+    per_example, diff = weighted(xp, per_example, diff, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, diff / batch
 
@@ -243,7 +214,7 @@ def cross_entropy(xp: Any, y: Array, target: Any, weights: Array | None = None):
     else:
         safe = xp.where(t > 0, y, xp.ones_like(y))
         per_example, grad = -xp.sum(t * xp.log(safe), axis=-1), -t / safe
-    per_example, grad = _weighted(xp, per_example, grad, weights)
+    per_example, grad = weighted(xp, per_example, grad, weights)
     batch = y.shape[-2]
     return xp.sum(per_example) / batch, grad / batch
 
@@ -252,42 +223,70 @@ LOSSES: dict[str, Loss] = {
     "squared_error": squared_error,
     "softmax_cross_entropy": softmax_cross_entropy,
     "cross_entropy": cross_entropy,
+    "mean_squared_error": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error,
+    "huber": huber,
+    "smooth_l1": smooth_l1,
+    "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits,
 }
+"""The losses by name, each a function of this module."""
+ALIASES = {
+    "mse": "mean_squared_error", "mae": "mean_absolute_error", "l1": "mean_absolute_error",
+    "bce_with_logits": "binary_cross_entropy_with_logits",
+    "cross_entropy_with_logits": "softmax_cross_entropy",
+    "categorical_crossentropy": "cross_entropy",
+}
+"""The other names ``loss=`` takes: torch's and Keras's for the same loss."""
 
 
 def loss_function(name: str) -> Loss:
-    """The loss called ``name``; an unknown name raises ``ValueError`` listing the known ones."""
+    """The loss called ``name`` (or an alias of it); an unknown name raises ``ValueError``
+    listing the known ones."""
     try:
-        return LOSSES[name]
+        return LOSSES[ALIASES.get(name, name)]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown loss {name!r}; known losses: {', '.join(LOSSES)}") from None
+        raise ValueError(
+            f"unknown loss {name!r}; known losses: {', '.join(LOSSES)}; aliases: "
+            + ", ".join(f"{alias} ({known})" for alias, known in ALIASES.items())) from None
+
+
+def takes_labels(name: str) -> bool:
+    """Whether the loss called ``name`` (a known one) takes integer class labels: the two
+    cross entropies."""
+    return loss_function(name) in (softmax_cross_entropy, cross_entropy)
 
 
 def check_loss_for(name: str, last: Any, n_out: int | None, where: str) -> None:
     """Raise ``ValueError`` when the loss ``name`` cannot fit a network whose last layer is
     ``last`` with ``n_out`` outputs: ``softmax_cross_entropy`` takes logits, so not the
     probabilities of a final ``Softmax`` (a softmax of a softmax trains, but towards the
-    wrong loss); ``cross_entropy`` takes probabilities, so needs that ``Softmax`` (on other
-    outputs its log is of numbers that need not lie in (0, 1]); neither takes one output,
-    whose softmax is 1 whatever the input."""
-    softmax = getattr(last, "kind", None) == "Softmax"
-    if name == "softmax_cross_entropy" and softmax:
+    wrong loss), nor does ``binary_cross_entropy_with_logits`` after a ``Softmax`` or
+    ``Logit``; ``cross_entropy`` takes probabilities, so needs that ``Softmax`` (on other
+    outputs its log is of numbers that need not lie in (0, 1]); neither cross entropy takes
+    one output, whose softmax is 1 whatever the input."""
+    objective, ends = loss_function(name), getattr(last, "kind", None)
+    if objective is softmax_cross_entropy and ends == "Softmax":
         raise ValueError(
-            f"{where}: loss='softmax_cross_entropy' takes logits, but the network ends in "
+            f"{where}: loss={name!r} takes logits, but the network ends in "
             "Softmax, so it would take the softmax of probabilities: use loss='cross_entropy', "
             "or drop the final Softmax"
         )
-    if name == "cross_entropy" and not softmax:
+    if objective is binary_cross_entropy_with_logits and ends in ("Softmax", "Logit"):
         raise ValueError(
-            f"{where}: loss='cross_entropy' takes the probabilities of a final Softmax, but the "
-            f"network ends in {last!r}: use loss='softmax_cross_entropy' (its outputs as "
-            "logits), or add a Softmax"
+            f"{where}: loss={name!r} takes logits, but the network ends in {ends}, so it "
+            f"would take the sigmoid of probabilities: drop the final {ends}"
         )
-    if name != "squared_error" and n_out == 1:
+    if objective is cross_entropy and ends != "Softmax":
+        raise ValueError(
+            f"{where}: loss={name!r} takes the probabilities of a final Softmax, but the "
+            f"network ends in {last!r}: use loss='softmax_cross_entropy' (its outputs as "
+            "logits, torch's cross_entropy), or add a Softmax"
+        )
+    if takes_labels(name) and n_out == 1:
         raise ValueError(
             f"{where}: loss={name!r} over one output is a softmax over one class, 1 whatever "
             "the input: give the network one output per class (2 for two classes), or use "
-            "squared_error on a Logit output"
+            "loss='binary_cross_entropy_with_logits' on its one output"
         )
 
 

@@ -27,6 +27,7 @@ from .backend import (
 from .checkpointing import segment_length
 from .descent import fused_descent, train_step
 from .layers.base import Array
+from .last_step import full_length
 from .layers.edges import check_real, prepare_like, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
@@ -264,6 +265,7 @@ def backpropagate_sequence(
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
     objective = objective_for(loss, rnet, "backpropagate_sequence")
+    targets, mask = full_length(rnet, xs, targets, mask, loss, "backpropagate_sequence")
     why = planned_choice(rnet, xs, state, mask, tape, need_dstate)
     if type(why) is not str:
         done = planned_backprop(why, xs, targets, objective)
@@ -383,8 +385,11 @@ def train_recurrent(
       ``(o,)``, as ``rnet.initial_state(B)`` gives (an entry None: zeros).
     - ``loss``: ``"squared_error"`` (½·Σ(y − t)²), ``"softmax_cross_entropy"`` (on logits: a
       network without a final ``Softmax``) or ``"cross_entropy"`` (after a ``Softmax``); the
-      other pairings, and either cross entropy over one output, raise ``ValueError``. Or a
-      callable, as in ``backpropagate_sequence``.
+      other pairings, and either cross entropy over one output, raise ``ValueError``. Or one
+      of torch's, averaged over the elements that count (see each in ``dt.losses``):
+      ``"mean_squared_error"``, ``"mean_absolute_error"``, ``"huber"``, ``"smooth_l1"``,
+      ``"binary_cross_entropy_with_logits"``; or an alias (``losses.ALIASES``: ``"mse"``...).
+      Or a callable, as in ``backpropagate_sequence``.
 
     The loss is summed over the time steps that have a target and averaged over the batch, so
     at batch 1 each step's gradient is Grenade's ``output − target``. The gradients of all steps
@@ -411,6 +416,7 @@ def train_recurrent(
     check_optimizer(optimizer, "train_recurrent")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
+    targets, mask = full_length(rnet, xs, targets, mask, loss, "train_recurrent")
     why = whole_step_choice(rnet, xs, targets, optimizer, state, mask, loss, tape,
                             learn_initial_state)
     if type(why) is not str:
