@@ -172,3 +172,48 @@ def test_info_names_the_main_jobs_route(monkeypatch, capsys, jit):
                              "loop)")
     elif cpu_path()[0] == "compiled":
         assert line.endswith(": planned, compiled loops")
+
+
+LEARN = "learn_initial_state=True"
+WHY = {  # the verb, its arguments, the reasons of the faster routes the layers' route gives
+    "learn": ("train_recurrent", {"learn_initial_state": True},
+              (("whole-step", LEARN), ("fused-sgd", LEARN))),
+    "loss": ("train_recurrent", {"loss": "softmax_cross_entropy"},
+             (("whole-step", "a loss other than squared_error"),)),
+    "state": ("backpropagate_sequence", {"state": [None, None]},
+              (("planned", "a state is given"),)),
+    "sqrt-tape": ("backpropagate_sequence", {"tape": "sqrt"},
+                  (("planned", "a checkpointed tape"),)),
+}
+
+
+@pytest.mark.parametrize("case", list(WHY))
+def test_each_decline_is_said_in_its_words_on_every_backend(backend, case):
+    """The reasons that come before any backend's own (the call's arguments) are the same
+    words everywhere; the layers run the compiled loops on numpy, the generic ones elsewhere
+    (CuPy's are "cuda"), and the compiled loops taken add no reason."""
+    verb, options, why = WHY[case]
+    net, (xs, targets) = lstms(), data()
+    took = dualtape.route(net, xs, targets, verb=verb, optimizer=dualtape.SGD(0.1), **options)
+    assert took.declined[:len(why)] == why
+    if fast_here(backend):
+        taken = "fused-sgd" if case == "loss" else "layers"
+        assert took == dualtape.Route(verb, taken, "compiled", why)
+    elif backend.name != "numpy":
+        assert took.taken == "layers" and took.loops == "generic"
+
+
+def test_a_networks_route_is_forgotten_with_it():
+    """The record holds no network alive and forgets a network once it is gone (a new one at
+    the same ``id`` starts with no route)."""
+    import gc
+
+    from dualtape import routes
+
+    net, (xs, targets) = lstms(), data()
+    dualtape.train_recurrent(net, np.asarray(xs), np.asarray(targets), dualtape.Adam())
+    key = (id(net), "train_recurrent")
+    assert key in routes._LAST
+    del net
+    gc.collect()
+    assert key not in routes._LAST
