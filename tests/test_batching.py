@@ -204,6 +204,14 @@ def test_bad_batch_settings_are_refused_before_the_first_batch(backend, kwargs, 
         dualtape.batches(dualtape.asarray(XS), dualtape.asarray(YS), **settings)
 
 
+@pytest.mark.parametrize("rows", [10, 12])
+def test_arrays_of_other_batch_lengths_are_refused(backend, rows):
+    with pytest.raises(ValueError, match=rf"^batches: arrays\[2\] has {rows} along its batch "
+                                         r"axis 0 but arrays\[0\] has 11 along axis 1$"):
+        dualtape.batches(dualtape.asarray(XS), dualtape.asarray(YS),
+                         dualtape.asarray(np.zeros((rows, 1))), batch_size=2, axes=(1, 0, 0))
+
+
 def test_mixed_backends_and_no_arrays_are_refused(backend):
     other, name = other_backend_array(backend, YS)
     with pytest.raises(TypeError, match=rf"^batches: arrays\[1\] is a {name} array .* but "
