@@ -65,7 +65,7 @@ def test_the_losses_give_torchs_numbers(backend, stored, name):
 def test_the_fixture_holds_every_case_and_its_edges(stored):
     names = {key.split("/")[0] for key in stored if "/" in key}
     assert names == set(CASES)
-    for name, (kind, dtype, masked) in CASES.items():
+    for name, (_, dtype, masked) in CASES.items():
         assert stored[f"{name}/y"].dtype == dtype and stored[f"{name}/y"].shape == golden.SHAPE
         mask = stored[f"{name}/mask"]
         assert bool(mask.all()) is not masked
