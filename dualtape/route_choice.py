@@ -13,6 +13,7 @@ import numpy as np
 
 from .descent import fused_declines, whole_step
 from .kernels import cpu_path
+from .last_step import full_length
 from .losses import Loss
 from .planned_backprop import planned
 from .recurrent import RecurrentNetwork
@@ -104,6 +105,7 @@ def route(
     if verb == "train_recurrent" and not callable(getattr(optimizer, "step", None)):
         raise TypeError(f"route: train_recurrent's route needs its optimizer, got "
                         f"{optimizer!r}")
+    targets, mask = full_length(rnet, xs, targets, mask, loss, "route")
     prepared = rnet._prepare_sequence(xs)[1]
     declined: Declined
     if verb == "train_recurrent":

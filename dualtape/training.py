@@ -26,8 +26,8 @@ from .backend import (
 )
 from .checkpointing import segment_length
 from .descent import fused_descent, train_step
-from .layers.base import Array
 from .last_step import full_length
+from .layers.base import Array
 from .layers.edges import check_real, prepare_like, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
@@ -244,7 +244,8 @@ def backpropagate_sequence(
     """The loss and gradients of ``rnet`` over a sequence, as ``train_recurrent`` computes them,
     with no update: a ``Backprop(loss, grads, state, dstate)``.
 
-    ``xs``, ``targets``, ``state``, ``mask``, ``tape`` as in ``train_recurrent``; ``loss`` a
+    ``xs``, ``targets`` (every step's, or the last step's alone), ``state``, ``mask``,
+    ``tape`` as in ``train_recurrent``; ``loss`` a
     name or a callable ``loss(xp, ys, targets, weights=None) -> (value, dys)`` of the losses'
     signature (``dualtape.losses``; ``weights`` given only with a ``mask``), called once
     whatever path runs, its result taken as ``backpropagate`` says. ``loss`` is a 0-d
@@ -379,6 +380,14 @@ def train_recurrent(
     - ``xs``: ``(T, B, n_in)``, or ``(T, n_in)`` for one sequence; floating point.
     - ``targets``: the outputs' shape, ``(T, B, n_out)`` or ``(T, n_out)``; for the two cross
       entropies also integer class labels ``(T, B)`` or ``(T,)``, on the network's backend.
+      Or the last step's alone, for a many-to-one model (a forecaster, a sequence
+      classifier): ``(B, n_out)`` or ``(n_out,)``, labels ``(B,)`` or ``()``, taken as the
+      full-length target with zeros before it and a mask of the last step (the same bits,
+      the same route; its gradient reaches the other steps through the recurrence only) and
+      so with no ``mask`` of its own (``ValueError``); where the two forms have one shape
+      (T = B = n_out), integers are labels of every step, reals the last step's. A target of
+      neither shape for a named loss raises ``ValueError`` naming both (a callable loss is
+      handed any other target as given).
     - ``mask``: None (every step has a target), or ``(T,)`` or ``(T, B)``, boolean or real 0/1;
       1 = the step has a target (the others' targets are ignored, any value).
     - ``state``: None (zeros), or a list with one state per recurrent layer, each ``(B, o)`` or
