@@ -167,7 +167,9 @@ def _layers(owner: str, layers: Any) -> list[StandardLSTM | GRU]:
         name = type(layers).__name__
         got = (f"{'an' if name[0] in 'AEIOUaeiou' else 'a'} {name}" if found is None
                else str([type(layer).__name__ for layer in found]))
-        raise TypeError(f"{owner}: expected a list of StandardLSTM or GRU layers, got {got}")
+        also = ", an Embedding or a FullyConnected" if owner == "to_torch" else ""
+        raise TypeError(f"{owner}: expected a list of StandardLSTM or GRU layers{also}, got "
+                        f"{got}")
     return found
 
 
