@@ -60,17 +60,17 @@ def windows(series: Array, length: int, horizon: int = 1, stride: int = 1,
     if every_step:
         return inputs, _windows_of(xp, columns[horizon:, ...], length, stride, count)
     last = length - 1 + horizon
-    return inputs, read_only(columns[last:last + stride * (count - 1) + 1:stride, ...])
+    return inputs, read_only(columns[last::stride, ...])
 
 
 def _windows_of(xp: Any, columns: Array, length: int, stride: int, count: int) -> Array:
-    """The first ``count`` windows of ``length`` steps of ``columns`` ``(N, f)``, ``stride``
-    apart, as ``(length, count, f)``: a read-only view on numpy, one ``take`` elsewhere."""
+    """The ``count`` windows of ``length`` steps of ``columns`` ``(N, f)``, ``stride`` apart
+    (all that fit), as ``(length, count, f)``: a read-only view on numpy, a ``take`` elsewhere."""
     if isinstance(columns, np.ndarray):
         view = np.lib.stride_tricks.sliding_window_view(columns, length, axis=0)
-        return view[:stride * (count - 1) + 1:stride].transpose(2, 0, 1)
+        return view[::stride].transpose(2, 0, 1)
     steps = np.arange(length)[:, None] + stride * np.arange(count)[None, :]
-    taken = xp.take(columns, from_host(steps.reshape(-1), backend_of(columns)), axis=0)
+    taken = xp.take(columns, from_host(steps.ravel(), backend_of(columns)), axis=0)
     return xp.reshape(taken, (length, count, columns.shape[1]))
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape.backend import backend_of
 
 from .conftest import np64
 from .helpers import other_backend_array
@@ -56,6 +57,24 @@ def test_a_series_of_exactly_length_plus_horizon_steps_gives_one_window(backend,
     np.testing.assert_array_equal(np64(targets), SERIES[[length - 1 + horizon]])
 
 
+def test_windows_default_to_the_next_value_after_every_start(backend):
+    inputs, targets = dualtape.windows(dualtape.asarray(SERIES), 4)
+    expected_inputs, expected_targets = windows_by_loop(SERIES, 4, 1, 1, False)
+    np.testing.assert_array_equal(np64(inputs), expected_inputs)
+    np.testing.assert_array_equal(np64(targets), expected_targets)
+
+
+def test_windows_and_batches_stay_on_the_arrays_backend_whichever_is_selected(backend):
+    """Their indices go where the arrays live, not to the backend selected for new arrays."""
+    series, ids = dualtape.asarray(SERIES), dualtape.asarray(np.arange(23))
+    with dualtape.use_backend("array_api_strict" if backend.name == "numpy" else "numpy"):
+        cuts = dualtape.windows(series, 5, every_step=True) + dualtape.windows(series, 5)
+        (batch,) = next(dualtape.batches(ids, batch_size=23, axes=0, seed=1))
+    for cut in (*cuts, batch):
+        assert backend_of(cut) == backend_of(series)
+    np.testing.assert_array_equal(np64(batch), np.random.default_rng(1).permutation(23))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
 def test_windows_keep_the_series_dtype(backend, dtype):
     series = dualtape.asarray(np.arange(12), dtype=dtype)
@@ -67,7 +86,7 @@ def test_windows_keep_the_series_dtype(backend, dtype):
 def test_numpy_windows_are_read_only_views_the_others_copies(backend, every_step):
     """numpy: no copy, and the user cannot write through the windows into the series;
     elsewhere: a later write to the series leaves the windows as they were."""
-    series = dualtape.asarray(SERIES)
+    series = dualtape.asarray(SERIES.copy())  # array_api_strict's may share SERIES' memory
     inputs, targets = dualtape.windows(series, 6, horizon=2, stride=2, every_step=every_step)
     before = np64(inputs), np64(targets)
     if backend.name == "numpy":
