@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from ._numba_blas import call_gemm
-from ._numba_lstm import backward_sequence
+from ._numba_lstm import layer_backward
 from .blas import NO_TRANS, ROW_MAJOR, TRANS
 
 Array = Any
@@ -81,33 +81,21 @@ def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, ce
     """Plain SGD of a stack of LSTMs (weights ``Ws``, ``Us``, ``bs``, a tuple each) from
     their forward tapes (``cells``, ``gates``, outputs ``hs``: a tuple each) over ``xs``
     (T, B, i) and the top's output gradient ``dys`` (T, B, o), as ``descent._descend`` runs
-    it: from the top, each layer's backward loop (``_numba_lstm.backward_sequence``) and
+    it: from the top, each layer's backward loop (``_numba_lstm.layer_backward``) and
     ``descend``, the input gradient becoming the next layer's ``dys``. ``flat`` holds the
-    blocks and carries of one layer at ``at[0]`` and one input gradient at ``at[1]``
-    (``descent._scratch``'s layout). Returns False, having moved no weight, where
+    blocks and carries of one layer at ``at[0]`` (``layer_backward``'s layout) and one
+    input gradient at ``at[1]``. Returns False, having moved no weight, where
     ``xs`` holds NaN or inf."""
     steps, batch, n_in = xs.shape
     rows = steps * batch
     for v in xs.ravel():
         if not np.isfinite(v):
             return False
-    back = at[0]
     for k in range(len(Ws) - 1, -1, -1):
         W, U, b = Ws[k], Us[k], bs[k]
         n, n_in = U.shape[1], W.shape[1]
-        block, carry_size = rows * n, batch * n
-        dfi = flat[back : back + 2 * block].reshape(rows, 2 * n)
-        da_o = flat[back + 2 * block : back + 3 * block].reshape(rows, n)
-        dg = flat[back + 3 * block : back + 4 * block].reshape(rows, n)
-        dc = flat[back + 4 * block : back + 5 * block].reshape(steps, batch, n)
-        carried = back + 5 * block
-        carry = flat[carried : carried + carry_size].reshape(batch, n)
-        rec = flat[carried + carry_size : carried + 2 * carry_size].reshape(batch, n)
-        first = flat[carried + 2 * carry_size : carried + 3 * carry_size].reshape(batch, n)
-        carry[...] = one - one
-        backward_sequence(gemm, gemv, U, gates[k], cells[k], dys, dg.reshape(steps, batch, n),
-                          da_o.reshape(steps, batch, n), dfi.reshape(steps, batch, 2 * n), dc,
-                          carry, rec, first, False, one)
+        dfi, da_o, dg = layer_backward(gemm, gemv, U, gates[k], cells[k], dys, flat[at[0]:],
+                                       one)
         began = cells[k].reshape((steps + 1) * batch, n)[:rows]  # the cells before each step
         if k == 0:
             descend(gemm, W, U, b, xs.reshape(rows, n_in), began, dfi, da_o, dg, W, False, rate,

@@ -16,7 +16,7 @@ from typing import Any
 from numba import njit
 
 from ._numba_blas import call_gemm, call_gemv
-from ._numba_lstm import backward_sequence
+from ._numba_lstm import layer_backward, layer_scratch
 from ._numba_scatter import add_rows
 from .blas import NO_TRANS, ROW_MAJOR, TRANS
 
@@ -79,7 +79,7 @@ def stack_grads(gemm: Any, gemv: Any, Ws: Any, Us: Any, dWs: Any, dUs: Any, dbs:
     least), else ``xs`` (rows, i). A layer's blocks of at most ``join_up_to`` entries in all
     are joined first, as ``LSTM._sequence_grads`` joins them, and so are those of every layer
     but the first, for its input gradient. Scratch: ``blocks`` the blocks and carries of one
-    layer (``descent._scratch``'s layout), then its joined blocks (rows, 4o); ``dh`` each
+    layer (``_numba_lstm.layer_backward``'s layout), then its joined blocks (rows, 4o); ``dh`` each
     layer's output gradient (rows, o), ``ones`` (rows,) filled with 1 here. The order of
     ``stack.stack_backward``: the top, then each LSTM from the last: its backward loop, per
     block ``f, i | o | ĉ`` its ``W``, ``U`` and ``b`` gradients, then its input gradient."""
@@ -96,22 +96,11 @@ def stack_grads(gemm: Any, gemv: Any, Ws: Any, Us: Any, dWs: Any, dUs: Any, dbs:
     for k in range(len(Ws) - 1, -1, -1):
         W, U, dW, dU, db = Ws[k], Us[k], dWs[k], dUs[k], dbs[k]
         n, n_in = U.shape[1], W.shape[1]
-        block, carry_size = rows * n, batch * n
-        dfi = blocks[: 2 * block].reshape(rows, 2 * n)
-        da_o = blocks[2 * block : 3 * block].reshape(rows, n)
-        dg = blocks[3 * block : 4 * block].reshape(rows, n)
-        dc = blocks[4 * block : 5 * block].reshape(steps, batch, n)
-        carried = 5 * block
-        carry = blocks[carried : carried + carry_size].reshape(batch, n)
-        rec = blocks[carried + carry_size : carried + 2 * carry_size].reshape(batch, n)
-        first = blocks[carried + 2 * carry_size : carried + 3 * carry_size].reshape(batch, n)
-        carry[...] = one - one
-        backward_sequence(gemm, gemv, U, gates[k], cells[k], dys.reshape(steps, batch, n),
-                          dg.reshape(steps, batch, n), da_o.reshape(steps, batch, n),
-                          dfi.reshape(steps, batch, 2 * n), dc, carry, rec, first, False, one)
+        dfi, da_o, dg = layer_backward(gemm, gemv, U, gates[k], cells[k],
+                                       dys.reshape(steps, batch, n), blocks, one)
         began = cells[k].reshape((steps + 1) * batch, n)[:rows]  # the cells before each step
         joins = rows * 4 * n <= join_up_to or k > 0  # ``blocks`` holds these only
-        at = carried + 3 * carry_size
+        at = layer_scratch(rows, batch, n)
         joined = blocks[at : at + (rows * 4 * n if joins else 0)].reshape(
             rows if joins else 0, 4 * n)
         if joins:

@@ -253,6 +253,35 @@ def backward_sequence(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dhs:
                 carry[b, j] = (carry[b, j] + rec[b, j]) + carried_0[b, j]
 
 
+@njit(cache=True, nogil=True)
+def layer_scratch(rows: int, batch: int, n: int) -> int:  # pragma: no cover - compiled
+    """The elements ``layer_backward`` takes of its scratch for ``rows`` (steps × batch) of
+    ``n`` cells: the blocks ``dfi`` (2 per cell and row), ``da_o`` and ``dĉ``, the cell
+    gradients ``dc`` (1 each), then three carries of batch × cells."""
+    return (5 * rows + 3 * batch) * n
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def layer_backward(gemm: Any, gemv: Any, U: Any, gates: Any, cells: Any, dys: Any, flat: Any,
+                   one: Any) -> Any:  # pragma: no cover - compiled
+    """One layer's ``backward_sequence`` from its output gradient ``dys`` (T, B, n), the last
+    cell's gradient zero and the first one's not wanted, in ``flat`` (the one home of a stack
+    pass's per-layer scratch layout, ``layer_scratch`` elements): returns the pre-activation
+    gradients ``dfi`` (rows, 2n), ``da_o`` and ``dĉ`` (rows, n), views of ``flat``."""
+    steps, batch, n = dys.shape
+    rows = steps * batch
+    block, carried = rows * n, 5 * rows * n
+    dfi = flat[: 2 * block].reshape(steps, batch, 2 * n)
+    da_o = flat[2 * block : 3 * block].reshape(steps, batch, n)
+    dg = flat[3 * block : 4 * block].reshape(steps, batch, n)
+    dc = flat[4 * block : carried].reshape(steps, batch, n)
+    carries = flat[carried : carried + 3 * batch * n].reshape(3, batch, n)
+    carries[0] = one - one
+    backward_sequence(gemm, gemv, U, gates, cells, dys, dg, da_o, dfi, dc, carries[0],
+                      carries[1], carries[2], False, one)
+    return dfi.reshape(rows, 2 * n), da_o.reshape(rows, n), dg.reshape(rows, n)
+
+
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def forward_sequence(gemm: Any, gemv: Any, U: Any, U_fi_t: Any, projected: Any, r: Any,
                      cells: Any, gates: Any, hs: Any, one: Any) -> None:

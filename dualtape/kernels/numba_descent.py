@@ -26,6 +26,7 @@ import numpy as np
 
 from . import blas
 from .lstm_sequence import backward_sequence, forward_sequence
+from .numba_lstm import compiled_loops
 from .numpy_lstm import NumpyLSTM
 
 Array = Any
@@ -101,6 +102,19 @@ def _check_rows(loops: Any, like: Array, rows: int) -> str | None:
     return None
 
 
+def stack_scratch(sizes: list[tuple[int, int]], steps: int, batch: int, dtype: Any
+                  ) -> tuple[Array, int]:
+    """One buffer for the backward pass through LSTMs of ``sizes`` ``(inputs, cells)`` over
+    ``steps`` x ``batch``, and where its input gradient begins: first one layer's blocks and
+    carries (``_numba_lstm.layer_backward``'s layout), sized for the largest, then the input
+    gradient, which becomes the layer below's output gradient (that layer's loop reads it
+    before its own input gradient is written over it)."""
+    rows = steps * batch
+    at = max(compiled_loops().layer_scratch(rows, batch, n) for _, n in sizes)
+    inputs = max([i for i, _ in sizes[1:]], default=0)
+    return np.empty(at + rows * inputs, dtype=dtype), at
+
+
 def descend_stack(weights: list[tuple[Array, Array, Array]], xs: Array,
                   tapes: list[tuple[Array, Array, Array]], dys: Array,
                   scratch: tuple[Array, int], rate: float) -> bool:
@@ -108,7 +122,7 @@ def descend_stack(weights: list[tuple[Array, Array, Array]], xs: Array,
     top, each layer's backward loop and ``descend`` (its input gradient the next layer's
     output gradient), as ``descent._descend`` calls them one by one. ``weights`` the layers'
     ``(W, U, b)``, ``tapes`` their ``(cells, gates, hs)`` over ``xs`` (T, B, i), ``dys``
-    (T, B, o) the top's output gradient, ``scratch`` ``descent._scratch``'s buffer and
+    (T, B, o) the top's output gradient, ``scratch`` ``stack_scratch``'s buffer and
     offset. Unchecked: C-contiguous numpy arrays of one dtype, float32 or float64, the weights
     writeable (the caller checks them: ``descent.train_step``). Returns False, having moved
     no weight, where ``xs`` holds NaN or inf."""
@@ -137,9 +151,7 @@ def check_stack(loops: Any, like: Array) -> str | None:
             h = tapes[-1][2]
         want = _numpy_descent([(W.copy(), U.copy(), b.copy()) for W, U, b in weights], xs,
                               tapes, dys, 0.25)
-        rows, cells = steps * batch, 4
-        scratch = (np.empty((5 * rows + 3 * batch) * cells + rows * cells, like.dtype),
-                   (5 * rows + 3 * batch) * cells)
+        scratch = stack_scratch([(3, 4), (4, 2)], steps, batch, like.dtype)
         loops.descend_stack(weights, xs, tapes, dys, scratch, 0.25)
         eps = 64 * np.finfo(like.dtype).eps
         for got, wanted in zip(weights, want, strict=True):

@@ -34,8 +34,9 @@ from . import blas
 from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
 Array = Any
-COMPILED = ("forward_sequence", "backward_sequence")
-"""The compiled functions of ``_numba_lstm`` called from Python (the others run inside them)."""
+COMPILED = ("forward_sequence", "backward_sequence", "layer_backward")
+"""The compiled loops of ``_numba_lstm`` called from Python (the others run inside them;
+``layer_scratch`` is a size, not a loop)."""
 
 
 def unavailable() -> str | None:
@@ -149,6 +150,10 @@ def warm_up(dtype: Any) -> float:
         c0, cell = np.zeros((1, n), dtype), NumbaLSTM()
         cells, gates, hs = forward_sequence(np, cell, U, c0, np.zeros((1, 1, 4 * n), dtype))
         backward_sequence(np, cell, U, cells, gates, np.zeros_like(hs), c0)
+        loops = compiled_loops()  # and the stack passes' per-layer backward loop
+        flat = np.empty(loops.layer_scratch(1, 1, n), dtype)
+        loops.layer_backward(*blas.addresses(np.dtype(dtype)), U, gates, cells,
+                             np.zeros_like(hs), flat, np.dtype(dtype).type(1))
 
     began, dtype = time.perf_counter(), np.dtype(dtype)
     numba_cache.checked("_numba_lstm", one_step)

@@ -96,13 +96,6 @@ MUTANTS = [
         "a layer's weights moved by its own outputs for its inputs",
         TRAIN_STEP,
     ),
-    Mutant(
-        "dualtape/kernels/_numba_descent.py",
-        "        carry[...] = one - one\n",
-        "",
-        "the stack's last cell gradient read from a buffer never cleared",
-        TRAIN_STEP,
-    ),
     # dualtape/kernels/_numba_grads.py
     Mutant(
         "dualtape/kernels/_numba_grads.py",
@@ -174,14 +167,14 @@ MUTANTS = [
         "the top layer's input gradient never made",
         PLANNED_BACKPROP,
     ),
-    Mutant(
-        "dualtape/kernels/_numba_grads.py",
-        "        carry[...] = one - one\n",
-        "",
-        "the last cell's gradient read from the last call",
-        PLANNED_BACKPROP,
-    ),
     # dualtape/kernels/_numba_lstm.py
+    Mutant(
+        "dualtape/kernels/_numba_lstm.py",
+        "    carries[0] = one - one\n",
+        "",
+        "a stack pass's last cell gradient read from a buffer never cleared",
+        PLANNED_BACKPROP + TRAIN_STEP,
+    ),
     Mutant(
         "dualtape/kernels/_numba_lstm.py",
         "g[j] = one / (one + fast_exp(-(a[j] + rb[j])))",
