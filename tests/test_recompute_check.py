@@ -4,13 +4,14 @@ feed-forward layer: ``test_layers.py``.)"""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 import dualtape
-from dualtape.recompute_check import RecomputeError
+from dualtape.recompute_check import CountingNamespace, RecomputeError
 
 CELLS = (dualtape.LSTM, dualtape.StandardLSTM, dualtape.GRU, dualtape.BasicRecurrent)
 
@@ -93,3 +94,49 @@ def test_an_embedding_takes_its_integer_ids(backend):
     with pytest.raises(ValueError, match=r"holds ids from 1 to 5, but Embedding\(5, 3\) takes "
                        r"ids in \[0, 5\)"):
         dualtape.check_no_recompute(layer, np.array([1, 5]))
+
+
+class RecomputingSoftplus(dualtape.Tanh):
+    """A planted bug counted twice: softplus's backward evaluates ``exp`` and ``log1p`` of
+    its input again (``log1p`` twice), as its forward did once each."""
+
+    keeps_input = True
+
+    def _forward(self, xp: Any, x: Any) -> tuple[Any, Any]:
+        return self.tape_class(x), xp.log1p(xp.exp(x))
+
+    def _backward(self, xp: Any, tape: Any, dy: Any) -> tuple[dict, Any]:
+        again = xp.log1p(xp.exp(tape.y)) - xp.log1p(xp.exp(tape.y))
+        return {}, dy * (1 + again) / (1 + xp.exp(-tape.y))
+
+
+def test_each_function_evaluated_again_is_counted_in_one_line(backend):
+    with pytest.raises(RecomputeError, match=r"^check_no_recompute: Tanh\(\): backward "
+                       r"evaluates exp 3 times, log1p 2 times, which the forward pass "
+                       r"evaluated: keep what the derivative needs of it on the tape$"):
+        dualtape.check_no_recompute(RecomputingSoftplus(), np.ones((2, 3)))
+
+
+def test_a_host_input_or_list_goes_to_the_layers_backend(backend):
+    """A layer off the current backend takes a host array (or a list) of its input, in its
+    own dtype (float64 given to a float32 layer), as ``forward`` does."""
+    layer = dualtape.GRU(3, 4, dtype="float32", seed=1)
+    x = np.random.default_rng(0).normal(size=(2, 3))
+    expected = dualtape.check_no_recompute(layer, x)
+    assert list(expected) == ["tanh"] and expected["tanh"][1] == 0
+    with dualtape.use_backend("numpy"):
+        assert dualtape.check_no_recompute(layer, x) == expected
+        assert dualtape.check_no_recompute(layer, x.tolist()) == expected
+
+
+def test_the_counting_namespace_passes_every_argument_through():
+    xp = SimpleNamespace(exp=lambda *args, **kwargs: (args, kwargs), pi=3.0)
+    counting = CountingNamespace(xp)
+    assert counting.exp(1, base=2) == ((1,), {"base": 2}) and counting.pi == 3.0
+    assert counting.calls["exp"] == 1 and counting.total == 1
+
+
+def test_a_bad_input_is_named_with_the_layer():
+    with pytest.raises(ValueError, match=r"^check_no_recompute: FullyConnected\(3, 2\): input "
+                       r"must have shape"):
+        dualtape.check_no_recompute(dualtape.FullyConnected(3, 2), np.ones((2, 5)))
