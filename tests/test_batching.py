@@ -57,6 +57,22 @@ def test_a_series_of_exactly_length_plus_horizon_steps_gives_one_window(backend,
     np.testing.assert_array_equal(np64(targets), SERIES[[length - 1 + horizon]])
 
 
+def test_last_step_targets_are_the_every_step_targets_last_row_and_train(backend):
+    """The two target forms agree, and a batch of either trains a forecaster as it is."""
+    series = dualtape.asarray(SERIES)
+    inputs, last = dualtape.windows(series, 6, horizon=2, stride=3)
+    same_inputs, every = dualtape.windows(series, 6, horizon=2, stride=3, every_step=True)
+    np.testing.assert_array_equal(np64(inputs), np64(same_inputs))
+    np.testing.assert_array_equal(np64(last), np64(every)[-1])
+    net = dualtape.RecurrentNetwork([dualtape.LSTM(2, 3, seed=1),
+                                     dualtape.FullyConnected(3, 2, seed=2)])
+    for targets in (last, every):
+        x, y = next(dualtape.batches(inputs, targets, batch_size=4, axes=(1, targets.ndim - 2),
+                                     seed=0))
+        loss, _ = dualtape.train_recurrent(net, x, y, dualtape.SGD(rate=0.1))
+        assert np.isfinite(loss)
+
+
 def test_windows_default_to_the_next_value_after_every_start(backend):
     inputs, targets = dualtape.windows(dualtape.asarray(SERIES), 4)
     expected_inputs, expected_targets = windows_by_loop(SERIES, 4, 1, 1, False)
