@@ -5,11 +5,11 @@ calls).
 ``train_recurrent(rnet, xs, targets, SGD(rate))`` with no momentum and no regulariser needs no
 gradient arrays: each weight moves by ``−rate`` times its gradient once, so the backward pass
 may move it as soon as nothing else reads it. On numpy with the compiled loops, for a network
-of ``LSTM`` layers only fed real-valued sequences with the full tape, each layer's backward
-pass is then two compiled calls, its time loop (``_numba_lstm.backward_sequence``) and
-``numba_descent.descend`` (its input gradient for the layer below, then the weights moved in
-place by BLAS, the gradients never written), in place of the layer's products into the
-gradient buffers and the optimizer's step over them: with the choices kept across calls
+of ``LSTM`` layers only fed real-valued sequences with the full tape, the backward pass of
+every layer is one compiled call (``numba_descent.descend_stack``: per layer, its time loop
+and its input gradient for the layer below, then its weights moved in place by BLAS, the
+gradients never written), in place of the layers' products into the gradient buffers and the
+optimizer's step over them: with the choices kept across calls
 (``switches``), the seed network's one-step call (Grenade's 40 → 512 → 40 at batch 1) took
 0.52-0.56x its time, the tiny 4 → 8 → 4 network's 0.74-0.76x
 (``bench/results/2026-12-04-fused-descent.md``). The weights agree with the unfused
@@ -24,8 +24,7 @@ by all (less memory than the gradients and blocks of the unfused step).
 With ``train_recurrent``'s other defaults too (zero states, no mask, the squared error, the
 full tape), ``train_step`` takes the whole call: its checks of the network made once per
 network and input form, the layers' own forward functions and loss without the stack's
-dispatch, then the backward pass and update of every layer in one compiled call
-(``numba_descent.descend_stack``), the same bits as the layer-by-layer call in 172
+dispatch, then the same compiled call, the same bits as the layer-by-layer call in 172
 Python-level calls where that makes 330 (T = 1: 0.78x its time; the tiny network 0.65x).
 """
 
@@ -38,16 +37,19 @@ from typing import Any
 import numpy as np
 
 from .backend import namespace_of
-from .kernels import blas, compiled_declined, descent_loops, sequence_path, stack_loops
+from .kernels import compiled_declined, sequence_path, stack_loops
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
-from .kernels.numba_descent import check_compiled, check_stack, descend, descend_stack
-from .kernels.numba_lstm import NumbaLSTM, compiled_loops
+from .kernels.numba_descent import (
+    check_stack,
+    descend_stack,
+    stack_scratch,
+)
+from .kernels.numba_lstm import NumbaLSTM
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import LSTM, fused_disagreement
 from .losses import squared_error
 from .optim import SGD
-from .stack import RecurrentNetworkTape
 
 Array = Any
 
@@ -80,11 +82,13 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> None:
     tape) and apply ``optimizer``'s step in one pass, where ``fused_declines`` said None."""
     tape, params = found.tape, rnet.params
     optimizer._check_owners(params, "step")
-    scratch = _scratch(rnet.layers, tape.steps, tape.batch, found.dy.dtype)
-    dys, xs = np.ascontiguousarray(found.dy), np.ascontiguousarray(tape.tapes[0].xs)
+    scratch = stack_scratch(_sizes(rnet.layers), tape.steps, tape.batch, found.dy.dtype)
+    tapes = [(np.ascontiguousarray(t.xs), t.cells, t.gates) for t in tape.tapes]
+    weights = [(p["W"], p["U"], p["b"]) for p in params]
     optimizer.steps += 1  # optim.Optimizer.step's bookkeeping, before any weight moves
     optimizer._stamp(params)
-    _descend(rnet.layers, tape, xs, dys, scratch, optimizer.rate)
+    with flushed():  # subnormals flushed, as on the unfused fast path (kernels.flush)
+        descend_stack(weights, tapes, np.ascontiguousarray(found.dy), scratch, optimizer.rate)
 
 
 def whole_step(rnet: Any, xs: Any, targets: Any, optimizer: Any) -> _Plan | str:
@@ -103,8 +107,6 @@ def whole_step(rnet: Any, xs: Any, targets: Any, optimizer: Any) -> _Plan | str:
     why = _cell_declines(xp, xs)
     if why is not None:
         return why
-    if stack_loops(xs, check_stack) is None:
-        return "the compiled SGD step of a stack failed its self-check"
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet.layers, xs, targets):
         plan = _Plan.of(rnet.layers, xs, targets)
@@ -128,20 +130,21 @@ def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
     with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
         tapes, h = [], xs
         for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
-            tapes.append(forward_sequence(xp, cell, U, zeros,
-                                          project_sequence(xp, h, W, b)))
-            h = tapes[-1][2]
+            cells, gates, hs = forward_sequence(xp, cell, U, zeros,
+                                                project_sequence(xp, h, W, b))
+            tapes.append((h, cells, gates))
+            h = hs
         loss, dys = squared_error(xp, h, targets)
         if not math.isfinite(loss):
             return None
         steps, batch = xs.shape[:2]
-        scratch = _scratch(plan.layers, steps, batch, xs.dtype)
-        if not descend_stack(plan.weights, xs, tapes, dys, scratch, optimizer.rate):
+        scratch = stack_scratch(_sizes(plan.layers), steps, batch, xs.dtype)
+        if not descend_stack(plan.weights, tapes, dys, scratch, optimizer.rate):
             return None  # NaN or inf in the input: nothing moved
     optimizer.steps += 1  # optim.Optimizer.step's bookkeeping
     optimizer._stamp(plan.params)
     plan.versions = [layer.params.version for layer in plan.layers]
-    return float(loss), [cells[-1] for cells, _, _ in tapes]
+    return float(loss), [cells[-1] for _, cells, _ in tapes]
 
 
 class _Plan:
@@ -212,60 +215,16 @@ def plain_sgd_declines(optimizer: Any) -> str | None:
 
 def _cell_declines(xp: Any, like: Array) -> str | None:
     """Why arrays like ``like`` of namespace ``xp`` do not take the compiled LSTM loops (the
-    layers' own choice, self-checked) with the fused SGD kernel (its self-check passed), or
-    None."""
+    layers' own choice, self-checked) with the compiled SGD step of a stack (its self-check
+    passed), or None."""
     path = sequence_path(xp, like, fused_disagreement)
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
-    if descent_loops(like, check_compiled) is None:
-        return "the compiled fused SGD kernel failed its self-check"
+    if stack_loops(like, check_stack) is None:
+        return "the compiled SGD step of a stack failed its self-check"
     return None
 
 
-def _scratch(layers: list[LSTM], steps: int, batch: int, dtype: Any) -> tuple[Array, int]:
-    """One buffer for the backward pass through ``layers`` over ``steps`` x ``batch``, and
-    where its input gradients begin: first the blocks and carries of one layer (``dfi``: 2
-    per cell and row; ``da_o``, ``dĉ``, ``dc``: 1 each; three carries of batch × cells), sized
-    for the largest, then the input gradient, which becomes the layer below's output gradient
-    (that layer's loop reads it before its own input gradient is written over it)."""
-    rows = steps * batch
-    cells = max([layer.n_out for layer in layers])
-    inputs = max([layer.n_in for layer in layers[1:]], default=0)
-    at = (5 * rows + 3 * batch) * cells
-    return np.empty(at + rows * inputs, dtype=dtype), at
-
-
-def _descend(layers: list[LSTM], tape: RecurrentNetworkTape, xs: Array, dys: Array,
-             scratch: tuple[Array, int], rate: float) -> None:
-    """Each layer from the last: its backward loop from ``dys`` (the first cell's gradient
-    not wanted, the last one's zero), then its input gradient (for the layer below: the next
-    ``dys``) and its weights moved (``numba_descent.descend``)."""
-    steps, batch = tape.steps, tape.batch
-    rows, dtype = steps * batch, dys.dtype
-    gemm, gemv = blas.addresses(dtype)
-    loops, one = compiled_loops(), dtype.type(1)
-    flat, at = scratch
-    with flushed():  # subnormals flushed, as on the unfused fast path (kernels.flush)
-        for k in range(len(layers) - 1, -1, -1):
-            layer, layer_tape = layers[k], tape.tapes[k]
-            n, p = layer.n_out, layer.params
-            block, carry_size = rows * n, batch * n
-            dfi = flat[: 2 * block].reshape(rows, 2 * n)
-            da_o = flat[2 * block : 3 * block].reshape(rows, n)
-            dg = flat[3 * block : 4 * block].reshape(rows, n)
-            dc = flat[4 * block : 5 * block].reshape(steps, batch, n)
-            carry = flat[5 * block : 5 * block + carry_size].reshape(batch, n)
-            rec = flat[5 * block + carry_size : 5 * block + 2 * carry_size].reshape(batch, n)
-            first = flat[5 * block + 2 * carry_size : 5 * block + 3 * carry_size]
-            carry[...] = 0
-            loops.backward_sequence(
-                gemm, gemv, p["U"], layer_tape.gates, layer_tape.cells, dys,
-                dg.reshape(steps, batch, n), da_o.reshape(steps, batch, n),
-                dfi.reshape(steps, batch, 2 * n), dc, carry, rec, first.reshape(batch, n),
-                False, one)
-            dxs = None if k == 0 else flat[at : at + rows * layer.n_in].reshape(rows, layer.n_in)
-            inputs = xs if k == 0 else layer_tape.xs
-            descend(p["W"], p["U"], p["b"], inputs.reshape(rows, layer.n_in),
-                    layer_tape.cells[:-1].reshape(rows, n), (dfi, da_o, dg), dxs, rate)
-            if dxs is not None:
-                dys = dxs.reshape(steps, batch, layer.n_in)
+def _sizes(layers: list[LSTM]) -> list[tuple[int, int]]:
+    """The ``(inputs, cells)`` of each of ``layers``."""
+    return [(layer.n_in, layer.n_out) for layer in layers]

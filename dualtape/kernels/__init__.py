@@ -134,14 +134,6 @@ def outer_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
     return _checked_loops("numba_outer", "outer", "compiled outer product", like, self_check)
 
 
-def descent_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
-    """The compiled SGD fused into an LSTM's backward pass (``numba_descent``) for
-    float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or
-    None. ``self_check`` as in ``optimizer_loops``."""
-    return _checked_loops("numba_descent", "descent", "compiled fused SGD step", like,
-                          self_check)
-
-
 def stack_loops(like: Any, self_check: Callable[[Any, Any], str | None]) -> Any:
     """The compiled SGD step of a stack of LSTMs (``numba_descent.descend_stack``) for
     float32/float64 numpy arrays of ``like``'s dtype where the compiled LSTM loops run, or

@@ -75,20 +75,20 @@ def descend(gemm: Any, W: Array, U: Array, b: Array, xs: Array, cells: Array, df
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, cells: Any,
-                  gates: Any, hs: Any, dys: Array, flat: Array, at: Array, rate: Any,
+def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, inputs: Any, cells: Any,
+                  gates: Any, dys: Array, flat: Array, at: Array, rate: Any,
                   one: Any) -> bool:  # pragma: no cover - compiled
     """Plain SGD of a stack of LSTMs (weights ``Ws``, ``Us``, ``bs``, a tuple each) from
-    their forward tapes (``cells``, ``gates``, outputs ``hs``: a tuple each) over ``xs``
-    (T, B, i) and the top's output gradient ``dys`` (T, B, o), as ``descent._descend`` runs
-    it: from the top, each layer's backward loop (``_numba_lstm.layer_backward``) and
+    their forward tapes (``inputs`` (T, B, ·), ``cells``, ``gates``: a tuple each, the first
+    input the network's) and the top's output gradient ``dys`` (T, B, o): from the top,
+    each layer's backward loop (``_numba_lstm.layer_backward``) and
     ``descend``, the input gradient becoming the next layer's ``dys``. ``flat`` holds the
     blocks and carries of one layer at ``at[0]`` (``layer_backward``'s layout) and one
     input gradient at ``at[1]``. Returns False, having moved no weight, where
-    ``xs`` holds NaN or inf."""
-    steps, batch, n_in = xs.shape
+    the network's input holds NaN or inf."""
+    steps, batch = dys.shape[:2]
     rows = steps * batch
-    for v in xs.ravel():
+    for v in inputs[0].ravel():
         if not np.isfinite(v):
             return False
     for k in range(len(Ws) - 1, -1, -1):
@@ -97,12 +97,11 @@ def descend_stack(gemm: Any, gemv: Any, Ws: Any, Us: Any, bs: Any, xs: Array, ce
         dfi, da_o, dg = layer_backward(gemm, gemv, U, gates[k], cells[k], dys, flat[at[0]:],
                                        one)
         began = cells[k].reshape((steps + 1) * batch, n)[:rows]  # the cells before each step
+        xs = inputs[k].reshape(rows, n_in)
         if k == 0:
-            descend(gemm, W, U, b, xs.reshape(rows, n_in), began, dfi, da_o, dg, W, False, rate,
-                    one)
+            descend(gemm, W, U, b, xs, began, dfi, da_o, dg, W, False, rate, one)
         else:
             dxs = flat[at[1] : at[1] + rows * n_in].reshape(rows, n_in)
-            descend(gemm, W, U, b, hs[k - 1].reshape(rows, n_in), began, dfi, da_o, dg, dxs,
-                    True, rate, one)
+            descend(gemm, W, U, b, xs, began, dfi, da_o, dg, dxs, True, rate, one)
             dys = dxs.reshape(steps, batch, n_in)
     return True

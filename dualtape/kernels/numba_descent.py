@@ -10,11 +10,12 @@ Where the unfused step writes each gradient and reads it back in the update (at 
 network's 1536 x 512 ``U`` and one step, 3 MB written and read again), the weights are read and
 written once. The results differ from the unfused step by rounding: the product is added to the
 weight inside BLAS (scaled by ``−rate`` there) instead of rounded to a gradient first.
-numpy arrays only, where the compiled LSTM loops run (``kernels.descent_loops`` chooses).
+numpy arrays only, where the compiled LSTM loops run.
 
-``descend_stack`` runs the backward loops and ``descend`` of every layer of a stack in one
-compiled call (``descent.train_step``; ``kernels.stack_loops`` chooses): the same kernels in
-the same order as layer by layer, so the same bits.
+``descend_stack`` runs the backward loop (``_numba_lstm.layer_backward``) and ``descend`` of
+every layer of a stack in one compiled call, for both of ``descent``'s routes
+(``kernels.stack_loops`` chooses, after ``check_stack``); ``descend`` alone is the per-layer
+call ``benchmarks.bound`` times.
 """
 
 from __future__ import annotations
@@ -69,39 +70,6 @@ def descend(W: Array, U: Array, b: Array, xs: Array, cells: Array,
                         dtype.type(1))
 
 
-def check_compiled(loops: Any, like: Array) -> str | None:
-    """How ``loops.descend`` disagrees with numpy's products and sums (the unfused step's
-    maths) on a small LSTM of ``like``'s dtype beyond rounding, at 5 rows and at one (its
-    rank-1 updates), or None."""
-    for rows in (5, 1):
-        problem = _check_rows(loops, like, rows)
-        if problem is not None:
-            return problem
-    return None
-
-
-def _check_rows(loops: Any, like: Array, rows: int) -> str | None:
-    rng = np.random.default_rng(rows)
-    n, i, rate = 3, 4, 0.25
-    W, U, b, xs, cells, d = (rng.standard_normal(shape).astype(like.dtype) for shape in (
-        (4 * n, i), (3 * n, n), (4 * n,), (rows, i), (rows, n), (rows, 4 * n)))
-    blocks = tuple(np.ascontiguousarray(d[:, s]) for s in (
-        slice(0, 2 * n), slice(2 * n, 3 * n), slice(3 * n, None)))
-    want = {"dxs": d @ W, "W": W - rate * (d.T @ xs), "U": U - rate * (d[:, : 3 * n].T @ cells),
-            "b": b - rate * d.sum(axis=0)}
-    sizes = {"dxs": abs(d) @ abs(W), "W": abs(W) + rate * (abs(d).T @ abs(xs)),
-             "U": abs(U) + rate * (abs(d[:, : 3 * n]).T @ abs(cells)),
-             "b": abs(b) + rate * abs(d).sum(axis=0)}
-    got = {"dxs": np.empty((rows, i), like.dtype), "W": W.copy(), "U": U.copy(), "b": b.copy()}
-    loops.descend(got["W"], got["U"], got["b"], xs, cells, blocks, got["dxs"], rate)
-    eps = 8 * rows * np.finfo(like.dtype).eps
-    for name, value in want.items():
-        if not (np.abs(got[name] - value) <= eps * sizes[name]).all():
-            return (f"the fused SGD step's {name} differs from numpy's beyond rounding at "
-                    f"{rows} row(s)")
-    return None
-
-
 def stack_scratch(sizes: list[tuple[int, int]], steps: int, batch: int, dtype: Any
                   ) -> tuple[Array, int]:
     """One buffer for the backward pass through LSTMs of ``sizes`` ``(inputs, cells)`` over
@@ -115,20 +83,20 @@ def stack_scratch(sizes: list[tuple[int, int]], steps: int, batch: int, dtype: A
     return np.empty(at + rows * inputs, dtype=dtype), at
 
 
-def descend_stack(weights: list[tuple[Array, Array, Array]], xs: Array,
+def descend_stack(weights: list[tuple[Array, Array, Array]],
                   tapes: list[tuple[Array, Array, Array]], dys: Array,
                   scratch: tuple[Array, int], rate: float) -> bool:
     """Plain SGD of a stack of LSTMs in one compiled call, from their forward tapes: from the
     top, each layer's backward loop and ``descend`` (its input gradient the next layer's
-    output gradient), as ``descent._descend`` calls them one by one. ``weights`` the layers'
-    ``(W, U, b)``, ``tapes`` their ``(cells, gates, hs)`` over ``xs`` (T, B, i), ``dys``
-    (T, B, o) the top's output gradient, ``scratch`` ``stack_scratch``'s buffer and
-    offset. Unchecked: C-contiguous numpy arrays of one dtype, float32 or float64, the weights
-    writeable (the caller checks them: ``descent.train_step``). Returns False, having moved
-    no weight, where ``xs`` holds NaN or inf."""
+    output gradient). ``weights`` the layers' ``(W, U, b)``, ``tapes`` their ``(inputs,
+    cells, gates)`` (T, B, ·), the first layer's inputs the network's, ``dys`` (T, B, o) the
+    top's output gradient, ``scratch`` ``stack_scratch``'s buffer and offset. Unchecked:
+    C-contiguous writeable numpy arrays of one dtype, float32 or float64 (the callers check
+    them: ``descent``). Returns False, having moved no weight, where the network's input
+    holds NaN or inf."""
     W0, flat = weights[0][0], scratch[0]
     return _compiled().descend_stack(
-        *blas.addresses(W0.dtype), *(tuple(group) for group in zip(*weights, strict=True)), xs,
+        *blas.addresses(W0.dtype), *(tuple(group) for group in zip(*weights, strict=True)),
         *(tuple(group) for group in zip(*tapes, strict=True)), dys, flat,
         np.array([0, scratch[1]], dtype=np.int64), W0.dtype.type(rate), W0.dtype.type(1))
 
@@ -147,12 +115,13 @@ def check_stack(loops: Any, like: Array) -> str | None:
         h, tapes = xs, []
         for W, U, b in weights:
             zeros = np.zeros((batch, U.shape[1]), like.dtype)
-            tapes.append(forward_sequence(np, NumpyLSTM(), U, zeros, h @ W.T + b))
-            h = tapes[-1][2]
-        want = _numpy_descent([(W.copy(), U.copy(), b.copy()) for W, U, b in weights], xs,
-                              tapes, dys, 0.25)
+            cells, gates, hs = forward_sequence(np, NumpyLSTM(), U, zeros, h @ W.T + b)
+            tapes.append((h, cells, gates))
+            h = hs
+        want = _numpy_descent([(W.copy(), U.copy(), b.copy()) for W, U, b in weights], tapes,
+                              dys, 0.25)
         scratch = stack_scratch([(3, 4), (4, 2)], steps, batch, like.dtype)
-        loops.descend_stack(weights, xs, tapes, dys, scratch, 0.25)
+        loops.descend_stack(weights, tapes, dys, scratch, 0.25)
         eps = 64 * np.finfo(like.dtype).eps
         for got, wanted in zip(weights, want, strict=True):
             for a, b in zip(got, wanted, strict=True):
@@ -162,14 +131,13 @@ def check_stack(loops: Any, like: Array) -> str | None:
     return None
 
 
-def _numpy_descent(weights: list[tuple[Array, Array, Array]], xs: Array,
+def _numpy_descent(weights: list[tuple[Array, Array, Array]],
                    tapes: list[tuple[Array, Array, Array]], dys: Array,
                    rate: float) -> list[tuple[Array, Array, Array]]:
     """``check_stack``'s reference: ``weights`` moved in place, returned."""
-    (steps, batch, _), inputs = xs.shape, [xs, *(hs for _, _, hs in tapes[:-1])]
-    for (W, U, b), (cells, gates, _), x in zip(weights[::-1], tapes[::-1], inputs[::-1],
-                                                strict=True):
-        zeros = np.zeros((batch, U.shape[1]), xs.dtype)
+    steps, batch = dys.shape[:2]
+    for (W, U, b), (x, cells, gates) in zip(weights[::-1], tapes[::-1], strict=True):
+        zeros = np.zeros((batch, U.shape[1]), dys.dtype)
         blocks, _ = backward_sequence(np, NumpyLSTM(), U, cells, gates, dys, zeros, False)
         d = np.concatenate(blocks, axis=-1).reshape(steps * batch, -1)
         dys = (d @ W).reshape(steps, batch, -1)

@@ -91,9 +91,9 @@ MUTANTS = [
     ),
     Mutant(
         "dualtape/kernels/_numba_descent.py",
-        "descend(gemm, W, U, b, hs[k - 1].reshape(rows, n_in)",
-        "descend(gemm, W, U, b, hs[k].reshape(rows, n_in)",
-        "a layer's weights moved by its own outputs for its inputs",
+        "        xs = inputs[k].reshape(rows, n_in)",
+        "        xs = inputs[max(k - 1, 0)].reshape(rows, n_in)",
+        "a layer's weights moved by the inputs of the layer below for its own",
         TRAIN_STEP,
     ),
     # dualtape/kernels/_numba_grads.py
