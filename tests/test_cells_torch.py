@@ -365,7 +365,32 @@ OTHER_ERRORS = {
                   TypeError, "state_from_torch: h holds int64 numbers"),
     "states for 2 layers, 1 given": (lambda: dualtape.state_to_torch(LSTMS, [np.zeros((4, 10))]),
                                      ValueError, "2 layers but 1 states"),
+    "integer c": (lambda: dualtape.state_from_torch(LSTMS, H, C.astype(int)), TypeError,
+                  "^state_from_torch: c holds int64 numbers"),
+    "states of an int": (lambda: dualtape.state_to_torch(3, []), TypeError,
+                         "^state_to_torch: expected a list of StandardLSTM or GRU layers, got an "
+                         "int$"),
 }
+
+
+@pytest.mark.parametrize("dtype", golden.DTYPES)
+def test_states_from_torch_go_where_the_layers_are_in_their_dtype(backend, dtype):
+    """Batched ``(num_layers, batch, hidden)`` and unbatched ``(num_layers, hidden)`` states,
+    made while another backend is selected, are on the layers' backend, in their dtype."""
+    layers = dualtape.from_torch(torch_dict(layers=2), dtype=dtype)
+    reference = layers[0].params["W_ih"]
+    rng = np.random.default_rng(2)
+    for shape in ((2, 4, 5), (2, 5)):
+        h, c = rng.normal(size=shape), rng.normal(size=shape)
+        with dualtape.use_backend("numpy"):
+            states = dualtape.state_from_torch(layers, h, c)
+        for k, state in enumerate(states):
+            assert type(state) is type(reference) and state.dtype == reference.dtype
+            assert getattr(state, "device", None) == getattr(reference, "device", None)
+            np.testing.assert_array_equal(np64(state), np.concatenate([h[k], c[k]], axis=-1)
+                                          .astype(dtype))
+        back = dualtape.state_to_torch(layers, states)
+        assert all(np.array_equal(b, a.astype(dtype)) for a, b in zip((h, c), back, strict=True))
 
 
 @pytest.mark.parametrize("name", sorted(OTHER_ERRORS))
