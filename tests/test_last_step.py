@@ -26,9 +26,9 @@ def forecaster():
     return [dualtape.StandardLSTM(3, 8, seed=1), dualtape.FullyConnected(8, 1, seed=2)]
 
 
-def gru_logits():
+def gru_logits(n_out=3):
     return [dualtape.GRU(3, 5, seed=1, dtype="float64"),
-            dualtape.FullyConnected(5, 3, seed=2, dtype="float64")]
+            dualtape.FullyConnected(5, n_out, seed=2, dtype="float64")]
 
 
 def lstm_softmax():
@@ -198,20 +198,36 @@ def test_at_one_step_a_last_step_target_is_the_full_one(backend):
         np.testing.assert_array_equal(a, b)
 
 
-def test_integers_are_labels_for_every_step_and_reals_a_last_step_where_shapes_meet(backend):
-    """T = B = o = 3: a ``(3, 3)`` target of integers is a label per step, of reals the last
+@pytest.mark.parametrize("n", [2, 3])
+def test_integers_are_labels_for_every_step_and_reals_a_last_step_where_shapes_meet(backend, n):
+    """T = B = o = n: an ``(n, n)`` target of integers is a label per step, of reals the last
     step's outputs."""
-    xs = inputs(steps=3, batch=3)
-    labels = np.array([[0, 1, 2], [2, 2, 0], [1, 0, 1]])
-    net = dualtape.RecurrentNetwork(gru_logits())
-    found = dualtape.backpropagate_sequence(net, dualtape.asarray(xs), dualtape.asarray(labels),
+    xs = dualtape.asarray(inputs(steps=n, batch=n))
+    labels = np.random.default_rng(n).integers(0, n, (n, n))
+    net = dualtape.RecurrentNetwork(gru_logits(n))
+    found = dualtape.backpropagate_sequence(net, xs, dualtape.asarray(labels),
                                             loss="softmax_cross_entropy")
-    ys = np64(net.predict_sequence(None, dualtape.asarray(xs))[1])
-    want = sum(oracle(ys[k], labels[k], "softmax_cross_entropy") for k in range(3))
+    ys = np64(net.predict_sequence(None, xs)[1])
+    want = sum(oracle(ys[k], labels[k], "softmax_cross_entropy") for k in range(n))
     assert float(found.loss) == pytest.approx(want, rel=1e-12)
     reals = labels / 2.0
-    found = dualtape.backpropagate_sequence(net, dualtape.asarray(xs), dualtape.asarray(reals))
+    found = dualtape.backpropagate_sequence(net, xs, dualtape.asarray(reals))
     assert float(found.loss) == pytest.approx(oracle(ys[-1], reals, "squared_error"), rel=1e-12)
+
+
+def test_the_mask_is_made_where_the_network_is(backend):
+    """A call while another backend is the current one: the last step's mask is made on the
+    network's backend and device, not the current one's."""
+    last, full = last_and_full(2, False)
+    mask = np.zeros(STEPS, bool)
+    mask[-1] = True
+    want = call("backpropagate_sequence", lstms, inputs(), full, None, mask=mask)
+    net = dualtape.RecurrentNetwork(lstms())
+    xs, target = dualtape.asarray(inputs()), dualtape.asarray(last)
+    other = "numpy" if backend.name != "numpy" else "array_api_strict"
+    with dualtape.use_backend(other):
+        found = dualtape.backpropagate_sequence(net, xs, target)
+    assert float(found.loss) == want[0]
 
 
 @pytest.mark.parametrize("verb", ["train_recurrent", "backpropagate_sequence", "route"])
