@@ -48,6 +48,7 @@ from .recompute_check import RecomputeError, check_no_recompute
 from .recurrent import RecurrentNetwork
 from .route_choice import route
 from .routes import Route, last_route
+from .schedules import CosineRate, LambdaRate, LinearRate, Schedule, SequentialRate, StepRate
 from .tape_report import TapeReport, tape_report
 from .torch_weights import from_torch, state_from_torch, state_to_torch, to_torch
 from .training import (
@@ -71,6 +72,7 @@ __all__ = [
     "Backprop",
     "BasicRecurrent",
     "Concat",
+    "CosineRate",
     "Convolution",
     "Crop",
     "Deconvolution",
@@ -79,6 +81,8 @@ __all__ = [
     "Embedding",
     "FullyConnected",
     "GradientCheckError",
+    "LambdaRate",
+    "LinearRate",
     "RecomputeError",
     "Logit",
     "Merge",
@@ -88,11 +92,14 @@ __all__ = [
     "RecurrentNetwork",
     "Relu",
     "Route",
+    "Schedule",
+    "SequentialRate",
     "Reshape",
     "Sequential",
     "Sinusoid",
     "Softmax",
     "StandardLSTM",
+    "StepRate",
     "TapeReport",
     "Tanh",
     "Trivial",

@@ -52,6 +52,7 @@ from .layers.composite import COMPOSITE_DEPTH, Composite
 from .layers.edges import check_real
 from .layers.initial import placeholder_params
 from .network import Network
+from .optim import BOOKKEEPING
 from .recurrent import RecurrentNetwork
 from .zip_reader import (
     ARRAY_KINDS,
@@ -204,7 +205,7 @@ def _optimizer_entries(optimizer: Any, net: Any) -> dict[str, np.ndarray]:
     entries = {}
     for key, value in optimizer.state_dict().items():
         value = np.asarray(value)
-        if key not in ("steps", "kind"):
+        if key not in BOOKKEEPING:
             k, name, _ = (key.split("/") + ["", ""])[:3]
             groups = net.params
             params = groups[int(k)] if k.isdigit() and int(k) < len(groups) else {}

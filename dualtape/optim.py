@@ -31,10 +31,19 @@ their backend and device at the next step. A step counts once as a change of eve
 momentum or L2 is 0 (with both, Grenade's L2 term decays ``w`` outside the momentum, torch's
 inside it); ``Adam`` equals ``torch.optim.Adam``. ``tests/fixtures/optimizer_golden.npz`` holds
 torch's numbers for both.
+
+``schedule=`` (``schedules``: ``StepRate``, ``CosineRate``, ``LinearRate``, ``LambdaRate``,
+``SequentialRate``; None, the default, keeps the rate constant) makes the rate a function of
+the step: each step first sets ``rate`` to ``schedule(base_rate, steps)`` (``base_rate`` is the
+constructor's ``rate``; ``steps`` counts the steps before it) on every update path, and a rate
+that is negative, NaN or infinite raises ``ValueError`` before anything changes. ``rate`` is
+then the rate of the last step. ``state_dict`` keeps the schedule as plain data beside
+``steps``, so a resumed run continues it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, ClassVar
 
@@ -47,7 +56,11 @@ from .kernels import blas, optimizer_loops
 from .layers.base import Array
 from .layers.edges import check_real
 from .layers.params import ParamDict
+from .schedules import Schedule, check_schedule, describe, restore, scheduled_rate
 from .switches import switched_on
+
+BOOKKEEPING = ("steps", "kind", "schedule")
+"""The ``state_dict`` entries that are not a parameter's slot."""
 
 
 class StateGroup(dict):
@@ -140,6 +153,8 @@ class Optimizer:
     non_negative: ClassVar[tuple[str, ...]] = ()  # slots that can never hold a value below 0
     _in_place: ClassVar[bool] = False  # whether the class has an _update_in_place
     _fast_paths: ClassVar[bool] = False  # compiled updates, passes, kept step: its own
+    rate: float  # the rate of the last step (SGD's and Adam's)
+    base_rate: float  # the rate a schedule is given (the constructor's)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Find, once per class, which of the update paths are its own (class docstring)."""
@@ -153,6 +168,7 @@ class Optimizer:
     def __init__(self) -> None:
         self.state: dict[tuple[int, str], dict[str, Array]] = {}
         self.steps = 0
+        self.schedule: Schedule | None = None
         self._owners: dict[int, Any] = {}
         self._scratch: dict[tuple[int, str], Array] = {}
         self._chunk_scratch: dict[np.dtype, np.ndarray] = {}
@@ -168,6 +184,7 @@ class Optimizer:
 
     def step(self, params: list[dict[str, Array]], grads: list[dict[str, Array]]) -> None:
         """Update every parameter in ``params`` (in place where the arrays allow it)."""
+        self._schedule_rate()
         held = self._held
         if held is not None and self._held_for == self._kept_for() and (
                 held.serves(params, grads, self.state)):
@@ -205,6 +222,14 @@ class Optimizer:
             dict.__setitem__(group, name, w)  # counted once per step above, as in place
             self._keep(key, slot)
         self._held = self._hold(plan, params, grads)
+
+    def _schedule_rate(self) -> None:
+        """Set ``rate`` to the schedule's for the step about to run (``steps`` before it),
+        refused as ``scheduled_rate`` says before anything changes; without a schedule, keep
+        it. Every update path calls this first, so no kept plan holds a rate."""
+        if self.schedule is not None:
+            self.rate = scheduled_rate(type(self).__name__, self.schedule, self.base_rate,
+                                       self.steps)
 
     def _hold(self, plan: list, params: list[dict[str, Array]],
               grads: list[dict[str, Array]]) -> HeldUpdate | None:
@@ -437,8 +462,8 @@ class Optimizer:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The state as host copies named ``"k/param/slot"``, plus ``"steps"`` and
-        ``"kind"`` (the class name)."""
+        """The state as host copies named ``"k/param/slot"``, plus ``"steps"``, ``"kind"``
+        (the class name) and ``"schedule"`` (``schedules.describe`` as JSON text)."""
         flat = {
             f"{k}/{name}/{s}": np.array(to_numpy(a), copy=True)
             for (k, name), slots in self.state.items()
@@ -446,6 +471,7 @@ class Optimizer:
         }
         flat["steps"] = np.asarray(self.steps)
         flat["kind"] = np.asarray(type(self).__name__)
+        flat["schedule"] = np.asarray(json.dumps(describe(self.schedule)))
         return flat
 
     def load_state_dict(self, flat: dict[str, np.ndarray], params: list[dict[str, Array]]) -> None:
@@ -453,7 +479,10 @@ class Optimizer:
         onto their backend and dtype, and tie the optimizer to them. State of another kind,
         with unknown slots, non-float, NaN or infinite values, negative values in a slot that
         cannot hold them (Adam's second moment ``v``), a ``steps`` that is not an integer >= 0,
-        or that does not fit ``params`` raises ``ValueError``, changing nothing."""
+        a schedule that is not one (``schedules.restore``), or that does not fit ``params``
+        raises ``ValueError``, changing nothing. The saved schedule replaces the optimizer's
+        (set ``schedule`` after loading to change it); a state saved without one (before
+        schedules) keeps the optimizer's."""
         owner = type(self).__name__
         if not isinstance(flat, dict):
             raise ValueError(f"{owner}: state must be a dict, got {type(flat).__name__}")
@@ -461,10 +490,12 @@ class Optimizer:
         if np.asarray(kind).ndim != 0 or str(np.asarray(kind)) != owner:
             raise ValueError(f"{owner}: the state belongs to a {kind!s} optimizer, not {owner}")
         steps = _check_steps(owner, flat.get("steps", 0))
+        schedule = _load_schedule(owner, flat["schedule"], self.schedule) if (
+            "schedule" in flat) else self.schedule
         expected = self.slots
         state: dict[tuple[int, str], dict[str, Array]] = {}
         for key, value in flat.items():
-            if key in ("steps", "kind"):
+            if key in BOOKKEEPING:
                 continue
             k, name, slot = _split_key(key)
             if slot not in expected:
@@ -499,6 +530,7 @@ class Optimizer:
                     f"{list(expected)}"
                 )
         self.state, self.steps, self._owners = state, steps, {}
+        self.schedule = schedule
         self._bind(params)
         self._scratch, self._held = {}, None
 
@@ -509,6 +541,14 @@ def _check_steps(owner: str, value: Any) -> int:
     if steps.ndim != 0 or steps.dtype.kind not in "iu" or int(steps) < 0:
         raise ValueError(f"{owner}: state 'steps' must be an integer >= 0, got {value!r}")
     return int(steps)
+
+
+def _load_schedule(owner: str, text: Any, current: Schedule | None) -> Schedule | None:
+    """The schedule saved as ``text`` (``state_dict``'s JSON), or a ``ValueError``."""
+    try:
+        return restore(json.loads(str(np.asarray(text))), current)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{owner}: state 'schedule': {exc}") from None
 
 
 def _split_key(key: str) -> tuple[int, str, str]:
@@ -524,6 +564,7 @@ class SGD(Optimizer):
     (``torch.optim.SGD``'s unless both momentum and regulariser are nonzero).
 
     Hyperparameters are real numbers (Python or numpy scalars); momentum in [0, 1).
+    ``schedule`` makes the rate a function of the step (module docstring).
     """
 
     slots = ("m",)
@@ -579,9 +620,11 @@ class SGD(Optimizer):
             loops.sgd_many(batch, self.rate, self.momentum, self.regulariser,
                            bool(self.momentum))
 
-    def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0) -> None:
+    def __init__(self, rate: float, momentum: float = 0.0, regulariser: float = 0.0,
+                 schedule: Schedule | None = None) -> None:
         super().__init__()
-        self.rate = check_real("SGD", "rate", rate, "(0, inf)")
+        self.rate = self.base_rate = check_real("SGD", "rate", rate, "(0, inf)")
+        self.schedule = check_schedule("SGD", schedule)
         self.momentum = check_real("SGD", "momentum", momentum, "[0, 1)")
         self.regulariser = check_real("SGD", "regulariser", regulariser, "[0, inf)")
 
@@ -624,16 +667,19 @@ class Adam(Optimizer):
     ``w −= (rate·√(1−β2ᵗ)/(1−β1ᵗ))·m/(√v + eps·√(1−β2ᵗ))``, so it agrees with torch to float
     rounding (``tests/fixtures/optimizer_golden.npz`` holds torch's numbers). ``eps`` must be
     positive (at 0 a gradient that is exactly 0 would give 0/0 = NaN); ``load_state_dict``
-    refuses moments that are not finite and negative second moments."""
+    refuses moments that are not finite and negative second moments. ``schedule`` makes the
+    rate a function of the step (module docstring)."""
 
     slots = ("m", "v")
     non_negative = ("v",)
 
     def __init__(
-        self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self, rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+        schedule: Schedule | None = None,
     ) -> None:
         super().__init__()
-        self.rate = check_real("Adam", "rate", rate, "(0, inf)")
+        self.rate = self.base_rate = check_real("Adam", "rate", rate, "(0, inf)")
+        self.schedule = check_schedule("Adam", schedule)
         self.beta1 = check_real("Adam", "beta1", beta1, "[0, 1)")
         self.beta2 = check_real("Adam", "beta2", beta2, "[0, 1)")
         self.eps = check_real("Adam", "eps", eps, "(0, inf)")

@@ -184,7 +184,8 @@ def as_rank_1(theirs):
 
 
 @pytest.mark.parametrize("theirs, how", [
-    (dualtape.SGD(0.2, momentum=0.9), "rank 1 wraps SGD with rate=0.2 where rank 0 has rate=0.5"),
+    (dualtape.SGD(0.2, momentum=0.9), "rank 1 wraps SGD with base_rate=0.2, rate=0.2 where rank 0 "
+     "has base_rate=0.5, rate=0.5"),
     (dualtape.SGD(0.5), "rank 1 wraps SGD with momentum=0.0 where rank 0 has momentum=0.9"),
     (dualtape.Adam(0.5), "rank 1 wraps Adam but rank 0 wraps SGD"),
     ("steps", "rank 1 wraps SGD with steps=3 where rank 0 has steps=0"),
@@ -214,9 +215,10 @@ def test_the_optimizers_are_compared_once(fake_mpi):
 
 def test_optimizer_settings_are_the_kind_and_its_public_numbers():
     assert distributed.optimizer_settings(dualtape.SGD(0.1, 0.9, 0.01)) == {
-        "kind": "SGD", "momentum": 0.9, "rate": 0.1, "regulariser": 0.01, "steps": 0}
+        "kind": "SGD", "momentum": 0.9, "rate": 0.1, "base_rate": 0.1, "regulariser": 0.01,
+        "steps": 0}
     assert set(distributed.optimizer_settings(dualtape.Adam(0.01))) == {
-        "kind", "rate", "beta1", "beta2", "eps", "steps"}
+        "kind", "rate", "base_rate", "beta1", "beta2", "eps", "steps"}
 
 
 def mpiexec() -> str:

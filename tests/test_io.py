@@ -13,6 +13,7 @@ import pytest
 import dualtape
 from dualtape.backend import backend_of, resolve_backend
 from dualtape.distributed import DataParallel
+from dualtape.optim import BOOKKEEPING
 
 from .conftest import np64
 from .helpers import assert_params_equal, deep_net, host_params
@@ -508,7 +509,7 @@ def test_optimizer_state_round_trips_and_training_continues_identically(backend,
                                       sorted(restored.state_dict().items()), strict=True):
         assert key == key_too
         np.testing.assert_array_equal(a, b)
-    for group in restored.state_dict().keys() - {"steps", "kind"}:
+    for group in restored.state_dict().keys() - set(BOOKKEEPING):
         slot = restored.optimizer if isinstance(restored, DataParallel) else restored
         k, name, s = group.split("/")
         assert backend_of(slot.state[(int(k), name)][s]).name == backend.name

@@ -89,7 +89,7 @@ def test_an_optimizer_of_your_own_follows_its_rule_at_every_step(backend, monkey
         np.testing.assert_allclose(np64(optimizer.state[(0, "w")]["s"]), s, rtol=1e-14,
                                    atol=1e-15)
         assert optimizer.steps == t + 1
-    assert set(optimizer.state_dict()) == {"0/w/s", "steps", "kind"}
+    assert set(optimizer.state_dict()) == {"0/w/s", "steps", "kind", "schedule"}
 
 
 class Normalised(Optimizer):
