@@ -151,12 +151,6 @@ def run_training(
             if problem is not None:
                 reporter.warn(problem)
 
-    def log_with_held_out() -> None:
-        """A reading with the held-out loss beside it (read before, its time left out of
-        training), unless the held-out loss was read at this step already."""
-        fresh = trainer.held_out.get("last", [None])[0] != trainer.step_count
-        log(pause(trainer.held_out_loss) if fresh else None)
-
     def show_sample() -> None:
         if limits.sample_chars > 0:
             text = trainer.sample(limits.sample_chars, limits.temperature)
@@ -208,7 +202,7 @@ def run_training(
             reporter.advance()
             reason = stop_reason()  # known before the reading, so the last one has it all
             if reason or (limits.valid_every and done % limits.valid_every == 0):
-                log_with_held_out()
+                log(pause(trainer.held_out_loss))  # read before, its time left out
             elif limits.log_every and done % limits.log_every == 0:
                 log()
             if limits.sample_every and done % limits.sample_every == 0:
