@@ -18,12 +18,14 @@ from ..io import load_with_extra
 from .config import TrainConfig, _is_int, _is_real, config_problem, make_optimizer
 from .memory import check_memory
 from .model import TextError, Vocabulary, check_text_network, dropout_layers
+from .schedule_option import parse_schedule
 from .trainer import DROPOUT, GENERATORS, STREAM_STATE, TEXT_FORMAT, TextTrainer, _generator
 
-OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout", "stateful", "valid")
+OPTIONAL_FIELDS = ("corpus_sha256", "cell", "dropout", "stateful", "valid", "schedule")
 """Fields a checkpoint's configuration may lack (format 1 before the fingerprint, the cell,
-dropout, stateful windows and the held-out split were added: those are Grenade's LSTM without
-dropout, on random windows over the whole corpus); any other missing field is damage."""
+dropout, stateful windows, the held-out split and the schedule were added: those are
+Grenade's LSTM without dropout, on random windows over the whole corpus, at a constant rate);
+any other missing field is damage."""
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Checkpoint:
             optimizer.load_state_dict(self.optimizer_state, self.net.params)
         except ValueError as exc:
             raise TextError(f"the checkpoint's optimizer state does not fit: {exc}") from None
+        optimizer.schedule = parse_schedule(config.schedule)  # --schedule may change on resume
         count = sum(len(group) for group in self.net.params)
         if optimizer.state and len(optimizer.state) != count:
             raise TextError(f"the checkpoint's optimizer state covers {len(optimizer.state)} of "

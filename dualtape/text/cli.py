@@ -115,6 +115,12 @@ def _train_parser(commands: Any) -> argparse.ArgumentParser:
                        f"--valid-every steps and at the end, 0 = none (default {DEFAULT_VALID:g})")
     train = p.add_argument_group("training")
     train.add_argument("--rate", type=float, help="learning rate (default 0.5 SGD, 0.01 Adam)")
+    train.add_argument("--schedule", metavar="SPEC",
+                       help="the rate by step: constant (default), step:N[:GAMMA] (times GAMMA, "
+                       "default 0.1, every N steps), cosine:N[:MIN] (down to MIN, default 0, "
+                       "over N steps), warmup:N[:START] (from START, default 1/3, times the "
+                       "rate up to it over N steps), or parts joined by +, each but the last "
+                       "lasting its N steps (warmup:200+cosine:9800)")
     train.add_argument("--momentum", type=float, help="SGD momentum (default 0.95)")
     train.add_argument("--l2", type=float, help="SGD L2 regulariser (default 1e-6)")
     train.add_argument("--clip", type=float,
@@ -233,6 +239,8 @@ def _header(prepared: Prepared, chosen: threads.ThreadChoice) -> list[str]:
     ]
     opt = (f"SGD rate {cfg.rate:g}, momentum {cfg.momentum:g}, l2 {cfg.l2:g}"
            if cfg.optimizer == "sgd" else f"Adam rate {cfg.rate:g}")
+    if cfg.schedule != "constant":
+        opt += f", schedule {cfg.schedule}"
     windows = (f"{cfg.batch} streams read in order (stateful), windows of {cfg.seq_len}"
                if cfg.stateful else f"random windows of {cfg.seq_len} x batch {cfg.batch}")
     lines.append(f"training: {opt}, clip {cfg.clip:g}; {windows}; seed {cfg.seed}")

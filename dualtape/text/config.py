@@ -14,6 +14,7 @@ from ..backend import FLOAT_DTYPES
 from ..optim import SGD, Adam, Optimizer
 from .cells import CELL_NAMES, cell_name
 from .model import TextError
+from .schedule_option import GRAMMAR, is_schedule, parse_schedule
 
 DEFAULT_RATES = {"sgd": 0.5, "adam": 0.01}
 OPTIMIZERS = tuple(DEFAULT_RATES)
@@ -32,6 +33,7 @@ class TrainConfig:
     batch: int = 32
     optimizer: str = "sgd"
     rate: float = DEFAULT_RATES["sgd"]
+    schedule: str = "constant"
     momentum: float = 0.95
     l2: float = 1e-6
     clip: float = 1.0
@@ -68,6 +70,7 @@ CONFIG_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "batch": POSITIVE_INT,
     "optimizer": (f"one of {', '.join(OPTIMIZERS)}", lambda o: o in OPTIMIZERS),
     "rate": ("a positive finite number", lambda r: _is_real(r) and r > 0),
+    "schedule": (GRAMMAR, is_schedule),
     "momentum": ("in [0, 1)", lambda m: _is_real(m) and 0 <= m < 1),
     "l2": ("a finite number, 0 or more", lambda x: _is_real(x) and x >= 0),
     "clip": ("a finite number, 0 (off) or more", lambda x: _is_real(x) and x >= 0),
@@ -95,12 +98,13 @@ def config_problem(config: TrainConfig) -> tuple[str, str, Any] | None:
 
 
 def make_optimizer(config: TrainConfig) -> Optimizer:
-    """SGD with momentum and L2 (Grenade's rule) or Adam, as ``config`` says."""
+    """SGD with momentum and L2 (Grenade's rule) or Adam, under ``config``'s schedule."""
     try:
+        schedule = parse_schedule(config.schedule)
         if config.optimizer == "sgd":
-            return SGD(config.rate, config.momentum, config.l2)
+            return SGD(config.rate, config.momentum, config.l2, schedule=schedule)
         if config.optimizer == "adam":
-            return Adam(config.rate)
+            return Adam(config.rate, schedule=schedule)
     except ValueError as exc:
         raise TextError(str(exc).replace("regulariser", "l2")) from None
     raise TextError(f"unknown optimizer {config.optimizer!r}; choose one of {OPTIMIZERS}")

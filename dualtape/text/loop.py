@@ -147,7 +147,7 @@ def run_training(
                           "has not learnt the text's symbol frequencies yet)")
         if limits.log is not None and limits.writes:
             problem = limits.log.write(Row(trainer.step_count, seconds, loss, valid, speed,
-                                           trainer.config.rate))
+                                           trainer.rate))
             if problem is not None:
                 reporter.warn(problem)
 

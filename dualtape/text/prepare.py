@@ -21,7 +21,8 @@ ARCHITECTURE = ("hidden", "cell", "dropout", "vocab", "annotate_capitals", "dtyp
 """Options a checkpoint fixes (the held-out split too: moved, it would hold out trained text)."""
 DEFAULT_VALID = 0.1
 """``--valid`` of a new run: the corpus's last tenth held out."""
-TUNABLE = ("seq_len", "batch", "stateful", "rate", "momentum", "l2", "clip", "encoding")
+TUNABLE = ("seq_len", "batch", "stateful", "rate", "schedule", "momentum", "l2", "clip",
+           "encoding")
 MAX_SAMPLE_CHARS = 100_000
 """The longest sample train-text draws while training (sampling does not stop for Ctrl-C;
 ``dualtape sample`` writes longer texts as they come)."""

@@ -14,7 +14,7 @@ A row is written every ``--log-every`` steps and at the end of a run, with the c
   loss was measured;
 - ``chars_per_s``: training characters per second since the previous row (all ranks of a
   distributed run; sampling and saving left out);
-- ``learning_rate``: the run's ``--rate``.
+- ``learning_rate``: the rate of the row's last step (``--rate``, as ``--schedule`` sets it).
 
 The format follows the name: ``.csv`` (a header line of the column names, then the rows;
 empty fields where a value is missing) or ``.jsonl`` (one JSON object a line with those keys,

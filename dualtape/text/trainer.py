@@ -145,6 +145,7 @@ class TextTrainer:
         held_out: dict[str, list] | None = None,
     ) -> None:
         self.net, self.vocab, self.config, self.optimizer = net, vocab, config, optimizer
+        self._rated = optimizer  # what DataParallel may wrap as self.optimizer later
         self.ids, self.held_ids = split_held_out(ids, config.valid, config.seq_len)
         """The symbols trained on, and the held-out ones after them (None: none)."""
         self.held_out: dict[str, list] = dict(held_out or {})
@@ -255,6 +256,12 @@ class TextTrainer:
                                      dtype=config.dtype, cell=config.cell,
                                      dropout=config.dropout)
         return cls(net, vocab, config, make_optimizer(config), ids)
+
+    @property
+    def rate(self) -> float:
+        """The learning rate of the last step (``--schedule``'s; ``--rate`` before the
+        first)."""
+        return self._rated.rate
 
     @property
     def chars_per_step(self) -> int:
