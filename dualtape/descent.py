@@ -82,6 +82,7 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> None:
     tape) and apply ``optimizer``'s step in one pass, where ``fused_declines`` said None."""
     tape, params = found.tape, rnet.params
     optimizer._check_owners(params, "step")
+    optimizer._schedule_rate()
     scratch = stack_scratch(_sizes(rnet.layers), tape.steps, tape.batch, found.dy.dtype)
     tapes = [(np.ascontiguousarray(t.xs), t.cells, t.gates) for t in tape.tapes]
     weights = [(p["W"], p["U"], p["b"]) for p in params]
@@ -127,6 +128,7 @@ def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
     or the loss is not finite (the generic code then raises as it does)."""
     xp, cell = plan.xp, plan.cell
     optimizer._check_owners(plan.params, "step")
+    optimizer._schedule_rate()
     with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
         tapes, h = [], xs
         for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):

@@ -1,0 +1,69 @@
+"""A schedule reaches ``train_recurrent``'s own SGD steps (``descent``: the whole step in one
+compiled call, the backward pass fused with the update) as it reaches ``optimizer.step``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape.routes import FUSED_SGD, LAYERS, WHOLE_STEP
+from dualtape.schedules import LambdaRate, StepRate
+
+from .helpers import assert_params_equal, host_params
+from .test_descent import GIVEN, fuses_here, stack
+
+CALLS = 4
+
+
+def data():
+    rng = np.random.default_rng(8)
+    return (dualtape.asarray(rng.uniform(-1, 1, (6, 3, 3))),
+            dualtape.asarray(rng.uniform(-1, 1, (6, 3, 4))))
+
+
+def trained(scheduled, state=None):
+    """An LSTM stack after ``CALLS`` calls at rates 0.5·0.5ᵗ, by a schedule or set by hand;
+    with the route of the last call."""
+    net, (xs, targets) = stack((3, 5, 4)), data()
+    optimizer = dualtape.SGD(0.5, schedule=StepRate(1, 0.5) if scheduled else None)
+    for t in range(CALLS):
+        if not scheduled:
+            optimizer.rate = 0.5 * 0.5**t
+        dualtape.train_recurrent(net, xs, targets, optimizer, state=state)
+    assert optimizer.rate == 0.5 * 0.5 ** (CALLS - 1) and optimizer.steps == CALLS
+    return host_params(net), dualtape.last_route(net, "train_recurrent").taken
+
+
+def test_every_route_of_train_recurrent_takes_the_scheduled_rate(backend, monkeypatch):
+    """Bit for bit the hand-set rates on each route (the whole step, the fused backward pass,
+    and the generic code with ``DUALTAPE_FUSED=0``), and the routes agree to rounding."""
+    expected = {WHOLE_STEP, FUSED_SGD, LAYERS} if fuses_here(backend) else {LAYERS}
+    found = {}
+    for fused, state in (("1", None), ("1", GIVEN), ("0", None)):
+        monkeypatch.setenv("DUALTAPE_FUSED", fused)
+        got, route = trained(True, state)
+        want, same_route = trained(False, state)
+        assert route == same_route
+        assert_params_equal(got, want)
+        found[route] = got
+    assert set(found) == expected
+    for params in found.values():
+        for group, reference in zip(params, found[LAYERS], strict=True):
+            for k in group:
+                np.testing.assert_allclose(group[k], reference[k], rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("state", [None, GIVEN], ids=["whole-step", "fused"])
+def test_a_bad_rate_stops_train_recurrent_before_any_weight_moves(backend, state):
+    net, (xs, targets) = stack((3, 5, 4)), data()
+    optimizer = dualtape.SGD(0.5, schedule=LambdaRate(lambda t: 1.0 if t < 2 else math.nan))
+    for _ in range(2):
+        dualtape.train_recurrent(net, xs, targets, optimizer, state=state)
+    before = host_params(net)
+    with pytest.raises(ValueError, match="SGD: schedule gave the rate nan at step 2"):
+        dualtape.train_recurrent(net, xs, targets, optimizer, state=state)
+    assert_params_equal(host_params(net), before)
+    assert optimizer.steps == 2
