@@ -213,6 +213,18 @@ def forecaster_net() -> Any:
     return dualtape.from_torch(FORECASTER, layout=["lstm", "linear"])
 
 
+def biased_forecaster() -> Any:
+    """``forecaster_net()`` with a bias of ones in its head."""
+    net = forecaster_net()
+    head = net.layers[-1]
+    head.params = {"W": head.params["W"], "b": head.params["b"] + 1.0}
+    return net
+
+
+NO_HEAD_BIAS = {k: v for k, v in FORECASTER.items() if k != "head.bias"}
+"""The forecaster's state dict with an ``nn.Linear(2, 1, bias=False)`` head."""
+
+
 TO_TORCH_ERRORS = {
     "a network without like": (lambda: dualtape.to_torch(forecaster_net()), TypeError,
                                "got a RecurrentNetwork, whose keys are its torch model's: "
@@ -248,6 +260,10 @@ TO_TORCH_ERRORS = {
                                                       "weight_hh_l0": np.zeros((8, 2))},
         layout=["lstm"]), ValueError,
         r"StandardLSTM\(1, 2\)'s bias_hh_l0 is not zero, but the model in like"),
+    "a head's bias": (lambda: dualtape.to_torch(biased_forecaster(), like=NO_HEAD_BIAS,
+                                                layout=["lstm", "linear"]), ValueError,
+                      r"FullyConnected\(2, 1\)'s bias is not zero, but module 'head' in like "
+                      r"has none \(bias=False\)$"),
 }
 
 
@@ -257,6 +273,13 @@ def test_to_torch_refuses_a_model_it_does_not_match_in_one_line(name):
     with pytest.raises(kind, match=match) as caught:
         call()
     assert str(caught.value).startswith("to_torch: ") and "\n" not in str(caught.value)
+
+
+def test_to_torch_takes_a_like_of_any_float_dtypes():
+    """``like`` gives the keys and shapes: its dtypes, even two, do not matter."""
+    like = {**FORECASTER, "head.bias": FORECASTER["head.bias"].astype(np.float32)}
+    back = dualtape.to_torch(forecaster_net(), like=like, layout=["lstm", "linear"])
+    assert list(back) == list(like) and {v.dtype for v in back.values()} == {np.dtype("float64")}
 
 
 def test_a_models_stack_and_cells_go_back_under_their_own_keys():
