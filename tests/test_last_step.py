@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape import last_step
 
 from .conftest import np64
 from .helpers import host_params
@@ -210,6 +211,9 @@ def test_integers_are_labels_for_every_step_and_reals_a_last_step_where_shapes_m
     ys = np64(net.predict_sequence(None, xs)[1])
     want = sum(oracle(ys[k], labels[k], "softmax_cross_entropy") for k in range(n))
     assert float(found.loss) == pytest.approx(want, rel=1e-12)
+    listed = dualtape.backpropagate_sequence(net, xs, labels.tolist(),
+                                             loss="softmax_cross_entropy")
+    assert float(listed.loss) == float(found.loss)
     reals = labels / 2.0
     found = dualtape.backpropagate_sequence(net, xs, dualtape.asarray(reals))
     assert float(found.loss) == pytest.approx(oracle(ys[-1], reals, "squared_error"), rel=1e-12)
@@ -226,8 +230,38 @@ def test_the_mask_is_made_where_the_network_is(backend):
     xs, target = dualtape.asarray(inputs()), dualtape.asarray(last)
     other = "numpy" if backend.name != "numpy" else "array_api_strict"
     with dualtape.use_backend(other):
-        found = dualtape.backpropagate_sequence(net, xs, target)
-    assert float(found.loss) == want[0]
+        for given in (target, last.tolist()):  # a list too goes where the network is
+            found = dualtape.backpropagate_sequence(net, xs, given)
+            assert float(found.loss) == want[0]
+
+
+def test_a_full_length_target_is_handed_on_as_given_without_preparing_the_input(backend,
+                                                                                monkeypatch):
+    """Every step's target, as most calls give it, costs a comparison of shapes: the input is
+    not prepared for it (features and ids alike)."""
+    def refuse(*_):
+        raise AssertionError("the input was prepared")
+
+    for layers, xs, targets in [
+            (lstms, inputs(), last_and_full(2, False)[1]),
+            (lambda: [dualtape.LSTM(4, 3, seed=1, dtype="float64")],
+             np.arange(STEPS * BATCH).reshape(STEPS, BATCH) % 4, last_and_full(3, True)[1])]:
+        net = dualtape.RecurrentNetwork(layers())
+        monkeypatch.setattr(net, "_prepare_sequence", refuse)
+        xs, targets = dualtape.asarray(xs), dualtape.asarray(targets)
+        assert last_step.full_length(net, xs, targets, None, "squared_error", "x") == (
+            targets, None)
+
+
+def test_a_network_of_any_width_takes_the_inputs_width(backend):
+    """A network without sizes of its own (activations only): the last step's target is as
+    wide as the input."""
+    net = dualtape.RecurrentNetwork([dualtape.Tanh()])
+    xs = inputs()
+    last = last_and_full(3, False)[0]
+    found = dualtape.backpropagate_sequence(net, dualtape.asarray(xs), dualtape.asarray(last))
+    assert float(found.loss) == pytest.approx(oracle(np.tanh(xs[-1]), last, "squared_error"),
+                                              rel=1e-12)
 
 
 @pytest.mark.parametrize("verb", ["train_recurrent", "backpropagate_sequence", "route"])
@@ -240,6 +274,10 @@ def test_the_mask_is_made_where_the_network_is(backend):
     pytest.param("squared_error", (2, 3), r"mask must be None with a target for the last step "
                  r"only \(shape \(2, 3\)\), which scores that step alone; to mask steps give the "
                  r"full-length target \(5, 2, 3\)$", id="mask"),
+    pytest.param("squared_error", (3,), r"targets must have shape \(5, 2, 3\) \(every step\) "
+                 r"or \(2, 3\) \(the last step only\), got \(3,\)$", id="one-sequence's"),
+    pytest.param("squared_error", (5, 3), r"targets must have shape \(5, 2, 3\) \(every step\) "
+                 r"or \(2, 3\) \(the last step only\), got \(5, 3\)$", id="one-sequence"),
 ])
 def test_a_target_of_neither_shape_or_with_a_mask_is_refused_in_one_line(backend, verb, loss,
                                                                            shape, message):
