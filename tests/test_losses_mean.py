@@ -375,3 +375,21 @@ def test_tape_report_measures_a_dense_target_for_torchs_losses(name):
     net = dualtape.Network([dualtape.FullyConnected(3, 2, seed=0)])
     report = dualtape.tape_report(net, (8, 3), loss=name)
     assert report.loss == name
+
+
+@pytest.mark.parametrize("name", MEANS)
+def test_a_last_step_target_gives_the_loss_of_the_last_output(backend, name):
+    """A many-to-one model scored as torch scores it: ``loss(ys[-1], t)``, averaged over the
+    last step's elements alone, not diluted by the other steps."""
+    xs, t = sequence_data(name)
+    outputs = []
+
+    def recorded(xp, ys, targets, weights=None):
+        outputs.append(ys)
+        return losses.squared_error(xp, ys, targets, weights)
+
+    dualtape.backpropagate_sequence(recurrent(), xs, t, loss=recorded)
+    last = outputs[0][-1, ...]
+    expected, _ = losses.loss_function(name)(namespace_of(last), last, t[-1, ...])
+    found = dualtape.backpropagate_sequence(recurrent(), xs, t[-1, ...], loss=name)
+    assert float(found.loss) == pytest.approx(float(expected), rel=1e-12)
