@@ -337,6 +337,8 @@ OTHER_ERRORS = {
                               TypeError, "got a RecurrentNetwork"),
     "to_torch of an int": (lambda: dualtape.to_torch(3), TypeError,
                            "GRU layers, an Embedding or a FullyConnected, got an int"),
+    "to_torch of an Elu": (lambda: dualtape.to_torch(dualtape.Elu()), TypeError,
+                           "got an Elu$"),
     "to_torch of Grenade's LSTM": (lambda: dualtape.to_torch([dualtape.LSTM(3, 5)]), TypeError,
                                    r"got \['LSTM'\]"),
     "to_torch of a mix": (lambda: dualtape.to_torch([LSTMS[0], dualtape.GRU(5, 5)]), ValueError,
