@@ -6,14 +6,16 @@ of few calls). The same bits as the layer path (``tests/test_planned_backprop.py
 It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
 ``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
 top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
-(T, B, i) of the weights' dtype (C order), over more than one row, with the calls' defaults
-(zero states, no mask, the full tape, no initial states' gradient) and the gradients'
-products not handed to a second core (``overlap_gradients``). Anything else, ids outside the
-vocabulary, or a read-only parameter, takes the layer path, which checks and says what is
-wrong. So does a loss gradient that is not C-ordered (the layer path's products of a strided
-one round otherwise), after the loss was called: ``objective`` (``training.LossCall``) then
-gives the layer path its first result (the same outputs, bit for bit), so that the loss is
-called once.
+(T, B, i) of the weights' dtype (C order), over more than one row, with zero initial states,
+the full tape, no initial states' gradient (a mask only weighs the loss) and the gradients'
+products not handed to a second core (``overlap_gradients``). It serves
+``backpropagate_sequence``, and ``train_recurrent`` before ``optimizer.step`` where the
+optimizer does not move the weights inside the backward pass itself (``descent``).
+Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
+which checks and says what is wrong. So does a loss gradient that is not C-ordered (the
+layer path's products of a strided one round otherwise), after the loss was called:
+``objective`` (``training.LossCall``) then gives the layer path its first result (the same
+outputs, bit for bit), so that the loss is called once.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .kernels.scatter import check_compiled as check_scatter
 from .layers.fully_connected import FullyConnected
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
+from .losses import mask_weights
 from .recurrent import gradient_buffers, kept_gradient_buffers
 from .switches import held_choice
 
@@ -65,12 +68,13 @@ def planned(rnet: Any, xs: Any) -> _Plan | str:
     return plan
 
 
-def planned_backprop(plan: _Plan, xs: Any, targets: Any, objective: Any
+def planned_backprop(plan: _Plan, xs: Any, targets: Any, objective: Any, mask: Any = None
                      ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
     """``(loss, input finite, grads, state_T)`` over ``xs`` by ``objective(np, ys,
-    targets)`` (a ``training.LossCall``: its gradient of the outputs' shape and dtype) by
-    ``plan`` (``planned``'s), the gradients in ``recurrent.gradient_buffers``; or None,
-    having changed nothing, where the loss's gradient is not C-ordered."""
+    targets[, weights])`` (a ``training.LossCall``: its gradient of the outputs' shape and
+    dtype; ``weights`` ``losses.mask_weights`` of ``mask`` where one is given) by ``plan``
+    (``planned``'s), the gradients in ``recurrent.gradient_buffers``; or None, having changed
+    nothing, where the loss's gradient is not C-ordered."""
     W0, cell = plan.weights[0][0], plan.cell
     steps, batch = xs.shape[:2]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
@@ -81,7 +85,8 @@ def planned_backprop(plan: _Plan, xs: Any, targets: Any, objective: Any
             h = tapes[-1][2]
         if plan.top is not None:
             h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
-    value, dys = objective(np, h, targets)
+    weights = () if mask is None else (mask_weights(mask, steps, batch, h),)
+    value, dys = objective(np, h, targets, *weights)
     if not dys.flags.c_contiguous:  # numpy's products of a strided one round otherwise
         return None
     finite = plan.by_id or bool(np.isfinite(xs).all())

@@ -53,17 +53,26 @@ def fused_choice(rnet: Any, optimizer: Any, prepared: Array, tape: Any, learn: b
     return fused_declines(rnet, optimizer, prepared, tape == "full")
 
 
-def planned_choice(rnet: Any, xs: Any, state: Any, mask: Any, tape: Any, need_dstate: bool
-                   ) -> Any:
-    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned``: it takes
-    the call's defaults only), or why it declines."""
+def planned_choice(rnet: Any, xs: Any, state: Any, tape: Any, need_dstate: bool) -> Any:
+    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned``: zero states
+    and the full tape only), or why it declines."""
     if need_dstate:
         return "need_dstate=True"
     if state is not None:
         return "a state is given"
-    if mask is not None:
-        return "a mask is given"
     return "a checkpointed tape" if tape != "full" else planned(rnet, xs)
+
+
+def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, state: Any, tape: Any,
+                        learn: bool) -> Any:
+    """``train_recurrent``'s planned pass before ``optimizer.step``, where the optimizer
+    does not move the weights inside the backward pass instead (``descent.fused_declines``),
+    or why it declines."""
+    if learn:
+        return "learn_initial_state=True"
+    if fused_declines(rnet, optimizer, xs, tape == "full") is None:
+        return "plain SGD moves the weights inside the backward pass instead"
+    return planned_choice(rnet, xs, state, tape, False)
 
 
 def layer_loops(like: Array) -> tuple[str, Declined]:
@@ -113,12 +122,15 @@ def route(
                                 learn_initial_state)
         if not isinstance(why, str):
             return Route(verb, WHOLE_STEP, "compiled")
+        plan = planned_step_choice(rnet, xs, optimizer, state, tape, learn_initial_state)
+        if not isinstance(plan, str):
+            return Route(verb, PLANNED, "compiled", ((WHOLE_STEP, why),))
         fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
         if fused is None:
-            return Route(verb, FUSED_SGD, "compiled", ((WHOLE_STEP, why),))
-        declined = ((WHOLE_STEP, why), (FUSED_SGD, fused))
+            return Route(verb, FUSED_SGD, "compiled", ((WHOLE_STEP, why), (PLANNED, plan)))
+        declined = ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused))
     else:
-        why = planned_choice(rnet, xs, state, mask, tape, need_dstate)
+        why = planned_choice(rnet, xs, state, tape, need_dstate)
         if not isinstance(why, str):
             return Route(verb, PLANNED, "compiled")
         declined = ((PLANNED, why),)

@@ -16,7 +16,8 @@ WHOLE_STEP = "whole-step"
 FUSED_SGD = "fused-sgd"
 """``train_recurrent``'s plain SGD step fused into each layer's backward pass."""
 PLANNED = "planned"
-"""``backpropagate_sequence``'s backward pass of the whole stack in one call."""
+"""The backward pass of the whole stack in one call into the gradient buffers
+(``backpropagate_sequence``'s; ``train_recurrent``'s, then ``optimizer.step``)."""
 LAYERS = "layers"
 """Each layer's own backward pass (then the optimizer's step): the reference route."""
 

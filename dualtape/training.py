@@ -34,7 +34,13 @@ from .network import Chain, Network
 from .optim import Optimizer, StateGroup
 from .planned_backprop import planned_backprop
 from .recurrent import RecurrentNetwork, gradient_buffers
-from .route_choice import fused_choice, layer_loops, planned_choice, whole_step_choice
+from .route_choice import (
+    fused_choice,
+    layer_loops,
+    planned_choice,
+    planned_step_choice,
+    whole_step_choice,
+)
 from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, record
 from .switches import held
 
@@ -267,9 +273,9 @@ def backpropagate_sequence(
                "backpropagate_sequence")
     objective = objective_for(loss, rnet, "backpropagate_sequence")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "backpropagate_sequence")
-    why = planned_choice(rnet, xs, state, mask, tape, need_dstate)
+    why = planned_choice(rnet, xs, state, tape, need_dstate)
     if type(why) is not str:
-        done = planned_backprop(why, xs, targets, objective)
+        done = planned_backprop(why, xs, targets, objective, mask)
         if done is not None:
             record(rnet, "backpropagate_sequence", PLANNED, "compiled")
             value, finite, grads, states = done
@@ -420,6 +426,8 @@ def train_recurrent(
     ``state``, ``mask``, ``loss`` or ``tape`` given, a ``(T, B, i)`` input and ``(T, B, o)``
     targets of the weights' dtype, its checks are made once per network and input form and the
     backward pass and update of every layer are one compiled call (``descent.train_step``).
+    Other optimizers on such a stack (a ``FullyConnected`` on top or not, ids or inputs, zero
+    states, a mask or none) take ``backpropagate_sequence``'s planned pass, then their step.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
@@ -434,20 +442,33 @@ def train_recurrent(
             record(rnet, "train_recurrent", WHOLE_STEP, "compiled")
             return done
         why = "the input or the loss is not finite"
-    found = _forward_sequence(rnet, xs, targets, state, mask,
-                              objective_for(loss, rnet, "train_recurrent"), tape,
+    objective = objective_for(loss, rnet, "train_recurrent")
+    plan = planned_step_choice(rnet, xs, optimizer, state, tape, learn_initial_state)
+    if type(plan) is not str:
+        done = planned_backprop(plan, xs, targets, objective, mask)
+        if done is not None:
+            value, finite, grads, states = done
+            result = read_loss(np, np.asarray(value), np.asarray(finite), "train_recurrent",
+                               optimizer, lambda: {"the network's parameters":
+                                                   list(all_params(rnet))})
+            record(rnet, "train_recurrent", PLANNED, "compiled", ((WHOLE_STEP, why),))
+            optimizer.step(rnet.params, grads)
+            return result, states
+        plan = "the loss gradient is not C order"
+    found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "train_recurrent")
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
     fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
     if fused is None:
-        record(rnet, "train_recurrent", FUSED_SGD, "compiled", ((WHOLE_STEP, why),))
+        record(rnet, "train_recurrent", FUSED_SGD, "compiled",
+               ((WHOLE_STEP, why), (PLANNED, plan)))
         fused_descent(rnet, optimizer, found)
         return result, [restore(s, found.single) for s in found.state]
     loops, slower = layer_loops(found.x)
     record(rnet, "train_recurrent", LAYERS, loops,
-           ((WHOLE_STEP, why), (FUSED_SGD, fused), *slower))
+           ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused), *slower))
     if learn_initial_state:
         grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})

@@ -108,7 +108,7 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [
-    "state", "mask", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
+    "state", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
     "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
     "float32-input", "one-sequence", "read-only-weight", "memory-mapped-weight"])
 def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
@@ -117,8 +117,6 @@ def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, cas
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
     if case == "state":
         options = {"state": [None, None]}
-    elif case == "mask":
-        options = {"mask": dualtape.asarray(np.ones((6, 3), bool))}
     elif case == "sqrt-tape":
         options = {"tape": "sqrt"}
     elif case == "dstate":

@@ -29,16 +29,22 @@ def data(steps=5, batch=2):
     return tuple(dualtape.asarray(rng.uniform(-1, 1, (steps, batch, 3))) for _ in "xt")
 
 
-CASES = {  # the call's arguments, and its route where the compiled loops run
-    "defaults": ({}, "whole-step", "", ""),
-    "state": ({"state": [None, None]}, "fused-sgd", "a state is given", ""),
-    "mask": ({"mask": np.ones((5, 2))}, "fused-sgd", "a mask is given", ""),
-    "sqrt-tape": ({"tape": "sqrt"}, "layers", "a checkpointed tape", "a checkpointed tape"),
-    "momentum": ({"optimizer": lambda: dualtape.SGD(0.1, momentum=0.5)}, "layers",
-                 "SGD with momentum", "SGD with momentum"),
-    "adam": ({"optimizer": dualtape.Adam}, "layers", "Adam is not SGD itself",
-             "Adam is not SGD itself"),
-    "top": ({"top": True}, "layers", "a layer other than LSTM", "a layer other than LSTM"),
+IN_BACKWARD = "plain SGD moves the weights inside the backward pass instead"
+CASES = {  # the call's arguments, its route where the compiled loops run, and why the
+    # whole step, the planned pass and the fused SGD step declined ("": taken or not tried)
+    "defaults": ({}, "whole-step", "", "", ""),
+    "state": ({"state": [None, None]}, "fused-sgd", "a state is given", IN_BACKWARD, ""),
+    "mask": ({"mask": np.ones((5, 2))}, "fused-sgd", "a mask is given", IN_BACKWARD, ""),
+    "sqrt-tape": ({"tape": "sqrt"}, "layers", "a checkpointed tape", "a checkpointed tape",
+                  "a checkpointed tape"),
+    "momentum": ({"optimizer": lambda: dualtape.SGD(0.1, momentum=0.5)}, "planned",
+                 "SGD with momentum", "", ""),
+    "adam": ({"optimizer": dualtape.Adam}, "planned", "Adam is not SGD itself", "", ""),
+    "adam-mask": ({"optimizer": dualtape.Adam, "mask": np.ones((5, 2))}, "planned",
+                  "a mask is given", "", ""),
+    "adam-state": ({"optimizer": dualtape.Adam, "state": [None, None]}, "layers",
+                   "a state is given", "a state is given", "Adam is not SGD itself"),
+    "top": ({"top": True}, "planned", "a layer other than LSTM", "", ""),
 }
 
 
@@ -46,7 +52,7 @@ CASES = {  # the call's arguments, and its route where the compiled loops run
 def test_route_foresees_the_route_train_recurrent_takes(backend, case):
     """``route`` says, without training, the route and reasons the call then records; each
     faster route names why it declined."""
-    options, taken, whole, fused = CASES[case]
+    options, taken, whole, planned, fused = CASES[case]
     options = dict(options)
     net = lstms(options.pop("top", False))
     optimizer = options.pop("optimizer", lambda: dualtape.SGD(0.1))()
@@ -64,6 +70,7 @@ def test_route_foresees_the_route_train_recurrent_takes(backend, case):
     if fast_here(backend):
         reasons = dict(took.declined)
         assert took.taken == taken and reasons.get("whole-step", "") == whole
+        assert reasons.get("planned", "") == planned
         assert reasons.get("fused-sgd", "") == fused and took.loops == "compiled"
     else:
         assert took.taken == "layers" and "whole-step" in dict(took.declined)
@@ -82,7 +89,8 @@ def test_a_call_the_whole_step_gives_back_records_no_whole_step(backend):
 def test_backpropagate_sequence_is_planned_or_says_why(backend):
     net, (xs, targets) = lstms(top=True), data()
     mask = dualtape.asarray(np.ones((5, 2)))
-    for options, planned, why in [({}, True, None), ({"mask": mask}, False, "a mask is given"),
+    for options, planned, why in [({}, True, None), ({"mask": mask}, True, None),
+                                  ({"state": [None, None]}, False, "a state is given"),
                                   ({"need_dstate": True}, False, "need_dstate=True")]:
         foreseen = dualtape.route(net, xs, targets, verb="backpropagate_sequence", **options)
         dualtape.backpropagate_sequence(net, xs, targets, **options)
@@ -130,15 +138,14 @@ def test_the_trace_prints_each_new_choice_once(monkeypatch, capsys):
     net, (xs, targets) = lstms(), data()
     for _ in range(3):
         dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
-    mask = dualtape.asarray(np.ones((5, 2)))
-    dualtape.backpropagate_sequence(net, xs, targets, mask=mask)
-    dualtape.backpropagate_sequence(net, xs, targets, mask=mask)
+    dualtape.backpropagate_sequence(net, xs, targets, state=[None, None])
+    dualtape.backpropagate_sequence(net, xs, targets, state=[None, None])
     dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1, momentum=0.5))
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(":")[1] for line in lines] == [
         " train_recurrent", " backpropagate_sequence", " train_recurrent"]
     assert all(line.startswith("dualtape route: ") for line in lines)
-    assert "SGD with momentum" in lines[-1] and "a mask is given" in lines[1]
+    assert "SGD with momentum" in lines[-1] and "a state is given" in lines[1]
 
 
 def test_no_trace_unless_asked(monkeypatch, capsys):
@@ -177,7 +184,7 @@ def test_info_names_the_main_jobs_route(monkeypatch, capsys, jit):
 LEARN = "learn_initial_state=True"
 WHY = {  # the verb, its arguments, the reasons of the faster routes the layers' route gives
     "learn": ("train_recurrent", {"learn_initial_state": True},
-              (("whole-step", LEARN), ("fused-sgd", LEARN))),
+              (("whole-step", LEARN), ("planned", LEARN), ("fused-sgd", LEARN))),
     "loss": ("train_recurrent", {"loss": "softmax_cross_entropy"},
              (("whole-step", "a loss other than squared_error"),)),
     "state": ("backpropagate_sequence", {"state": [None, None]},
@@ -197,8 +204,11 @@ def test_each_decline_is_said_in_its_words_on_every_backend(backend, case):
     took = dualtape.route(net, xs, targets, verb=verb, optimizer=dualtape.SGD(0.1), **options)
     assert took.declined[:len(why)] == why
     if fast_here(backend):
-        taken = "fused-sgd" if case == "loss" else "layers"
-        assert took == dualtape.Route(verb, taken, "compiled", why)
+        if case == "loss":  # plain SGD: the fused step, where the planned pass would be next
+            assert took == dualtape.Route(verb, "fused-sgd", "compiled",
+                                          (*why, ("planned", IN_BACKWARD)))
+        else:
+            assert took == dualtape.Route(verb, "layers", "compiled", why)
     elif backend.name != "numpy":
         assert took.taken == "layers" and took.loops == "generic"
 

@@ -1,0 +1,97 @@
+"""The planned pass serves ``train_recurrent`` too (``route_choice.planned_step_choice``): its
+gradients, then ``optimizer.step``, wherever the optimizer does not move the weights inside the
+backward pass itself; a mask (so a last-step target) is planned for both verbs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+
+from .helpers import host_params
+from .test_descent import fuses_here
+from .test_planned_backprop import (
+    assert_same_bits,
+    entropy,
+    layer_path,
+    network,
+    planned,  # noqa: F401 - a fixture
+    results,
+    sequences,
+)
+
+OPTIMIZERS = {
+    "adam": lambda: dualtape.Adam(0.01),
+    "momentum": lambda: dualtape.SGD(0.1, momentum=0.5),
+    "sgd-top": lambda: dualtape.SGD(0.1),  # plain SGD, which fuses into LSTMs only
+}
+
+
+def last_step_mask(steps, batch):
+    mask = np.zeros((steps, batch), bool)
+    mask[-1] = True
+    return dualtape.asarray(mask)
+
+
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
+@pytest.mark.parametrize("vocab", [7, 0], ids=["ids", "inputs"])
+@pytest.mark.parametrize("masked", [False, True], ids=["every-step", "masked"])
+def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  # noqa: F811
+                                                            optimizer, vocab, masked):
+    """Two calls each way: the losses, the last states and the weights after each step bit
+    for bit with the layer path (a given state declines the planned pass)."""
+    nets = [network(vocab), network(vocab)]
+    optimizers = [OPTIMIZERS[optimizer](), OPTIMIZERS[optimizer]()]
+    options = {"mask": last_step_mask(6, 3)} if masked else {}
+    for seed in (2, 3):
+        xs, labels = sequences(vocab, seed=seed)
+        got = dualtape.train_recurrent(nets[0], xs, labels, optimizers[0], loss=entropy,
+                                       **options)
+        want = dualtape.train_recurrent(nets[1], xs, labels, optimizers[1], loss=entropy,
+                                        state=[None, None], **options)
+        assert got[0] == want[0]
+        assert all(np.array_equal(dualtape.to_numpy(a), dualtape.to_numpy(b))
+                   for a, b in zip(got[1], want[1], strict=True))
+        for a, b in zip(host_params(nets[0]), host_params(nets[1]), strict=True):
+            assert all(np.array_equal(a[k], b[k]) for k in a)
+    took = dualtape.last_route(nets[0], "train_recurrent")
+    assert took.taken == ("planned" if fuses_here(backend) else "layers")
+    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
+
+
+def test_a_masked_backpropagate_sequence_is_planned_with_the_layer_paths_bits(
+        backend, planned):  # noqa: F811
+    net = network(7)
+    xs, labels = sequences(7)
+    mask = last_step_mask(6, 3)
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, mask=mask))
+    want = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, mask=mask,
+                                                   state=[None, None]))
+    assert_same_bits(got, want)
+    assert got[0] != layer_path(net, xs, labels)[0]  # the mask weighed the loss
+    assert planned == ([tuple(xs.shape)] if fuses_here(backend) else [])
+
+
+def test_a_last_step_target_is_planned(backend, planned):  # noqa: F811
+    """A many-to-one target (``last_step``) is a mask of the last step: the planned route."""
+    net = network(0, top=2)
+    xs, _ = sequences(0)
+    target = dualtape.asarray(np.random.default_rng(4).uniform(-1, 1, (3, 2)))
+    dualtape.train_recurrent(net, xs, target, dualtape.Adam(0.01), loss="mse")
+    took = dualtape.last_route(net, "train_recurrent")
+    assert took.taken == ("planned" if fuses_here(backend) else "layers")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_input_moves_nothing_and_records_nothing(backend, bad):
+    net = network(0)
+    xs, labels = sequences(0)
+    xs = dualtape.asarray(np.where(np.arange(54).reshape(6, 3, 3) == 5, bad,
+                                   dualtape.to_numpy(xs)))
+    optimizer, before = dualtape.Adam(0.01), host_params(net)
+    with pytest.raises(FloatingPointError, match="the input holds NaN or inf"):
+        dualtape.train_recurrent(net, xs, labels, optimizer, loss=entropy)
+    assert optimizer.steps == 0 and dualtape.last_route(net, "train_recurrent") is None
+    for a, b in zip(before, host_params(net), strict=True):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
