@@ -255,13 +255,14 @@ def test_a_full_length_target_is_handed_on_as_given_without_preparing_the_input(
 
 def test_a_network_of_any_width_takes_the_inputs_width(backend):
     """A network without sizes of its own (activations only): the last step's target is as
-    wide as the input."""
+    wide as the input (given as an array, or as a list)."""
     net = dualtape.RecurrentNetwork([dualtape.Tanh()])
     xs = inputs()
     last = last_and_full(3, False)[0]
-    found = dualtape.backpropagate_sequence(net, dualtape.asarray(xs), dualtape.asarray(last))
-    assert float(found.loss) == pytest.approx(oracle(np.tanh(xs[-1]), last, "squared_error"),
-                                              rel=1e-12)
+    want = oracle(np.tanh(xs[-1]), last, "squared_error")
+    for given in (dualtape.asarray(xs), xs.tolist()):
+        found = dualtape.backpropagate_sequence(net, given, dualtape.asarray(last))
+        assert float(found.loss) == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize("verb", ["train_recurrent", "backpropagate_sequence", "route"])
