@@ -21,14 +21,14 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^()\s]+)\)")
 HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
 
-def snippets(markdown: str) -> list[tuple[str, str | None]]:
+def snippets(markdown: str, info: str = "python") -> list[tuple[str, str | None]]:
     """``(code, shown_output)`` for each ```` ```python ```` block (not ```` ```python no-run
-    ````), with the ```` ```text ```` block that follows it after nothing but blank lines, or
-    None when none does."""
+    ```` nor ```` ```python torch ````: ``info`` names the kind), with the ```` ```text ````
+    block that follows it after nothing but blank lines, or None when none does."""
     blocks = list(FENCE.finditer(markdown))
     found = []
     for k, block in enumerate(blocks):
-        if block.group(1).split() != ["python"]:
+        if block.group(1).split() != info.split():
             continue
         after = blocks[k + 1] if k + 1 < len(blocks) else None
         adjacent = after is not None and not markdown[block.end():after.start()].strip()
@@ -152,3 +152,4 @@ def test_snippets_pairs_code_with_the_output_block_right_after_it():
         "```sh\nls\n```\n"
     )
     assert snippets(markdown) == [("print(1)\n", "1\n"), ("x = 2\n", None)]
+    assert snippets(markdown, "python no-run") == [("net = ...\n", None)]
