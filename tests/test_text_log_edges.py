@@ -168,3 +168,20 @@ def test_a_failed_write_keeps_the_reason_in_words(tmp_path, monkeypatch, written
 
     monkeypatch.setattr(os, "write", write)
     assert failed_first_write(log) == error
+
+
+def test_a_closed_log_reopens_at_its_next_row(tmp_path):
+    path = tmp_path / "run.csv"
+    log = TrainingLog.open(path)
+    assert log.write(ROW) is None
+    log.close()
+    assert log.write(ROW._replace(step=4)) is None
+    log.close()
+    assert [r.step for r in read_log(path).rows] == [3, 4]
+
+
+def test_a_folder_not_writable_and_searchable_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "run.csv"
+    monkeypatch.setattr(os, "access", lambda _, mode: mode != os.W_OK | os.X_OK)  # root writes
+    with refused(f"cannot write log {path}: its folder is not writable"):
+        TrainingLog.open(path)
