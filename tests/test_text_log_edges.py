@@ -185,3 +185,18 @@ def test_a_folder_not_writable_and_searchable_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda _, mode: mode != os.W_OK | os.X_OK)  # root writes
     with refused(f"cannot write log {path}: its folder is not writable"):
         TrainingLog.open(path)
+
+
+def test_a_log_another_run_began_after_the_check_is_appended_to_not_emptied(tmp_path):
+    path = tmp_path / "run.csv"
+    log = TrainingLog.open(path)
+    a_log(path, LINE)
+    assert log.write(ROW._replace(step=4)) is None
+    assert [r.step for r in read_log(path).rows] == [3, 4]
+
+
+def test_a_named_log_through_a_dangling_link_makes_its_target(tmp_path):
+    link, target = tmp_path / "link.csv", tmp_path / "target.csv"
+    link.symlink_to(target)
+    assert TrainingLog.open(link).write(ROW) is None
+    assert read_log(target).rows == [ROW]
