@@ -342,7 +342,8 @@ OTHER_ERRORS = {
     "to_torch of Grenade's LSTM": (lambda: dualtape.to_torch([dualtape.LSTM(3, 5)]), TypeError,
                                    r"got \['LSTM'\]"),
     "to_torch of a mix": (lambda: dualtape.to_torch([LSTMS[0], dualtape.GRU(5, 5)]), ValueError,
-                          r"layer 1 \(GRU\(5, 5\)\) does not stack on layer 0"),
+                          r"layer 1 \(GRU\(5, 5\)\) does not stack on layer 0 "
+                          r"\(StandardLSTM\(3, 5\)\) as one torch module's layers do$"),
     "to_torch of two widths": (lambda: dualtape.to_torch([LSTMS[0], dualtape.StandardLSTM(5, 6)]),
                                ValueError, "does not stack"),
     "state of one layer": (lambda: dualtape.state_from_torch(LSTMS[0], H[:1], C[:1]), TypeError,
