@@ -260,7 +260,9 @@ def edited(change: dict, drop: tuple[str, ...] = (), **shape: int) -> dict:
 
 
 FROM_TORCH_ERRORS = {
-    "a list": ([("weight_ih_l0", np.zeros((20, 3)))], TypeError, "expected a state dict"),
+    "a list": ([("weight_ih_l0", np.zeros((20, 3)))], TypeError,
+               r"expected a state dict \(a mapping of names to arrays\) or a torch module, got "
+               "a list$"),
     "empty": ({}, ValueError, "holds no weights"),
     "unknown key": (edited({"running_mean": np.zeros(5)}), ValueError,
                     "unexpected key 'running_mean'"),

@@ -239,6 +239,8 @@ TO_TORCH_ERRORS = {
                               ValueError, r"^to_torch: like: module 'lstm' \(nn.GRU\)"),
     "not a network": (lambda: dualtape.to_torch(3, like=FORECASTER, layout=["lstm", "linear"]),
                       TypeError, "expected a network or a list of layers, got a int"),
+    "not layers": (lambda: dualtape.to_torch([1, 2], like=FORECASTER, layout=["lstm", "linear"]),
+                   TypeError, "expected a network or a list of layers, got a list$"),
     "a layer count": (lambda: dualtape.to_torch(forecaster_net().layers[:1], like=FORECASTER,
                                                 layout=["lstm", "linear"]),
                       ValueError, "1 layers, but like's model maps to 2"),
