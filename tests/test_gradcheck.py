@@ -6,6 +6,8 @@ in its test file: test_layers.py, test_convolution.py, ...)"""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pytest
 
@@ -229,3 +231,79 @@ def test_any_layer_that_draws_at_random_is_refused(backend):
                        r"same input gave different outputs.*; a layer draws at random each "
                        r"pass: fix its draws to check it$"):
         dualtape.check_gradients(JitteringTanh(), np.ones((2, 3)))
+
+
+class SquareCellTape(NamedTuple):
+    states: Any
+
+
+class SquareCell(dualtape.layers.RecurrentLayer):
+    """``state' = y = a state² / 2 + x``, its state gradient scaled by ``factor``: a planted bug
+    (``factor != 1``) that is zero, so unseen, at a zero state."""
+
+    kind = "SquareCell"
+
+    def __init__(self, n: int, factor: float = 1.0) -> None:
+        super().__init__()
+        self.n_in = self.n_out = self.state_size = n
+        self.params = {"a": dualtape.asarray(np.full(n, 0.7), dtype=F64)}
+        self.factor = factor
+
+    def _forward_sequence(self, xp, state, xs):
+        states = [state]
+        for t in range(xs.shape[0]):
+            states.append(0.5 * self.params["a"] * states[-1] ** 2 + xs[t, ...])
+        return SquareCellTape(xp.stack(states)), states[-1], xp.stack(states[1:])
+
+    def _backward_sequence(self, xp, tape, dstate, dys, need_dxs=True, grads_out=None,
+                           need_dstate=True):
+        da, dxs = 0, []
+        for t in reversed(range(dys.shape[0])):
+            d, state = dys[t, ...] + dstate, tape.states[t, ...]
+            da = da + xp.sum(0.5 * d * state ** 2, axis=0)
+            dstate = self.factor * d * self.params["a"] * state
+            dxs.insert(0, d)
+        return {"a": da}, dstate, xp.stack(dxs)
+
+
+def test_the_given_state_is_the_point_checked(backend):
+    """One step from the state given: a bug in the state's gradient that vanishes at zero is
+    found at ones, and entries given as None are zeros."""
+    xs = np.random.default_rng(1).normal(size=(1, 2, 3))
+    buggy = dualtape.RecurrentNetwork([SquareCell(3, factor=1.5)])
+    dualtape.check_gradients(buggy, xs, state=[np.zeros((2, 3))])
+    dualtape.check_gradients(buggy, xs, state=[None])
+    with pytest.raises(GradientCheckError, match=r"layer 0 \(SquareCell\) initial state: worst"):
+        dualtape.check_gradients(buggy, xs, state=[np.ones((2, 3))])
+
+
+@pytest.mark.parametrize("sequence", [False, True], ids=["batch", "sequence"])
+def test_a_model_off_the_current_backend_is_checked_where_it_lives(backend, sequence):
+    """Every input, perturbation and output gradient goes to the model's backend, whichever is
+    current; the batch is not the features (shapes (T, 3, 2))."""
+    model = (dualtape.RecurrentNetwork([LSTM(2, 3, seed=1, dtype=F64)]) if sequence else
+             dualtape.Network([FullyConnected(2, 3, seed=1, dtype=F64), dualtape.Tanh()]))
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 3, 2) if sequence else (3, 2))
+    with dualtape.use_backend("numpy"):
+        errors = dualtape.check_gradients(model, x)
+    assert max(errors.values()) < 1e-6 and "input" in errors
+
+
+class GradientForIds(dualtape.Embedding):
+    """A planted bug: an embedding whose backward gives its integer ids a gradient."""
+
+    def _backward(self, xp, tape, dy):
+        return super()._backward(xp, tape, dy)[0], xp.ones_like(dy)
+
+
+def test_integer_ids_are_checked_for_their_parameters_only(backend):
+    ids = np.array([[1, 4], [0, 1]])
+    errors = dualtape.check_gradients(dualtape.Embedding(5, 3, dtype=F64, seed=1), ids[0])
+    assert list(errors) == ["parameter weight"] and errors["parameter weight"] < 1e-6
+    rnet = dualtape.RecurrentNetwork([dualtape.Embedding(5, 3, dtype=F64, seed=1),
+                                      LSTM(3, 2, seed=2, dtype=F64)])
+    errors = dualtape.check_gradients(rnet, ids)
+    assert "input" not in errors and max(errors.values()) < 1e-6
+    with pytest.raises(GradientCheckError, match=r"^check_gradients: Embedding\(5, 3\): "
+                       r"backward gave an input gradient for integer ids \(expected None\)$"):
+        dualtape.check_gradients(GradientForIds(5, 3, dtype=F64, seed=1), ids[0])
