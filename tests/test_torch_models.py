@@ -196,6 +196,8 @@ STATE_DICT_ERRORS = {
                            r"nn.Embedding \(weight\) or nn.Linear \(weight, bias\) loads"),
     "a linear's bias shape": ({"weight": np.zeros((2, 3)), "bias": np.zeros((2, 1))},
                               r"bias is \(out_features,\)"),
+    "an empty embedding": ({"weight": np.zeros((0, 3))},
+                           r"an nn.Embedding's weight is \(vocab, n\), got \(0, 3\)$"),
     "a whole model without its layout": (FORECASTER, "unexpected key 'lstm.weight_ih_l0'.*"
                                                      "a whole model's with layout="),
 }
