@@ -49,7 +49,7 @@ from .kernels.numba_lstm import NumbaLSTM
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import LSTM, fused_disagreement
 from .losses import squared_error
-from .optim import SGD
+from .optim import Optimizer
 
 Array = Any
 
@@ -86,8 +86,7 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> None:
     scratch = stack_scratch(_sizes(rnet.layers), tape.steps, tape.batch, found.dy.dtype)
     tapes = [(np.ascontiguousarray(t.xs), t.cells, t.gates) for t in tape.tapes]
     weights = [(p["W"], p["U"], p["b"]) for p in params]
-    optimizer.steps += 1  # optim.Optimizer.step's bookkeeping, before any weight moves
-    optimizer._stamp(params)
+    optimizer._counted_in_backward(params)
     with flushed():  # subnormals flushed, as on the unfused fast path (kernels.flush)
         descend_stack(weights, tapes, np.ascontiguousarray(found.dy), scratch, optimizer.rate)
 
@@ -143,8 +142,7 @@ def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
         scratch = stack_scratch(_sizes(plan.layers), steps, batch, xs.dtype)
         if not descend_stack(plan.weights, tapes, dys, scratch, optimizer.rate):
             return None  # NaN or inf in the input: nothing moved
-    optimizer.steps += 1  # optim.Optimizer.step's bookkeeping
-    optimizer._stamp(plan.params)
+    optimizer._counted_in_backward(plan.params)
     plan.versions = [layer.params.version for layer in plan.layers]
     return float(loss), [cells[-1] for _, cells, _ in tapes]
 
@@ -206,13 +204,12 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def plain_sgd_declines(optimizer: Any) -> str | None:
-    """Why ``optimizer`` is not ``SGD`` itself (a subclass or a wrapper such as
-    ``DataParallel`` may step otherwise) with no momentum and no regulariser; else None."""
-    if type(optimizer) is not SGD:
+    """Why ``optimizer``'s step cannot run inside the backward pass: its own answer
+    (``Optimizer._in_backward_declines``: plain ``SGD`` only); an object that is not an
+    ``Optimizer`` (a wrapper such as ``DataParallel``) steps otherwise. None where it can."""
+    if not isinstance(optimizer, Optimizer):
         return f"{type(optimizer).__name__} is not SGD itself"
-    if optimizer.momentum:
-        return "SGD with momentum"
-    return "SGD with a regulariser" if optimizer.regulariser else None
+    return optimizer._in_backward_declines()
 
 
 def _cell_declines(xp: Any, like: Array) -> str | None:

@@ -442,6 +442,17 @@ class Optimizer:
     def _bind(self, params: list[dict[str, Array]]) -> None:
         self._owners.update({k: _owner(group) for k, group in enumerate(params)})
 
+    def _in_backward_declines(self) -> str | None:
+        """Why this optimizer's step cannot move the weights inside the backward pass
+        (``descent``: plain SGD, no gradient arrays), or None where it can."""
+        return f"{type(self).__name__} is not SGD itself"
+
+    def _counted_in_backward(self, params: list[dict[str, Array]]) -> None:
+        """The bookkeeping of a step the backward pass applies (``descent``), before any
+        weight moves: the step counted and ``params`` stamped, as ``step`` does."""
+        self.steps += 1
+        self._stamp(params)
+
     def _stamp(self, params: list[dict[str, Array]]) -> None:
         """Bind ``params`` to this optimizer and mark them changed before a step writes them
         (tapes made before it are then stale): ``step``'s, and that of a step fused into the
@@ -627,6 +638,15 @@ class SGD(Optimizer):
         self.schedule = check_schedule("SGD", schedule)
         self.momentum = check_real("SGD", "momentum", momentum, "[0, 1)")
         self.regulariser = check_real("SGD", "regulariser", regulariser, "[0, inf)")
+
+    def _in_backward_declines(self) -> str | None:
+        """None for ``SGD`` itself (a subclass may step otherwise) with no momentum and no
+        regulariser: its step, ``w -= rate·g``, is one the backward pass can apply."""
+        if type(self) is not SGD:
+            return f"{type(self).__name__} is not SGD itself"
+        if self.momentum:
+            return "SGD with momentum"
+        return "SGD with a regulariser" if self.regulariser else None
 
     def _update(self, w: Array, g: Array, slot: dict[str, Array]) -> tuple[Array, dict]:
         m = -self.rate * g

@@ -445,9 +445,9 @@ def train_recurrent(
     objective = objective_for(loss, rnet, "train_recurrent")
     plan = planned_step_choice(rnet, xs, optimizer, state, tape, learn_initial_state)
     if type(plan) is not str:
-        done = planned_backprop(plan, xs, targets, objective, mask)
-        if done is not None:
-            value, finite, grads, states = done
+        passed = planned_backprop(plan, xs, targets, objective, mask)
+        if passed is not None:
+            value, finite, grads, states = passed
             result = read_loss(np, np.asarray(value), np.asarray(finite), "train_recurrent",
                                optimizer, lambda: {"the network's parameters":
                                                    list(all_params(rnet))})
