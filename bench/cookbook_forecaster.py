@@ -160,9 +160,10 @@ def main(argv: list[str]) -> None:
     print(found["check"])
     for name in ("dualtape", "torch"):
         f = found[name]
-        print(f"{name:>8}: best held-out MSE {f['error']:.5f}, {f['epoch_s']:.4f} s an epoch "
+        print(f"{name:>8}: best held-out MSE {f['error']:.6f}, {f['epoch_s']:.4f} s an epoch "
               f"(median of {args.rounds}; fastest {f['fastest_s']:.4f})")
-    print(f"dualtape/torch time per epoch: {found['ratio']:.3f} (median of the rounds' ratios)")
+    print(f"dualtape/torch held-out MSE: {found['dualtape']['error'] / found['torch']['error']:.7f}"
+          f"; time per epoch: {found['ratio']:.3f} (median of the rounds' ratios)")
 
 
 if __name__ == "__main__":
