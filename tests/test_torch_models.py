@@ -115,6 +115,14 @@ def test_a_linear_without_bias_loads_with_a_zero_bias_and_keeps_it(backend):
         dualtape.to_torch(net, like=weight, layout=["linear"])
 
 
+def test_one_wide_layers_load():
+    """An embedding of one column, and a linear layer of one input and one output."""
+    (embedding,) = dualtape.from_torch({"weight": np.ones((4, 1))})
+    assert (embedding.vocab, embedding.n) == (4, 1)
+    (layer,) = dualtape.from_torch({"weight": np.ones((1, 1)), "bias": np.ones(1)})
+    assert (layer.n_in, layer.n_out) == (1, 1)
+
+
 def test_a_whole_model_takes_one_dtype(stored):
     sd, x, y = case(stored, "forecaster")
     sd["head.bias"] = sd["head.bias"].astype(np.float32)
