@@ -109,8 +109,7 @@ ONE_STEP = '{"kind": "StepRate", "step_size": 1}'
     ('{"kind": "StepRate", "step_size": 0}', "StepRate: step_size must be a positive integer, "
      "got 0"),
     ('{"kind": "StepRate", "step_size": 2, "bogus": 1}', "{'kind': 'StepRate', 'step_size': 2, "
-     "'bogus': 1} is not a saved schedule: StepRate.__init__() got an unexpected keyword "
-     "argument 'bogus'"),
+     "'bogus': 1} is not a saved schedule: StepRate"),  # then Python's words, which vary
     ('{"kind": "CosineRate", "t_max": "ten"}', "CosineRate: t_max must be a positive integer, "
      "got 'ten'"),
     (f'{{"kind": "SequentialRate", "schedules": [null, {ONE_STEP}], "milestones": [3]}}',
@@ -131,5 +130,6 @@ def test_a_saved_schedule_that_is_not_one_is_refused_changing_nothing(text, why)
     fresh = dualtape.SGD(0.1, schedule=CosineRate(3))
     with pytest.raises(ValueError) as info:
         fresh.load_state_dict(state, params)
-    assert str(info.value) == f"SGD: state 'schedule': {why}"
+    assert str(info.value).startswith(f"SGD: state 'schedule': {why}")
+    assert "\n" not in str(info.value)
     assert fresh.schedule == CosineRate(3) and fresh.steps == 0 and not fresh.state
