@@ -389,3 +389,120 @@ def test_squared_error_fits_any_last_layer(backend):
     net = classifier("Softmax")
     targets = dualtape.asarray(np.eye(3)[[0, 1, 2, 0]])
     dualtape.train(net, dualtape.asarray(np.ones((4, 2))), targets, dualtape.SGD(0.1))
+
+
+# --- the self-check of the compiled loss, against loops that err ----------------------------
+
+
+class Loops:
+    """Loops of the compiled loss's interface that compute ``compute(y, labels, scale)``."""
+
+    def __init__(self, compute):
+        self.softmax_cross_entropy = compute
+
+
+def generic(y, labels, scale):
+    """The generic code's value and gradient, as the compiled loops return them."""
+    value, dy = losses._softmax_cross_entropy(np, y, labels, True, None)
+    return float(value) * y.shape[0] * scale, dy.reshape(y.shape) * y.shape[0] * scale
+
+
+def naive(y, labels, scale):
+    """log(softmax) without the max taken first: log(0) at a label whose logit is far below."""
+    with np.errstate(all="ignore"):
+        p = np.exp(y) / np.exp(y).sum(axis=-1, keepdims=True)
+        value = -np.log(p[np.arange(len(labels)), labels]).sum() * scale
+    dy = p.copy()
+    dy[np.arange(len(labels)), labels] -= 1
+    return value, dy * scale
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_self_check_passes_loops_that_agree_and_names_those_that_do_not(dtype):
+    like = np.ones(1, dtype)
+    assert losses._check_compiled(Loops(generic), like) is None
+    off = {"naive": naive,
+           "value off by 1e-9": lambda y, ids, s: (generic(y, ids, s)[0] * (1 + 1e-9),
+                                                   generic(y, ids, s)[1]),
+           "gradient off by 1e-9": lambda y, ids, s: (generic(y, ids, s)[0],
+                                                      generic(y, ids, s)[1] * (1 + 1e-9))}
+    for why, compute in off.items():
+        if (dtype == "float32") == ("1e-9" in why):
+            continue  # 1e-9 is below float32's rounding; exp(-200) is 0 in float32 only
+        assert losses._check_compiled(Loops(compute), like) == (
+            "the softmax cross entropy at labels differs from the generic code beyond "
+            "rounding"), why
+
+
+# --- mask weights ----------------------------------------------------------------------------
+
+
+def weights_of(mask, steps=3, batch=2, dtype="float32"):
+    return losses.mask_weights(mask, steps, batch, dualtape.asarray(np.zeros((1,), dtype)))
+
+
+@pytest.mark.parametrize("mask", [[True, False, True], [1, 0, 1], [1.0, 0.0, 1.0]],
+                         ids=["bools", "ints", "floats"])
+def test_a_mask_per_step_as_a_list_is_weights_on_the_networks_backend(backend, mask):
+    found = weights_of(mask)
+    assert found.dtype == dualtape.asarray(np.zeros(1, "float32")).dtype
+    assert tuple(found.shape) == (3, 2)
+    np.testing.assert_array_equal(np64(found), [[1, 1], [0, 0], [1, 1]])
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int64", "float64"])
+def test_a_mask_per_step_and_sequence_is_taken_in_the_references_dtype(backend, dtype):
+    mask = np.array([[1, 0], [0, 1], [1, 1]]).astype(dtype)
+    found = weights_of(dualtape.asarray(mask), dtype="float64")
+    assert found.dtype == dualtape.asarray(np.zeros(1)).dtype
+    np.testing.assert_array_equal(np64(found), mask.astype(float))
+
+
+@pytest.mark.parametrize("mask, error, message", [
+    (["a", "b", "c"], TypeError, "train_recurrent: mask must be boolean or real 0/1, got <U1"),
+    (3, TypeError, "train_recurrent: mask must be an array, got int"),
+    (np.ones(3, complex), TypeError,
+     "train_recurrent: mask must be boolean or real 0/1, got .*complex128"),
+    (np.ones(4), ValueError, r"train_recurrent: mask must have shape \(3,\) or \(3, 2\), "
+                             r"got \(4,\)"),
+    (np.ones((2, 3)), ValueError, r"train_recurrent: mask must have shape \(3,\) or \(3, 2\), "
+                                  r"got \(2, 3\)"),
+    (np.array([1.0, 2.0, 0.0]), ValueError,
+     r"^train_recurrent: a real mask must hold only 0 and 1 \(no NaN\)$"),
+    (np.array([1.0, np.nan, 0.0]), ValueError, r"a real mask must hold only 0 and 1 \(no NaN\)"),
+])
+def test_a_bad_mask_is_refused_in_one_line(backend, mask, error, message):
+    if isinstance(mask, np.ndarray):
+        mask = dualtape.asarray(mask)
+    with pytest.raises(error, match=message):
+        weights_of(mask)
+
+
+def test_a_mask_on_another_backend_is_refused_naming_both(backend):
+    mask, other = other_backend_array(backend, np.ones(3))
+    with pytest.raises(TypeError, match=f"mask is a .*{other}.* but the network lives on "):
+        weights_of(mask)
+
+
+# --- the words of the refusals ---------------------------------------------------------------
+
+
+def test_an_unknown_loss_lists_the_known_ones_comma_separated():
+    with pytest.raises(ValueError) as info:
+        losses.loss_function("hinge")
+    assert str(info.value) == (
+        "unknown loss 'hinge'; known losses: " + ", ".join(losses.LOSSES) + "; aliases: "
+        + ", ".join(f"{a} ({k})" for a, k in losses.ALIASES.items()))
+
+
+def test_the_refusals_of_a_cross_entropy_that_does_not_fit_read_whole():
+    with pytest.raises(ValueError) as info:
+        losses.check_loss_for("cross_entropy", dualtape.Logit(), 3, "train")
+    assert str(info.value).endswith("use loss='softmax_cross_entropy' (its outputs as logits, "
+                                    "torch's cross_entropy), or add a Softmax")
+    with pytest.raises(ValueError) as info:
+        losses.check_loss_for("softmax_cross_entropy", object(), 1, "train")
+    assert str(info.value) == (
+        "train: loss='softmax_cross_entropy' over one output is a softmax over one class, 1 "
+        "whatever the input: give the network one output per class (2 for two classes), or use "
+        "loss='binary_cross_entropy_with_logits' on its one output")
