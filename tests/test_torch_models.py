@@ -175,6 +175,8 @@ LAYOUT_ERRORS = {
                                   r"FullyConnected\(3, 1\) takes 3 features"),
     "an integer weight": ({**FORECASTER, "head.bias": np.zeros(1, dtype=int)},
                           ["lstm", "linear"], TypeError, "head.bias holds int64 numbers"),
+    "one module's integer weight": ({"weight": np.zeros((2, 3), dtype=int)}, ["linear"],
+                                    TypeError, "^from_torch: weight holds int64 numbers"),
     "a 1-d linear weight": ({"weight": np.zeros(3), "bias": np.zeros(3)}, ["linear"],
                             ValueError, r"nn.Linear's weight is \(out_features, in_features\), "
                                         r"got \(3,\)"),
