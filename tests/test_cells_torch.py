@@ -318,14 +318,16 @@ def test_from_torch_refuses_weights_of_two_dtypes_unless_one_is_asked_for(key):
     state_dict = torch_dict(layers=2)
     state_dict[key] = np.asarray(state_dict[key], dtype=np.float32)
     with pytest.raises(ValueError, match=r"^from_torch: the state dict mixes float32 and "
-                                         r"float64 weights; pass dtype="):
+                                         r"float64 weights; pass dtype='float32' or 'float64' "
+                                         r"to cast them all$"):
         dualtape.from_torch(state_dict)
     layers = dualtape.from_torch(state_dict, dtype="float64")
     assert {layer.dtype for layer in layers} == {"float64"}
 
 
 def test_from_torch_refuses_a_dtype_it_cannot_make():
-    with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64', got 'float16'"):
+    with pytest.raises(ValueError, match="^from_torch: dtype must be 'float32' or 'float64', "
+                                         "got 'float16'"):
         dualtape.from_torch(torch_dict(), dtype="float16")
 
 

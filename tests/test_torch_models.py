@@ -454,7 +454,8 @@ def module_errors(torch: Any) -> dict[str, tuple[Any, str]]:
                                 r"nn.Softmax\(dim=1\)\) normalises another axis"),
         "modules that do not chain": (nn.Sequential(nn.Linear(2, 3), nn.Linear(4, 1)),
                                       "the modules do not chain: Network: layer 1"),
-        "a layout with a module": (nn.Linear(2, 2), "layout= goes with a state dict"),
+        "a layout with a module": (nn.Linear(2, 2),
+                                   "layout= goes with a state dict; a module gives its own$"),
     }
 
 
