@@ -6,9 +6,9 @@ of few calls). The same bits as the layer path (``tests/test_planned_backprop.py
 It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
 ``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
 top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
-(T, B, i) of the weights' dtype (C order), over more than one row, with zero initial states,
-the full tape, no initial states' gradient (a mask only weighs the loss) and the gradients'
-products not handed to a second core (``overlap_gradients``). It serves
+(T, B, i) of the weights' dtype (C order), over more than one row, with the full tape and no
+initial states' gradient (a given state only starts the forward pass, a mask only weighs the
+loss) and the gradients' products not handed to a second core (``overlap_gradients``). It serves
 ``backpropagate_sequence``, and ``train_recurrent`` before ``optimizer.step`` where the
 optimizer does not move the weights inside the backward pass itself (``descent``).
 Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
@@ -68,19 +68,23 @@ def planned(rnet: Any, xs: Any) -> _Plan | str:
     return plan
 
 
-def planned_backprop(plan: _Plan, xs: Any, targets: Any, objective: Any, mask: Any = None
+def planned_backprop(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: Any,
+                     mask: Any = None, state: Any = None
                      ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
-    """``(loss, input finite, grads, state_T)`` over ``xs`` by ``objective(np, ys,
-    targets[, weights])`` (a ``training.LossCall``: its gradient of the outputs' shape and
-    dtype; ``weights`` ``losses.mask_weights`` of ``mask`` where one is given) by ``plan``
-    (``planned``'s), the gradients in ``recurrent.gradient_buffers``; or None, having changed
-    nothing, where the loss's gradient is not C-ordered."""
+    """``(loss, input finite, grads, state_T)`` of ``rnet`` over ``xs`` from ``state`` (None:
+    zeros; checked as the layer path checks it) by ``objective(np, ys, targets[, weights])``
+    (a ``training.LossCall``: its gradient of the outputs' shape and dtype; ``weights``
+    ``losses.mask_weights`` of ``mask`` where one is given) by ``plan`` (``planned``'s), the
+    gradients in ``recurrent.gradient_buffers``; or None, having changed nothing, where the
+    loss's gradient is not C-ordered."""
     W0, cell = plan.weights[0][0], plan.cell
     steps, batch = xs.shape[:2]
+    starts = plan.zeros if state is None else [
+        np.ascontiguousarray(s) for s in rnet._check_states(state, batch)[0]]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
         tapes, h = [], xs
-        for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
-            tapes.append(forward_sequence(np, cell, U, zeros,
+        for (W, U, b), start in zip(plan.weights, starts, strict=True):
+            tapes.append(forward_sequence(np, cell, U, start,
                                           project_sequence(np, h, W, b)))
             h = tapes[-1][2]
         if plan.top is not None:

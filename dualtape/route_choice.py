@@ -53,18 +53,15 @@ def fused_choice(rnet: Any, optimizer: Any, prepared: Array, tape: Any, learn: b
     return fused_declines(rnet, optimizer, prepared, tape == "full")
 
 
-def planned_choice(rnet: Any, xs: Any, state: Any, tape: Any, need_dstate: bool) -> Any:
-    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned``: zero states
-    and the full tape only), or why it declines."""
+def planned_choice(rnet: Any, xs: Any, tape: Any, need_dstate: bool) -> Any:
+    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned``: the full tape
+    only), or why it declines."""
     if need_dstate:
         return "need_dstate=True"
-    if state is not None:
-        return "a state is given"
     return "a checkpointed tape" if tape != "full" else planned(rnet, xs)
 
 
-def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, state: Any, tape: Any,
-                        learn: bool) -> Any:
+def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, tape: Any, learn: bool) -> Any:
     """``train_recurrent``'s planned pass before ``optimizer.step``, where the optimizer
     does not move the weights inside the backward pass instead (``descent.fused_declines``),
     or why it declines."""
@@ -72,7 +69,7 @@ def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, state: Any, tape: An
         return "learn_initial_state=True"
     if fused_declines(rnet, optimizer, xs, tape == "full") is None:
         return "plain SGD moves the weights inside the backward pass instead"
-    return planned_choice(rnet, xs, state, tape, False)
+    return planned_choice(rnet, xs, tape, False)
 
 
 def layer_loops(like: Array) -> tuple[str, Declined]:
@@ -122,7 +119,7 @@ def route(
                                 learn_initial_state)
         if not isinstance(why, str):
             return Route(verb, WHOLE_STEP, "compiled")
-        plan = planned_step_choice(rnet, xs, optimizer, state, tape, learn_initial_state)
+        plan = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
         if not isinstance(plan, str):
             return Route(verb, PLANNED, "compiled", ((WHOLE_STEP, why),))
         fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
@@ -130,7 +127,7 @@ def route(
             return Route(verb, FUSED_SGD, "compiled", ((WHOLE_STEP, why), (PLANNED, plan)))
         declined = ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused))
     else:
-        why = planned_choice(rnet, xs, state, tape, need_dstate)
+        why = planned_choice(rnet, xs, tape, need_dstate)
         if not isinstance(why, str):
             return Route(verb, PLANNED, "compiled")
         declined = ((PLANNED, why),)

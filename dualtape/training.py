@@ -273,9 +273,9 @@ def backpropagate_sequence(
                "backpropagate_sequence")
     objective = objective_for(loss, rnet, "backpropagate_sequence")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "backpropagate_sequence")
-    why = planned_choice(rnet, xs, state, tape, need_dstate)
+    why = planned_choice(rnet, xs, tape, need_dstate)
     if type(why) is not str:
-        done = planned_backprop(why, xs, targets, objective, mask)
+        done = planned_backprop(why, rnet, xs, targets, objective, mask, state)
         if done is not None:
             record(rnet, "backpropagate_sequence", PLANNED, "compiled")
             value, finite, grads, states = done
@@ -426,8 +426,8 @@ def train_recurrent(
     ``state``, ``mask``, ``loss`` or ``tape`` given, a ``(T, B, i)`` input and ``(T, B, o)``
     targets of the weights' dtype, its checks are made once per network and input form and the
     backward pass and update of every layer are one compiled call (``descent.train_step``).
-    Other optimizers on such a stack (a ``FullyConnected`` on top or not, ids or inputs, zero
-    states, a mask or none) take ``backpropagate_sequence``'s planned pass, then their step.
+    Other optimizers on such a stack (a ``FullyConnected`` on top or not, ids or inputs, a
+    state and a mask or none) take ``backpropagate_sequence``'s planned pass, then their step.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
@@ -443,14 +443,15 @@ def train_recurrent(
             return done
         why = "the input or the loss is not finite"
     objective = objective_for(loss, rnet, "train_recurrent")
-    plan = planned_step_choice(rnet, xs, optimizer, state, tape, learn_initial_state)
+    plan = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
     if type(plan) is not str:
-        passed = planned_backprop(plan, xs, targets, objective, mask)
+        passed = planned_backprop(plan, rnet, xs, targets, objective, mask, state)
         if passed is not None:
             value, finite, grads, states = passed
             result = read_loss(np, np.asarray(value), np.asarray(finite), "train_recurrent",
-                               optimizer, lambda: {"the network's parameters":
-                                                   list(all_params(rnet))})
+                               optimizer, lambda: {
+                                   "the initial state": rnet._check_states(state, xs.shape[1])[0],
+                                   "the network's parameters": list(all_params(rnet))})
             record(rnet, "train_recurrent", PLANNED, "compiled", ((WHOLE_STEP, why),))
             optimizer.step(rnet.params, grads)
             return result, states

@@ -68,9 +68,10 @@ def assert_same_bits(a, b):
 
 
 def layer_path(net, xs, labels, loss=entropy):
-    """``backpropagate_sequence`` on the layer path: a given state is not planned."""
-    return results(dualtape.backpropagate_sequence(
-        net, xs, labels, loss=loss, state=[None] * len(net.recurrent_layers)))
+    """``backpropagate_sequence`` on the layer path: the initial states' gradient is not
+    planned (and changes nothing else)."""
+    return results(dualtape.backpropagate_sequence(net, xs, labels, loss=loss,
+                                                   need_dstate=True))
 
 
 @pytest.mark.parametrize(("vocab", "sizes", "top"), [
@@ -108,16 +109,14 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [
-    "state", "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
+    "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
     "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
     "float32-input", "one-sequence", "read-only-weight", "memory-mapped-weight"])
 def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
     """None of these is planned, as the record says and ``route`` foresaw; each still gives
     the layer path's gradients."""
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
-    if case == "state":
-        options = {"state": [None, None]}
-    elif case == "sqrt-tape":
+    if case == "sqrt-tape":
         options = {"tape": "sqrt"}
     elif case == "dstate":
         options = {"need_dstate": True}
@@ -274,7 +273,7 @@ def test_a_named_loss_is_planned_too(backend, planned):
     net, (xs, _) = network(0, top=0), sequences(0)
     targets = dualtape.asarray(np.random.default_rng(4).uniform(-1, 1, (6, 3, 4)))
     got = results(dualtape.backpropagate_sequence(net, xs, targets))
-    want = results(dualtape.backpropagate_sequence(net, xs, targets, state=[None, None]))
+    want = results(dualtape.backpropagate_sequence(net, xs, targets, need_dstate=True))
     assert_same_bits(got, want)
     assert len(planned) == (1 if fuses_here(backend) else 0)
 
@@ -343,7 +342,7 @@ def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backen
     targets = np.zeros((20, 2, 6), dtype)
     got = results(dualtape.backpropagate_sequence(net, xs, targets))
     assert_same_bits(got, results(dualtape.backpropagate_sequence(net, xs, targets,
-                                                                  state=[None, None])))
+                                                                  need_dstate=True)))
     assert subnormals([a for g in got[1] for a in g.values()]) == 0
     assert planned == ([xs.shape] if fuses_here(backend) else [])
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import dualtape
+from dualtape import route_choice
 
 from .helpers import host_params
 from .test_descent import fuses_here
@@ -34,22 +35,38 @@ def last_step_mask(steps, batch):
     return dualtape.asarray(mask)
 
 
+def given_states(batch, seed=5):
+    """A state per LSTM of ``network``'s (5 and 4 cells), not zeros."""
+    rng = np.random.default_rng(seed)
+    return [dualtape.asarray(rng.uniform(-1, 1, (batch, n))) for n in (5, 4)]
+
+
+def on_the_layer_path(monkeypatch, call, *args, **kwargs):
+    """``call(*args, **kwargs)`` with the planned pass declined (its plan refused): the
+    layers' route."""
+    with monkeypatch.context() as patch:
+        patch.setattr(route_choice, "planned", lambda rnet, xs: "declined by the test")
+        return call(*args, **kwargs)
+
+
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 @pytest.mark.parametrize("vocab", [7, 0], ids=["ids", "inputs"])
-@pytest.mark.parametrize("masked", [False, True], ids=["every-step", "masked"])
+@pytest.mark.parametrize("options", ["defaults", "masked", "state"])
 def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  # noqa: F811
-                                                            optimizer, vocab, masked):
+                                                            monkeypatch, optimizer, vocab,
+                                                            options):
     """Two calls each way: the losses, the last states and the weights after each step bit
-    for bit with the layer path (a given state declines the planned pass)."""
+    for bit with the layer path."""
     nets = [network(vocab), network(vocab)]
     optimizers = [OPTIMIZERS[optimizer](), OPTIMIZERS[optimizer]()]
-    options = {"mask": last_step_mask(6, 3)} if masked else {}
+    options = {"defaults": {}, "masked": {"mask": last_step_mask(6, 3)},
+               "state": {"state": given_states(3)}}[options]
     for seed in (2, 3):
         xs, labels = sequences(vocab, seed=seed)
         got = dualtape.train_recurrent(nets[0], xs, labels, optimizers[0], loss=entropy,
                                        **options)
-        want = dualtape.train_recurrent(nets[1], xs, labels, optimizers[1], loss=entropy,
-                                        state=[None, None], **options)
+        want = on_the_layer_path(monkeypatch, dualtape.train_recurrent, nets[1], xs, labels,
+                                 optimizers[1], loss=entropy, **options)
         assert got[0] == want[0]
         assert all(np.array_equal(dualtape.to_numpy(a), dualtape.to_numpy(b))
                    for a, b in zip(got[1], want[1], strict=True))
@@ -60,17 +77,28 @@ def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  #
     assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
 
 
-def test_a_masked_backpropagate_sequence_is_planned_with_the_layer_paths_bits(
-        backend, planned):  # noqa: F811
+@pytest.mark.parametrize("given", ["mask", "state", "one-state"])
+def test_a_masked_or_given_state_backpropagate_sequence_is_planned_with_the_layer_paths_bits(
+        backend, planned, monkeypatch, given):  # noqa: F811
     net = network(7)
     xs, labels = sequences(7)
-    mask = last_step_mask(6, 3)
-    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, mask=mask))
-    want = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, mask=mask,
-                                                   state=[None, None]))
+    options = {"mask": {"mask": last_step_mask(6, 3)}, "state": {"state": given_states(3)},
+               "one-state": {"state": [given_states(3)[0], None]}}[given]
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, **options))
+    want = results(on_the_layer_path(monkeypatch, dualtape.backpropagate_sequence, net, xs,
+                                     labels, loss=entropy, **options))
     assert_same_bits(got, want)
-    assert got[0] != layer_path(net, xs, labels)[0]  # the mask weighed the loss
+    assert got[0] != layer_path(net, xs, labels)[0]  # the mask or the state changed the loss
     assert planned == ([tuple(xs.shape)] if fuses_here(backend) else [])
+
+
+def test_a_given_state_is_checked_as_the_layer_path_checks_it(backend):
+    net, (xs, labels) = network(7), sequences(7)
+    with pytest.raises(ValueError, match=r"state"):
+        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy,
+                                        state=[dualtape.asarray(np.zeros((2, 5))), None])
+    with pytest.raises(ValueError, match=r"state must be a list of 2"):
+        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, state=[None])
 
 
 def test_a_last_step_target_is_planned(backend, planned):  # noqa: F811

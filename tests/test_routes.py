@@ -42,8 +42,10 @@ CASES = {  # the call's arguments, its route where the compiled loops run, and w
     "adam": ({"optimizer": dualtape.Adam}, "planned", "Adam is not SGD itself", "", ""),
     "adam-mask": ({"optimizer": dualtape.Adam, "mask": np.ones((5, 2))}, "planned",
                   "a mask is given", "", ""),
-    "adam-state": ({"optimizer": dualtape.Adam, "state": [None, None]}, "layers",
-                   "a state is given", "a state is given", "Adam is not SGD itself"),
+    "adam-state": ({"optimizer": dualtape.Adam, "state": [None, None]}, "planned",
+                   "a state is given", "", ""),
+    "adam-sqrt": ({"optimizer": dualtape.Adam, "tape": "sqrt"}, "layers",
+                  "a checkpointed tape", "a checkpointed tape", "Adam is not SGD itself"),
     "top": ({"top": True}, "planned", "a layer other than LSTM", "", ""),
 }
 
@@ -90,7 +92,7 @@ def test_backpropagate_sequence_is_planned_or_says_why(backend):
     net, (xs, targets) = lstms(top=True), data()
     mask = dualtape.asarray(np.ones((5, 2)))
     for options, planned, why in [({}, True, None), ({"mask": mask}, True, None),
-                                  ({"state": [None, None]}, False, "a state is given"),
+                                  ({"state": [None, None]}, True, None),
                                   ({"need_dstate": True}, False, "need_dstate=True")]:
         foreseen = dualtape.route(net, xs, targets, verb="backpropagate_sequence", **options)
         dualtape.backpropagate_sequence(net, xs, targets, **options)
@@ -138,14 +140,14 @@ def test_the_trace_prints_each_new_choice_once(monkeypatch, capsys):
     net, (xs, targets) = lstms(), data()
     for _ in range(3):
         dualtape.train_recurrent(net, xs, targets, dualtape.Adam())
-    dualtape.backpropagate_sequence(net, xs, targets, state=[None, None])
-    dualtape.backpropagate_sequence(net, xs, targets, state=[None, None])
+    dualtape.backpropagate_sequence(net, xs, targets, need_dstate=True)
+    dualtape.backpropagate_sequence(net, xs, targets, need_dstate=True)
     dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1, momentum=0.5))
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(":")[1] for line in lines] == [
         " train_recurrent", " backpropagate_sequence", " train_recurrent"]
     assert all(line.startswith("dualtape route: ") for line in lines)
-    assert "SGD with momentum" in lines[-1] and "a state is given" in lines[1]
+    assert "SGD with momentum" in lines[-1] and "need_dstate=True" in lines[1]
 
 
 def test_no_trace_unless_asked(monkeypatch, capsys):
@@ -187,8 +189,8 @@ WHY = {  # the verb, its arguments, the reasons of the faster routes the layers'
               (("whole-step", LEARN), ("planned", LEARN), ("fused-sgd", LEARN))),
     "loss": ("train_recurrent", {"loss": "softmax_cross_entropy"},
              (("whole-step", "a loss other than squared_error"),)),
-    "state": ("backpropagate_sequence", {"state": [None, None]},
-              (("planned", "a state is given"),)),
+    "dstate": ("backpropagate_sequence", {"need_dstate": True},
+               (("planned", "need_dstate=True"),)),
     "sqrt-tape": ("backpropagate_sequence", {"tape": "sqrt"},
                   (("planned", "a checkpointed tape"),)),
 }
