@@ -4,8 +4,9 @@
     python bench/before_after.py /tmp/dualtape-before . --rounds 7 --markdown out.md
 
 Each round runs one child process per checkout (alternating which goes first); a child times
-every case with the public API only (``RecurrentNetwork``, ``LSTM``, ``SGD``,
-``train_recurrent``), so any version of dualtape can be measured, on one BLAS thread. The
+every case with the public API only (``RecurrentNetwork``, ``LSTM``, ``SGD`` or ``Adam``
+(``--optimizer``), ``train_recurrent``, from zero states or given ones: ``--state``), so any
+version of dualtape can be measured, on one BLAS thread. The
 report gives each side's median over rounds of the per-round medians, and after/before ratios.
 """
 
@@ -57,18 +58,23 @@ with threadpool_limits(1), dt.use_backend("numpy"):
                   enumerate(zip(sizes, sizes[1:]))]
         net = dt.RecurrentNetwork(layers)
         xs = np.random.default_rng(0).uniform(-1, 1, (steps, batch, sizes[0])).astype(dtype)
-        opt = dt.SGD(0.1)
-        out[label] = median_ms(lambda: dt.train_recurrent(net, xs, xs, opt), float(sys.argv[2]))
+        opt = dt.Adam(1e-3) if sys.argv[3] == "adam" else dt.SGD(0.1)
+        state = [np.zeros((batch, b), dtype) for b in sizes[1:]] if sys.argv[4] == "given" \
+            else None
+        out[label] = median_ms(lambda: dt.train_recurrent(net, xs, xs, opt, state=state),
+                               float(sys.argv[2]))
 print(json.dumps(out))
 """
 
 
-def run_child(checkout: Path, cases: list, budget: float) -> dict[str, float]:
+def run_child(checkout: Path, cases: list, budget: float, optimizer: str, state: str
+              ) -> dict[str, float]:
     """One child process timing every case with ``checkout``'s dualtape first on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(budget)],
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(budget),
+                           optimizer, state],
                           env=env, capture_output=True, text=True, cwd=checkout, check=True)
     return json.loads(done.stdout)
 
@@ -81,17 +87,21 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per case and child")
     parser.add_argument("--cases", default="", help="comma-separated substrings of case labels")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    parser.add_argument("--state", choices=("zeros", "given"), default="zeros")
     args = parser.parse_args()
     wanted = [c for c in CASES if not args.cases or any(s in c[0] for s in args.cases.split(","))]
     samples: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
     for k in range(args.rounds):
         order = [("before", args.before), ("after", args.after)]
         for side, checkout in order if k % 2 == 0 else order[::-1]:
-            for label, ms in run_child(checkout, wanted, args.budget).items():
+            for label, ms in run_child(checkout, wanted, args.budget, args.optimizer,
+                                       args.state).items():
                 samples[side].setdefault(label, []).append(ms)
         print(f"round {k + 1}/{args.rounds} done", file=sys.stderr)
-    lines = [f"Interleaved run: {args.rounds} rounds, medians in ms, one BLAS thread; "
-             f"before = {args.before}, after = {args.after}.", "",
+    lines = [f"Interleaved run: {args.rounds} rounds, medians in ms, one BLAS thread, "
+             f"{args.optimizer}, {args.state} states; before = {args.before}, after = "
+             f"{args.after}.", "",
              "| case | before | after | after / before |", "| --- | ---: | ---: | ---: |"]
     for label, *_ in wanted:
         before = statistics.median(samples["before"][label])
