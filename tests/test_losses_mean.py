@@ -4,6 +4,7 @@ differences, their names, bad input, and the training verbs taking them by name.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -393,3 +394,46 @@ def test_a_last_step_target_gives_the_loss_of_the_last_output(backend, name):
     expected, _ = losses.loss_function(name)(namespace_of(last), last, t[-1, ...])
     found = dualtape.backpropagate_sequence(recurrent(), xs, t[-1, ...], loss=name)
     assert float(found.loss) == pytest.approx(float(expected), rel=1e-12)
+
+
+# --- edges: one element, one kept element, targets that are not arrays ----------------------
+
+
+def test_one_output_element_is_its_own_mean(backend):
+    value, dy = evaluate(losses.mean_squared_error, np.array([[3.0]]), np.array([[1.0]]))
+    assert (value, dy.tolist()) == (4.0, [[4.0]])
+
+
+def test_one_kept_element_is_its_own_mean(backend):
+    y, t = np.array([[3.0], [5.0]]), np.array([[1.0], [np.nan]])
+    value, dy = evaluate(losses.mean_squared_error, y, t, dualtape.asarray(np.array([1.0, 0.0])))
+    assert (value, dy.tolist()) == (4.0, [[4.0], [0.0]])
+
+
+def test_a_list_target_goes_where_the_output_is_not_where_new_arrays_go():
+    y = np.array([[3.0, 1.0]])
+    with dualtape.use_backend("array_api_strict"):
+        value, dy = losses.mean_absolute_error(np, y, [[1.0, 1.0]])
+    assert float(value) == 1.0 and type(dy) is np.ndarray
+
+
+def test_the_target_refusals_read_whole(backend):
+    name = "binary_cross_entropy_with_logits"
+    with pytest.raises(ValueError) as info:
+        evaluate(losses.loss_function(name), Y, P + 1)
+    assert str(info.value) == f"{name}: target must hold probabilities in [0, 1], got one outside"
+    with pytest.raises(ValueError, match=r"^loss: target must have shape \(3, 2, 4\), got "):
+        evaluate(losses.mean_squared_error, Y, T[..., :2])
+    with pytest.raises(TypeError) as info:
+        evaluate(losses.huber, Y, np.zeros(Y.shape, dtype=np.int64))
+    assert re.fullmatch(re.escape("huber: the target holds integers (") + r"[\w.]*int64"
+                        + re.escape(
+        "), as class labels do: train with loss='softmax_cross_entropy' (a network ending in "
+        "logits) or loss='cross_entropy' (one ending in Softmax); real-valued targets must be "
+        "floating point: convert them with t.astype(float)"), str(info.value))
+
+
+def test_a_target_that_is_no_array_is_refused_as_such(backend):
+    y = dualtape.asarray(Y)
+    with pytest.raises(TypeError, match="^loss: target must be an array, got str$"):
+        losses.mean_squared_error(namespace_of(y), y, "targets")
