@@ -124,7 +124,8 @@ def make_file(folder, kind: str):
         path.symlink_to(folder / "target")
     elif kind != "missing":
         path.write_bytes(b"x")
-        path.chmod({"0644": 0o644, "0600": 0o600, "0666": 0o666, "0646": 0o646}[kind])
+        path.chmod({"0644": 0o644, "0600": 0o600, "0666": 0o666, "0646": 0o646,
+                    "1666": 0o1666}[kind])
     return path
 
 
@@ -133,6 +134,7 @@ def make_file(folder, kind: str):
     ("0644", None), ("0600", None), ("missing", None),
     ("0666", "can be written by anyone (mode 0666)"),
     ("0646", "can be written by anyone (mode 0646)"),
+    ("1666", "can be written by anyone (mode 1666)"),  # no sticky exception for a file
     ("link", "is a symbolic link"), ("fifo", "is not a regular file")])
 def test_the_rule_for_each_kind_of_cache_file(tmp_path, kind, refused):
     assert file_problem(str(make_file(tmp_path, kind))) == refused
@@ -162,3 +164,26 @@ def test_only_a_group_of_your_own_is_private(monkeypatch, group, members, privat
     monkeypatch.setattr(pwd, "getpwuid", lambda uid: SimpleNamespace(pw_name="me", pw_gid=1000))
     monkeypatch.setattr(grp, "getgrgid", group_of)
     assert private_group() == private
+
+
+@posix_only
+@pytest.mark.parametrize("yours_alone", [True, False])
+def test_a_folder_and_file_your_private_group_may_write_are_safe(tmp_path, monkeypatch,
+                                                                  yours_alone):
+    """The real owner, group and user of each folder and file are judged (mode 0770 and 0664
+    in the group of files made here, taken as your private group or not)."""
+    from dualtape.kernels import cache_folder
+
+    group = os.getegid()
+    monkeypatch.setattr(cache_folder, "private_group", lambda: group if yours_alone else None)
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    folder.chmod(0o770)
+    path = folder / "f.nbi"
+    path.write_bytes(b"x")
+    path.chmod(0o664)
+    if yours_alone:
+        assert path_problem(str(folder)) is None and file_problem(str(path)) is None
+    else:
+        assert path_problem(str(folder)) == f"{folder} can be written by group {group} (mode 0770)"
+        assert file_problem(str(path)) == f"can be written by group {group} (mode 0664)"
