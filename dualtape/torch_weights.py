@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import backend_of, from_host, get_backend, to_numpy, use_backend
+from .backend import backend_of, from_host, to_numpy, use_backend
 from .layers import GRU, Elu, Embedding, FullyConnected, Logit, Relu, Softmax, StandardLSTM, Tanh
 from .layers.base import Array, Layer
 from .layers.edges import check_dtype
@@ -308,11 +308,9 @@ def _embedding(weight: np.ndarray, dtype: str) -> Embedding:
 def _made(cls: Any, sizes: tuple[int, ...], params: dict[str, np.ndarray], dtype: str) -> Any:
     """A ``cls(*sizes)`` holding copies of ``params`` in ``dtype`` on the current backend (no
     weights drawn, no memory held, to be thrown away)."""
-    backend = get_backend()
     with use_backend("numpy"), placeholder_params():
         layer = cls(*sizes, dtype=dtype)
-    layer.params = {key: from_host(np.array(v, dtype=dtype), backend)
-                    for key, v in params.items()}
+    layer.params = {key: from_host(np.array(v, dtype=dtype)) for key, v in params.items()}
     return layer
 
 
