@@ -66,6 +66,15 @@ def test_state_that_does_not_fit_is_refused_word_for_word(edit, message):
     assert str(info.value) == message
 
 
+def test_adam_names_both_of_its_slots():
+    optimizer = dualtape.Adam()
+    params = stepped(optimizer)
+    with pytest.raises(ValueError) as info:
+        optimizer.load_state_dict({**optimizer.state_dict(), "0/w/s": np.zeros(3)}, params)
+    assert str(info.value) == ("Adam: state '0/w/s' has an unknown slot 's' (this Adam keeps: "
+                               "m, v)")
+
+
 def test_an_optimizer_without_slots_says_it_keeps_none():
     class Stateless(Optimizer):
         """Keeps no state."""
