@@ -347,3 +347,28 @@ def test_a_right_parameter_and_new_keys_are_taken(backend):
     layer.params.update(b=dualtape.asarray(np.zeros(4)))
     assert layer.params["W"] is fresh
     layer.params.setdefault("extra", fresh)  # a key not there yet: nothing to compare with
+
+
+def test_the_stale_tape_message_says_what_to_do(backend):
+    layer = dualtape.FullyConnected(3, 2, seed=1, dtype=F64)
+    tape, y = layer.forward(dualtape.asarray(np.ones((1, 3))))
+    layer.params = dict(layer.params)
+    with pytest.raises(RuntimeError) as info:
+        layer.backward(tape, y)
+    assert str(info.value) == (
+        "FullyConnected(3, 2): this tape was made with other parameters (another network's, or "
+        "these before an optimizer step, params[...] = ..., update or net.to(...)), so backward "
+        "would mix its activations with these weights; pass the tape this layer's forward "
+        "returned, run forward again, or take the gradients before updating")
+
+
+def test_a_recurrent_layers_state_and_batch_are_named_with_it(backend):
+    layer = dualtape.LSTM(3, 4, seed=1, dtype=F64)
+    assert layer.initial_state().shape == (4,) and layer.initial_state(2).shape == (2, 4)
+    assert np64(layer.initial_state(2)).tolist() == [[0.0] * 4] * 2
+    with pytest.raises(ValueError, match=r"^LSTM\(3, 4\): batch must be a positive integer, "
+                       "got 0$"):
+        layer.initial_state(0)
+    with pytest.raises(ValueError, match=r"^LSTM\(3, 4\): state must have shape \(1, 4\) or "
+                       r"\(4,\), got \(1, 2\)$"):
+        layer.forward(dualtape.asarray(np.ones((1, 2))), dualtape.asarray(np.ones((1, 3))))
