@@ -307,3 +307,16 @@ def test_integer_ids_are_checked_for_their_parameters_only(backend):
     with pytest.raises(GradientCheckError, match=r"^check_gradients: Embedding\(5, 3\): "
                        r"backward gave an input gradient for integer ids \(expected None\)$"):
         dualtape.check_gradients(GradientForIds(5, 3, dtype=F64, seed=1), ids[0])
+
+
+def test_the_tape_policy_given_is_the_one_run(backend, monkeypatch):
+    original = dualtape.RecurrentNetwork.forward_sequence
+    policies = []
+
+    def spy(self, state, xs, *, tape="full"):
+        policies.append(tape)
+        return original(self, state, xs, tape=tape)
+
+    monkeypatch.setattr(dualtape.RecurrentNetwork, "forward_sequence", spy)
+    dualtape.check_gradients(dualtape.RecurrentNetwork([small_cell(GRU)]), XS, tape=2)
+    assert policies and set(policies) == {2}
