@@ -506,3 +506,20 @@ def test_the_refusals_of_a_cross_entropy_that_does_not_fit_read_whole():
         "train: loss='softmax_cross_entropy' over one output is a softmax over one class, 1 "
         "whatever the input: give the network one output per class (2 for two classes), or use "
         "loss='binary_cross_entropy_with_logits' on its one output")
+
+
+def test_a_dense_cross_entropy_target_of_the_wrong_shape_reads_whole(backend):
+    with pytest.raises(ValueError, match=r"^loss: target must have shape \(4, 3\), got \(4, 2\)$"):
+        evaluate(losses.softmax_cross_entropy, Y, dualtape.asarray(ONE_HOT[:, :2]))
+
+
+def test_labels_on_another_backend_are_named_as_the_target_of_the_network_output(backend):
+    labels, other = other_backend_array(backend, LABELS)
+    with pytest.raises(TypeError, match=r"^target is a .* but the network output lives on "):
+        evaluate(losses.cross_entropy, PROBS, labels)
+
+
+def test_a_list_mask_goes_where_the_network_is_not_where_new_arrays_go():
+    with dualtape.use_backend("array_api_strict"):
+        found = losses.mask_weights([1, 0, 1], 3, 2, np.zeros(1))
+    assert type(found) is np.ndarray and found.tolist() == [[1, 1], [0, 0], [1, 1]]
