@@ -320,3 +320,18 @@ def test_the_tape_policy_given_is_the_one_run(backend, monkeypatch):
     monkeypatch.setattr(dualtape.RecurrentNetwork, "forward_sequence", spy)
     dualtape.check_gradients(dualtape.RecurrentNetwork([small_cell(GRU)]), XS, tape=2)
     assert policies and set(policies) == {2}
+
+
+def test_an_input_gradient_for_a_sequence_of_ids_is_named(backend, monkeypatch):
+    original = dualtape.RecurrentNetwork.backward_sequence
+
+    def planted(self, *args, **kwargs):  # a planted bug: an input gradient for the ids
+        grads, dstates, _ = original(self, *args, **kwargs)
+        return grads, dstates, dstates[0]
+
+    monkeypatch.setattr(dualtape.RecurrentNetwork, "backward_sequence", planted)
+    rnet = dualtape.RecurrentNetwork([dualtape.Embedding(5, 3, dtype=F64, seed=1),
+                                      LSTM(3, 2, seed=2, dtype=F64)])
+    with pytest.raises(GradientCheckError, match=r"^check_gradients: .*: backward_sequence gave "
+                       r"an input gradient for integer ids \(expected None\)$"):
+        dualtape.check_gradients(rnet, np.array([[1, 4], [0, 1]]))
