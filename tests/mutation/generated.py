@@ -35,6 +35,9 @@ SECTION = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n?)*", re.MULTILINE)
 LINE = re.compile(r"^\s*(?P<name>[\w.ǁ]+)__mutmut_\d+: (?P<status>[\w ]+?)\s*$")
 """One line of ``mutmut results --all true``: the mutated function's name and the verdict."""
 KILLED = ("killed", "timeout")
+THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                 "NUMBA_NUM_THREADS")
+"""The thread pools set to one thread for mutmut's run (see ``main``)."""
 COUNTED = (*KILLED, "survived")
 
 
@@ -111,9 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         pyproject.write_text(with_section(pyproject.read_text(),
                                           mutmut_section(args.modules, tests)))
         mutmut = [sys.executable, "-m", "mutmut"]
+        # mutmut forks its children from a process that has run the tests once: a thread pool
+        # (OpenBLAS, OpenMP, numba, torch) started there leaves its lock held in the children,
+        # which then hang and are counted as time-outs, that is, as killed
+        one_thread = {name: "1" for name in THREAD_COUNTS}
         with open(args.log or os.devnull, "w") as log:
             done = subprocess.run([*mutmut, "run", "--max-children", str(args.jobs)], cwd=tree,
-                                  stdout=log, stderr=subprocess.STDOUT)
+                                  stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **one_thread})
         if done.returncode != 0:
             print(f"mutmut run failed (exit {done.returncode}); see --log", file=sys.stderr)
             return 2
