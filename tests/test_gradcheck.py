@@ -148,6 +148,8 @@ def test_the_differences_are_central():
     # of x**3 at 1 with step h, central: 3 + h**2; one-sided: 3 + 3h + h**2
     found = numeric_gradient(lambda v: float(np.sum(v**3)), np.array([1.0, 2.0]), eps=1e-3)
     np.testing.assert_allclose(found, [3 + 1e-6, 12 + 1e-6], rtol=1e-9)
+    by_default = numeric_gradient(lambda v: float(np.sum(v**3)), np.array([1.0, 2.0]))
+    np.testing.assert_allclose(by_default, [3, 12], rtol=1e-8)  # a step of 1e-6
     x = np.array([1.0, 2.0])
     numeric_gradient(lambda v: float(np.sum(v)), x)
     np.testing.assert_array_equal(x, [1.0, 2.0])  # each entry put back
