@@ -337,3 +337,9 @@ def test_an_input_gradient_for_a_sequence_of_ids_is_named(backend, monkeypatch):
     with pytest.raises(GradientCheckError, match=r"^check_gradients: .*: backward_sequence gave "
                        r"an input gradient for integer ids \(expected None\)$"):
         dualtape.check_gradients(rnet, np.array([[1, 4], [0, 1]]))
+
+
+def test_worst_entry_of_one_entry_and_of_none():
+    worst, index = worst_entry(np.array([2.0]), np.array([1.0]), 1e-6, 1e-8)
+    assert worst > 0.99 and index == (0,)
+    assert worst_entry(np.zeros((0, 3)), np.zeros((0, 3)), 1e-6, 1e-8) == (0.0, ())
