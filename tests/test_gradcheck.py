@@ -343,3 +343,17 @@ def test_worst_entry_of_one_entry_and_of_none():
     worst, index = worst_entry(np.array([2.0]), np.array([1.0]), 1e-6, 1e-8)
     assert worst > 0.99 and index == (0,)
     assert worst_entry(np.zeros((0, 3)), np.zeros((0, 3)), 1e-6, 1e-8) == (0.0, ())
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"rtol": 0}, "rtol must be a finite number > 0, got 0"),
+    ({"eps": -1.0}, "eps must be a finite number > 0, got -1.0"),
+    ({"atol": -1.0}, "atol must be a finite number >= 0, got -1.0"),
+    ({}, "expected a layer, Network or RecurrentNetwork, got a function")])
+def test_each_refused_setting_is_named_in_one_line(options, message):
+    model = (lambda x: x) if not options else dualtape.Tanh()
+    with pytest.raises((TypeError, ValueError)) as info:
+        dualtape.check_gradients(model, np.ones((2, 3)), **options)
+    assert str(info.value) == f"check_gradients: {message}"
+    assert dualtape.check_gradients(dualtape.Tanh(), np.full((2, 3), 0.3), atol=0) == {
+        "input": pytest.approx(0, abs=1e-6)}
