@@ -267,13 +267,18 @@ FROM_TORCH_ERRORS = {
     "unknown key": (edited({"running_mean": np.zeros(5)}), ValueError,
                     "unexpected key 'running_mean'"),
     "bidirectional": (edited({"weight_ih_l0_reverse": np.zeros((20, 3))}), ValueError,
-                      r"unexpected key 'weight_ih_l0_reverse'.*bidirectional"),
+                      r"unexpected key 'weight_ih_l0_reverse': the state dict of one nn.LSTM or "
+                      r"nn.GRU \(weight_ih_l0, ...\), nn.Embedding \(weight\) or nn.Linear "
+                      r"\(weight, bias\) loads, a whole model's with layout=; bidirectional "
+                      r"modules \(_reverse\) and LSTMs with proj_size \(weight_hr\) have no "
+                      r"dualtape layer$"),
     "proj_size": (edited({"weight_hr_l0": np.zeros((2, 5))}), ValueError,
                   r"unexpected key 'weight_hr_l0'.*proj_size"),
     "nn.RNN": (torch_dict(gates=1), ValueError, r"\(5, 3\) and \(5, 5\) are neither an LSTM"),
     "weight_hh rows": (edited({"weight_hh_l0": np.zeros((15, 5))}), ValueError,
                        r"\(20, 3\) and \(15, 5\) are neither"),
     "3-d weight": (edited({"weight_ih_l0": np.zeros((20, 3, 1))}), ValueError, "are neither"),
+    "1-d weight_hh": (edited({"weight_hh_l0": np.zeros(20)}), ValueError, "are neither"),
     "bias shape": (edited({"bias_hh_l0": np.zeros(15)}), ValueError,
                    r"bias_hh has shape \(15,\), expected \(20,\)"),
     "layer 1's input": (edited({"weight_ih_l1": np.zeros((20, 4))}, layers=2), ValueError,
@@ -298,7 +303,8 @@ FROM_TORCH_ERRORS = {
                                  torch_dict(n_in=5).items()}},
                              ValueError, "mixes a cell's keys"),
     "one bias": (edited({}, drop=("bias_hh_l0",)), ValueError,
-                 "layer 0 has only one of bias_ih and bias_hh"),
+                 r"layer 0 has only one of bias_ih and bias_hh; a torch module has both, or "
+                 r"neither \(bias=False\)$"),
     "hidden sizes differ": ({**torch_dict(), **{k.replace("l0", "l1"): v for k, v in
                                                 torch_dict(hidden=6, n_in=5).items()}},
                             ValueError, r"layer 1 \(StandardLSTM\(5, 6\)\) does not follow"),
