@@ -13,9 +13,7 @@ import numpy as np
 
 from .backend import backend_of, from_host, namespace_of, zeros_like_place
 from .layers.edges import holds_integers
-
-CLASS_LOSSES = ("softmax_cross_entropy", "cross_entropy")
-"""The named losses that take integer class labels."""
+from .losses import takes_labels
 
 
 def full_length(rnet: Any, xs: Any, targets: Any, mask: Any, loss: Any, where: str
@@ -50,7 +48,7 @@ def full_length(rnet: Any, xs: Any, targets: Any, mask: Any, loss: Any, where: s
         if callable(loss):
             return targets, mask
         classes = (f", or integer class labels {(steps, batch)} or {(batch,)}"
-                   if loss in CLASS_LOSSES else "")
+                   if takes_labels(loss) else "")
         raise ValueError(f"{where}: targets must have shape {(steps, batch, out)} (every step) "
                          f"or {(batch, out)} (the last step only){classes}, got {got}")
     if mask is not None:

@@ -272,6 +272,9 @@ def test_a_network_of_any_width_takes_the_inputs_width(backend):
     pytest.param("softmax_cross_entropy", (2, 4), r"targets must have shape \(5, 2, 3\) \(every "
                  r"step\) or \(2, 3\) \(the last step only\), or integer class labels \(5, 2\) "
                  r"or \(2,\), got \(2, 4\)$", id="labels"),
+    pytest.param("cross_entropy_with_logits", (2, 4), r"targets must have shape \(5, 2, 3\) "
+                 r"\(every step\) or \(2, 3\) \(the last step only\), or integer class labels "
+                 r"\(5, 2\) or \(2,\), got \(2, 4\)$", id="an-alias's-labels"),
     pytest.param("squared_error", (2, 3), r"mask must be None with a target for the last step "
                  r"only \(shape \(2, 3\)\), which scores that step alone; to mask steps give the "
                  r"full-length target \(5, 2, 3\)$", id="mask"),
