@@ -301,7 +301,8 @@ FROM_TORCH_ERRORS = {
     "cell and module keys": ({**{k.replace("_l0", ""): v for k, v in torch_dict().items()},
                               **{k.replace("l0", "l1"): v for k, v in
                                  torch_dict(n_in=5).items()}},
-                             ValueError, "mixes a cell's keys"),
+                             ValueError, r"mixes a cell's keys \(weight_ih\) with a module's "
+                                         r"\(weight_ih_l0\)$"),
     "one bias": (edited({}, drop=("bias_hh_l0",)), ValueError,
                  r"layer 0 has only one of bias_ih and bias_hh; a torch module has both, or "
                  r"neither \(bias=False\)$"),
