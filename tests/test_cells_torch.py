@@ -282,7 +282,8 @@ FROM_TORCH_ERRORS = {
     "bias shape": (edited({"bias_hh_l0": np.zeros(15)}), ValueError,
                    r"bias_hh has shape \(15,\), expected \(20,\)"),
     "layer 1's input": (edited({"weight_ih_l1": np.zeros((20, 4))}, layers=2), ValueError,
-                        r"layer 1 \(StandardLSTM\(4, 5\)\) does not follow layer 0"),
+                        r"layer 1 \(StandardLSTM\(4, 5\)\) does not follow layer 0 "
+                        r"\(StandardLSTM\(3, 5\)\)$"),
     "LSTM on GRU": ({**torch_dict(gates=3), **{k.replace("l0", "l1"): v for k, v in
                                                   torch_dict(hidden=5, n_in=5).items()}},
                     ValueError, r"layer 1 \(StandardLSTM\(5, 5\)\) does not follow"),
