@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .backend import namespace_of
 from .held_update import group_values, same_objects
 from .kernels import compiled_declined, grads_loops, scatter_loops, sequence_path
 from .kernels.flush import flushed
@@ -104,7 +105,7 @@ def planned_backprop(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: A
 def _compiled_cell(like: Array, by_id: bool) -> NumbaLSTM | str:
     """The compiled LSTM loops where the layers take them for arrays like ``like`` and this
     pass's kernel (with ids, the row sums by id too) passed its self-check; else why not."""
-    path = sequence_path(np, like, fused_disagreement)
+    path = sequence_path(namespace_of(like), like, fused_disagreement)  # the layers' choice
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
     if grads_loops(like, check_compiled) is None:

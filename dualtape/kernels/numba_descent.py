@@ -27,7 +27,7 @@ import numpy as np
 
 from . import blas
 from .lstm_sequence import backward_sequence, forward_sequence
-from .numba_lstm import compiled_loops
+from .numba_lstm import layer_scratch
 from .numpy_lstm import NumpyLSTM
 
 Array = Any
@@ -78,7 +78,7 @@ def stack_scratch(sizes: list[tuple[int, int]], steps: int, batch: int, dtype: A
     gradient, which becomes the layer below's output gradient (that layer's loop reads it
     before its own input gradient is written over it)."""
     rows = steps * batch
-    at = max(compiled_loops().layer_scratch(rows, batch, n) for _, n in sizes)
+    at = max(layer_scratch(rows, batch, n) for _, n in sizes)
     inputs = max([i for i, _ in sizes[1:]], default=0)
     return np.empty(at + rows * inputs, dtype=dtype), at
 

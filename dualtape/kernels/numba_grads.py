@@ -21,7 +21,7 @@ import numpy as np
 
 from . import blas
 from .lstm_sequence import backward_sequence, forward_sequence
-from .numba_lstm import compiled_loops
+from .numba_lstm import layer_scratch
 from .numpy_lstm import NumpyLSTM
 
 Array = Any
@@ -53,7 +53,7 @@ def scratch_sizes(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: i
     ``ones`` a 1 per row for the column sums. No more than the layer path's temporaries of one
     layer at a time."""
     rows = steps * batch
-    one_layer = [compiled_loops().layer_scratch(rows, batch, n) + (
+    one_layer = [layer_scratch(rows, batch, n) + (
         rows * 4 * n if k > 0 or rows * 4 * n <= join_up_to else 0)
                  for k, (_, n) in enumerate(sizes)]
     down = [i for i, _ in sizes[1:]] + ([sizes[-1][1]] if top else [])

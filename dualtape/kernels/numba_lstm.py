@@ -34,9 +34,9 @@ from . import blas
 from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
 Array = Any
-COMPILED = ("forward_sequence", "backward_sequence", "layer_backward")
-"""The compiled loops of ``_numba_lstm`` called from Python (the others run inside them;
-``layer_scratch`` is a size, not a loop)."""
+COMPILED = ("forward_sequence", "backward_sequence")
+"""The compiled functions of ``_numba_lstm`` called from Python (the others run inside them;
+Python reads ``layer_scratch``'s sizes from its ``py_func``, uncompiled)."""
 
 
 def unavailable() -> str | None:
@@ -150,10 +150,6 @@ def warm_up(dtype: Any) -> float:
         c0, cell = np.zeros((1, n), dtype), NumbaLSTM()
         cells, gates, hs = forward_sequence(np, cell, U, c0, np.zeros((1, 1, 4 * n), dtype))
         backward_sequence(np, cell, U, cells, gates, np.zeros_like(hs), c0)
-        loops = compiled_loops()  # and the stack passes' per-layer backward loop
-        flat = np.empty(loops.layer_scratch(1, 1, n), dtype)
-        loops.layer_backward(*blas.addresses(np.dtype(dtype)), U, gates, cells,
-                             np.zeros_like(hs), flat, np.dtype(dtype).type(1))
 
     began, dtype = time.perf_counter(), np.dtype(dtype)
     numba_cache.checked("_numba_lstm", one_step)
@@ -172,10 +168,10 @@ def version() -> str:
     return numba.__version__
 
 
-def compiled_loops() -> Any:
-    """The compiled functions of ``_numba_lstm`` by name, for compiled paths that run the
-    loops on buffers of their own (``descent``); numba is imported on first use."""
-    return _compiled()
+def layer_scratch(rows: int, batch: int, n: int) -> int:
+    """``_numba_lstm.layer_scratch`` (the one home of a stack pass's per-layer scratch) run as
+    Python: a size, with nothing compiled for it."""
+    return _compiled().layer_scratch.py_func(rows, batch, n)
 
 
 @functools.cache
