@@ -187,7 +187,8 @@ def test_a_run_after_the_background_compile_compiles_nothing(tmp_path, monkeypat
     monkeypatch.delenv("DUALTAPE_BACKGROUND_COMPILE")
     cache = tmp_path / "cache"
     run = ["train-text", "--steps", "4", "--hidden", "8,8", "--seq-len", "4", "--batch", "2",
-           "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log"]
+           "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log",
+           "--threads", "1"]  # as in test_a_second_identical_run_compiles_nothing
     assert compiles(cache, tmp_path, *run).startswith("compiled 3 in ")  # the flush's
     for _ in range(3000):  # the child's mark, after every compile (or a failure's timeout)
         if any(cache.rglob("_numba_lstm.float32.*.ready")):

@@ -348,9 +348,12 @@ def test_a_second_identical_run_compiles_nothing(tmp_path):
     them. The first run compiles every loop it uses (the LSTM's before the first step, the
     gradients', the loss's, the optimizer's and the flush's in the first steps, the held-out
     score's and the sample's later); the same command again, in a fresh process, loads them
-    all from numba's disk cache."""
+    all from numba's disk cache. ``--threads 1``: under ``auto`` a core found free hands the
+    weight gradients to it, a route (and so modules) of its own, which would make the two runs
+    differ by the machine's load."""
     train = ["train-text", "--steps", "2", "--hidden", "8,8", "--seq-len", "4", "--batch", "2",
-             "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log"]
+             "--valid-every", "1", "--sample-every", "1", "--sample-chars", "4", "--no-log",
+             "--threads", "1"]
     first = compiles(tmp_path / "cache", tmp_path, *train)
     assert not first.startswith("compiled 0 ") and " in 0 modules" not in first
     again = compiles(tmp_path / "cache", tmp_path, *train)
