@@ -61,13 +61,13 @@ def planned_choice(rnet: Any, xs: Any, tape: Any, need_dstate: bool) -> Any:
     return "a checkpointed tape" if tape != "full" else planned(rnet, xs)
 
 
-def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, tape: Any, learn: bool) -> Any:
+def planned_step_choice(rnet: Any, xs: Any, fused: str | None, tape: Any, learn: bool) -> Any:
     """``train_recurrent``'s planned pass before ``optimizer.step``, where the optimizer
-    does not move the weights inside the backward pass instead (``descent.fused_declines``),
-    or why it declines."""
+    does not move the weights inside the backward pass instead (``fused``: ``fused_choice``
+    of ``xs``, None where it does), or why it declines."""
     if learn:
         return "learn_initial_state=True"
-    if fused_declines(rnet, optimizer, xs, tape == "full") is None:
+    if fused is None:
         return "plain SGD moves the weights inside the backward pass instead"
     return planned_choice(rnet, xs, tape, False)
 
@@ -119,10 +119,12 @@ def route(
                                 learn_initial_state)
         if not isinstance(why, str):
             return Route(verb, WHOLE_STEP, "compiled")
-        plan = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
+        fused = fused_choice(rnet, optimizer, xs, tape, learn_initial_state)
+        plan = planned_step_choice(rnet, xs, fused, tape, learn_initial_state)
         if not isinstance(plan, str):
             return Route(verb, PLANNED, "compiled", ((WHOLE_STEP, why),))
-        fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
+        if prepared is not xs:  # the layers' forward pass prepares it: decided again on that
+            fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
         if fused is None:
             return Route(verb, FUSED_SGD, "compiled", ((WHOLE_STEP, why), (PLANNED, plan)))
         declined = ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused))

@@ -443,7 +443,8 @@ def train_recurrent(
             return done
         why = "the input or the loss is not finite"
     objective = objective_for(loss, rnet, "train_recurrent")
-    plan = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
+    fused = fused_choice(rnet, optimizer, xs, tape, learn_initial_state)  # once, if xs stays
+    plan = planned_step_choice(rnet, xs, fused, tape, learn_initial_state)
     if type(plan) is not str:
         passed = planned_backprop(plan, rnet, xs, targets, objective, mask, state)
         if passed is not None:
@@ -461,7 +462,8 @@ def train_recurrent(
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
-    fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
+    if found.x is not xs:  # prepared anew (converted, copied): decided again on that
+        fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
     if fused is None:
         record(rnet, "train_recurrent", FUSED_SGD, "compiled",
                ((WHOLE_STEP, why), (PLANNED, plan)))
