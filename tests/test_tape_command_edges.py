@@ -94,9 +94,11 @@ def test_a_file_that_cannot_be_read(capsys, spy, problem, message):
 
 
 def test_a_network_as_saved_is_read_on_numpy(tmp_path):
+    pytest.importorskip("array_api_strict")
     path = tmp_path / "net.npz"
     dt.save(lstm(), path)
-    call = tape_command.read_network(str(path))
+    with dt.use_backend("array_api_strict"):  # not where the report measures
+        call = tape_command.read_network(str(path))
     assert call == TrainingCall(call.net) and call.net.backend.name == "numpy"
 
 
