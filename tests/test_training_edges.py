@@ -1,0 +1,115 @@
+"""training.py at its edges, on every backend: the words of each refusal (which call, which
+argument, which gradient), the loss and input check averaged by an optimizer that spans
+processes, and the global norm of gradients whose squares underflow."""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import clip_gradients
+
+from .conftest import np64
+from .helpers import assert_params_equal, host_params, other_backend_array
+
+
+class SharedSGD:
+    """``SGD(0.1)`` training with one other process (as ``distributed.DataParallel`` does): its
+    collective ``mean`` averages each value with ``theirs``, that process's."""
+
+    def __init__(self, theirs: list[float]) -> None:
+        self.sgd, self.theirs = dualtape.SGD(0.1), theirs
+        self.asked: list[list[float]] = []
+
+    def mean(self, values: list[float]) -> list[float]:
+        self.asked.append(list(values))
+        return [(v + t) / 2 for v, t in zip(values, self.theirs, strict=True)]
+
+    def step(self, params, grads) -> None:
+        self.sgd.step(params, grads)
+
+
+def make_call(verb: str, optimizer, nan_in: str | None = None):
+    """``(net, call)``: ``call()`` trains a small network once with ``verb``, ``nan_in`` (the
+    network's parameters or the initial state) holding NaN."""
+    host = np.random.default_rng(3).normal(size=(3, 2, 2))
+    if verb == "train":
+        net = dualtape.Network([dualtape.FullyConnected(2, 2, seed=1, dtype="float64")])
+        if nan_in == "params":
+            net.layers[0].params["b"] = dualtape.asarray(np.array([0.0, np.nan]))
+        x, t = dualtape.asarray(host[0]), dualtape.asarray(host[1])
+        return net, lambda: dualtape.train(net, x, t, optimizer)
+    net = dualtape.RecurrentNetwork([dualtape.LSTM(2, 3, seed=4, dtype="float64"),
+                                     dualtape.FullyConnected(3, 2, seed=5, dtype="float64")])
+    state = [dualtape.asarray(np.full((2, 3), np.nan if nan_in == "state" else 0.0))]
+    xs, ts = dualtape.asarray(host), dualtape.asarray(host[::-1].copy())
+    return net, lambda: dualtape.train_recurrent(net, xs, ts, optimizer, state=state)[0]
+
+
+def exactly(message: str) -> str:
+    return f"^{re.escape(message)}$"
+
+
+@pytest.mark.parametrize("verb", ["train", "train_recurrent"])
+def test_the_loss_is_averaged_over_the_processes_that_train_together(backend, verb):
+    _, alone = make_call(verb, dualtape.SGD(0.1))
+    own = alone()
+    shared = SharedSGD([3.0, 1.0])
+    _, call = make_call(verb, shared)
+    assert call() == pytest.approx((own + 3.0) / 2, rel=1e-12)
+    assert len(shared.asked) == 1 and shared.asked[0][1] == 1.0  # the input is finite here
+    assert shared.asked[0][0] == pytest.approx(own, rel=1e-12)
+
+
+@pytest.mark.parametrize("verb", ["train", "train_recurrent"])
+def test_another_processs_non_finite_input_stops_this_one_before_any_update(backend, verb):
+    net, call = make_call(verb, SharedSGD([0.0, 0.0]))  # its input holds NaN: 1 and 0 give 0.5
+    before = host_params(net)
+    with pytest.raises(FloatingPointError, match=exactly(
+            f"{verb}: another process's input holds NaN or inf; no update was applied on any "
+            "process")):
+        call()
+    assert_params_equal(host_params(net), before)
+
+
+@pytest.mark.parametrize("verb, nan_in, what", [
+    ("train", "params", "the network's parameters"),
+    ("train_recurrent", "state", "the initial state"),
+])
+def test_a_non_finite_loss_names_the_call_and_the_array_to_blame(backend, verb, nan_in, what):
+    _, call = make_call(verb, dualtape.SGD(0.1), nan_in)
+    with pytest.raises(FloatingPointError, match=exactly(
+            f"{verb}: NaN or inf in {what}, so the loss is not finite; no update was applied")):
+        call()
+
+
+@pytest.mark.parametrize("grads, in_place, words", [
+    (("W",), False, "(what backward returns), got tuple"),
+    ([MappingProxyType({"W": 1.0})], True,
+     "(what backward returns, changeable for in_place=True), got list"),
+])
+def test_gradients_of_another_form_are_named_by_their_type(grads, in_place, words):
+    with pytest.raises(TypeError, match=exactly(
+            f"clip_gradients: expected a gradient dict or a list of them {words}")):
+        clip_gradients(grads, 1.0, in_place=in_place)
+
+
+def test_a_gradient_on_another_backend_is_named_by_its_place_in_the_list(backend):
+    here = dualtape.asarray(np.ones(2))
+    other, _ = other_backend_array(backend, np.ones(2))
+    with pytest.raises(TypeError, match="^gradient 2 is a .+ but clip_gradients lives on "):
+        clip_gradients([{"a": here, "b": here}, {"c": other}], 1.0)
+
+
+@pytest.mark.parametrize("dtype, tiny", [("float64", 1e-200), ("float32", 1e-30)])
+def test_gradients_whose_squares_underflow_still_have_their_norm(backend, dtype, tiny):
+    grads = [{"a": dualtape.asarray(np.array([3 * tiny], dtype)),
+              "b": dualtape.asarray(np.array([4 * tiny], dtype))}]
+    clipped, norm = clip_gradients(grads, tiny)
+    rel = 1e-12 if dtype == "float64" else 1e-6
+    assert float(norm) == pytest.approx(5 * tiny, rel=rel, abs=0)
+    assert np64(clipped[0]["a"])[0] == pytest.approx(0.6 * tiny, rel=rel, abs=0)
