@@ -13,6 +13,7 @@ import pytest
 from dualtape import __version__, cli
 from dualtape.backend import BackendUnavailable
 from dualtape.kernels import numba_lstm
+from dualtape.text import tape as text_tape
 
 
 def resolve(name: str) -> SimpleNamespace:
@@ -85,7 +86,7 @@ def test_the_version_and_the_usage(capsys):
         cli.main(["--help"])
     out = capsys.readouterr().out
     assert done.value.code == 0 and out.startswith("usage: dualtape [-h] [--version]")
-    assert "Grenade-style neural networks on numpy, CuPy and PyTorch." in out
+    assert "\n\nGrenade-style neural networks on numpy, CuPy and PyTorch.\n\n" in out
     assert " ".join(out.split()).count("info versions and available backends") == 1
 
 
@@ -95,6 +96,17 @@ def test_a_missing_command_is_a_usage_error(capsys):
     assert done.value.code == 2
     assert capsys.readouterr().err.endswith(
         "dualtape: error: the following arguments are required: command\n")
+
+
+def test_a_command_is_given_its_arguments(capsys):
+    assert cli.main(["tape", "FILE", "--seq-len", "0"]) == 1
+    assert capsys.readouterr().err == (
+        "dualtape tape: error: --seq-len must be an integer >= 1, got '0'\n")
+
+
+def test_dualtape_tape_reads_a_file_as_train_text_would_train_it():
+    args = cli.build_parser().parse_args(["tape", "FILE"])
+    assert args.read_call is text_tape.training_call
 
 
 def test_an_unset_backend_is_no_problem(monkeypatch):
