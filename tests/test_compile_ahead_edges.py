@@ -55,6 +55,7 @@ def test_the_ready_line_says_the_seconds(monkeypatch):
 
 @pytest.mark.parametrize("code, why", [
     ("import sys; sys.exit(4)", "exit status 4"),
+    ("import sys; sys.stderr.write('only'); sys.exit(6)", "exit status 6: only"),
     ("import sys; sys.stderr.buffer.write(b'one\\n  two \\xff \\n\\n'); sys.exit(5)",
      "exit status 5: two \ufffd"),
 ])
