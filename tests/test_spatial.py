@@ -138,6 +138,21 @@ def test_a_crop_that_leaves_nothing_is_refused_whichever_margins_cut(backend, ma
         dualtape.Network([dualtape.Reshape((12,), (1, 4, 3)), crop])
 
 
+@pytest.mark.parametrize("margins", [(1, 0, 2, 1), (2, 1, 1, 0), (0, 2, 3, 1)],
+                         ids=["right-wider", "left-wider", "right-only"])
+def test_a_crop_says_the_shape_it_gives_whichever_margins_differ(backend, margins):
+    crop = dualtape.Crop(*margins)
+    left, top, right, bottom = margins
+    expected = (2, 5 - top - bottom, 6 - left - right)
+    assert crop.output_shape((2, 5, 6)) == expected
+    x = np.arange(2 * 2 * 5 * 6, dtype=np.float64).reshape(2, 2, 5, 6)
+    _, y = crop.forward(dualtape.asarray(x))
+    assert tuple(y.shape[1:]) == expected
+    np.testing.assert_array_equal(np64(y), x[:, :, top:5 - bottom, left:6 - right])
+    net = dualtape.Network([dualtape.Reshape((60,), (2, 5, 6)), crop])
+    assert net.out_shape == expected
+
+
 def test_the_network_knows_its_example_shapes():
     net = mnist_net()
     assert net.in_shape == ("channels", "height", "width") and net.out_shape == (5,)
