@@ -87,6 +87,19 @@ def test_a_non_finite_loss_names_the_call_and_the_array_to_blame(backend, verb, 
         call()
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", dualtape.SGD, object()],
+                         ids=["a-name", "the-class", "no-step"])
+@pytest.mark.parametrize("verb", ["train", "train_recurrent"])
+def test_an_optimizer_that_is_not_an_object_with_a_step_is_named(backend, verb, optimizer):
+    net, call = make_call(verb, optimizer)
+    before = host_params(net)
+    with pytest.raises(TypeError, match=exactly(
+            f"{verb}: optimizer must be an optimizer object such as dualtape.SGD(0.1) or "
+            f"dualtape.Adam(), got {optimizer!r}")):
+        call()
+    assert_params_equal(host_params(net), before)
+
+
 @pytest.mark.parametrize("grads, in_place, words", [
     (("W",), False, "(what backward returns), got tuple"),
     ([MappingProxyType({"W": 1.0})], True,
