@@ -37,7 +37,17 @@ def test_the_child_gets_the_environment_its_own_session_and_no_stdin_or_stdout(t
     out = tmp_path / "out"
     code = ("import os, sys; print(os.environ['GIVEN'], os.getsid(0) == os.getpid(), "
             f"repr(sys.stdin.read()), file=open({str(out)!r}, 'w')); print('to stdout')")
-    done = child(code, GIVEN="here")
+    fed, feeder = os.pipe()  # this process's stdin, which the child must not inherit
+    os.write(feeder, b"fed")
+    os.close(feeder)
+    stdin = os.dup(0)
+    os.dup2(fed, 0)
+    try:
+        done = child(code, GIVEN="here")
+    finally:
+        os.dup2(stdin, 0)
+        os.close(stdin)
+        os.close(fed)
     assert out.read_text() == "here True ''\n"
     assert capfd.readouterr().out == ""
     assert done.poll().startswith("the compiled CPU loops are ready")
