@@ -145,10 +145,10 @@ def test_proc_is_read_for_the_name_the_parent_and_the_arguments(monkeypatch, lau
     assert mpiexec_pipe._arguments(launcher.pid)[:len(SLEEPER)] == SLEEPER
     assert mpiexec_pipe._name(launcher.pid) == Path(sys.executable).name[:15]
     comm = Path("/proc/self/comm")
-    own = comm.read_text()
+    own = comm.read_bytes()
     try:
-        comm.write_text("a) 1 2 (b")  # a name may hold ") " and digits
-        assert mpiexec_pipe._name(os.getpid()) == "a) 1 2 (b"
+        comm.write_bytes(b"a) 1 2 (b\xff")  # a name may hold ") ", digits, and not be UTF-8
+        assert mpiexec_pipe._name(os.getpid()) == "a) 1 2 (b\ufffd"
         assert mpiexec_pipe._parent(os.getpid()) == os.getppid()
     finally:
-        comm.write_text(own)
+        comm.write_bytes(own)
