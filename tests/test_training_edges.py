@@ -12,9 +12,13 @@ import pytest
 
 import dualtape
 from dualtape import clip_gradients
+from dualtape.backend import backend_of
 
 from .conftest import np64
 from .helpers import assert_params_equal, host_params, other_backend_array
+
+IMAGES = np.random.default_rng(5).normal(size=(1, 1, 3, 4))
+"""One image of one channel: a batch of one, the outputs ``(1, 2, 3, 4)``."""
 
 
 class SharedSGD:
@@ -126,3 +130,40 @@ def test_gradients_whose_squares_underflow_still_have_their_norm(backend, dtype,
     rel = 1e-12 if dtype == "float64" else 1e-6
     assert float(norm) == pytest.approx(5 * tiny, rel=rel, abs=0)
     assert np64(clipped[0]["a"])[0] == pytest.approx(0.6 * tiny, rel=rel, abs=0)
+
+
+def image_network() -> dualtape.Network:
+    return dualtape.Network([dualtape.Convolution(1, 2, 1, seed=0, dtype="float64")])
+
+
+def test_a_batch_of_ones_loss_gradient_may_leave_out_the_batch_axis_of_images_too(backend):
+    """As ``backward`` takes ``dy``: the batch axis is the first of 4, not the second to last."""
+    def loss(drop: bool):
+        def called(xp, y, target):
+            dy = xp.reshape(xp.sin(y), tuple(y.shape[1:])) if drop else xp.sin(y)
+            return xp.sum(y * y), xp.astype(dy, xp.float32)  # cast too: the checked way
+        return called
+
+    x = dualtape.asarray(IMAGES)
+    dropped = dualtape.backpropagate(image_network(), x, None, loss=loss(True))[1]
+    kept = dualtape.backpropagate(image_network(), x, None, loss=loss(False))[1]
+    for k in kept[0]:
+        np.testing.assert_array_equal(np64(dropped[0][k]), np64(kept[0][k]))
+
+
+def test_a_loss_that_returns_no_pair_is_named_with_what_it_returned(backend):
+    with pytest.raises(TypeError, match=exactly(
+            "backpropagate: the loss must return (value, gradient), got float")):
+        dualtape.backpropagate(image_network(), dualtape.asarray(IMAGES), None,
+                               loss=lambda xp, y, target: 1.0)
+
+
+def test_a_number_as_the_loss_value_is_made_an_array_where_the_outputs_are(backend):
+    """Not on the backend selected when the call is made."""
+    net, x = image_network(), dualtape.asarray(IMAGES)
+    _, elsewhere = other_backend_array(backend, np.ones(1))
+    with dualtape.use_backend(elsewhere):
+        value, _ = dualtape.backpropagate(net, x, None,
+                                          loss=lambda xp, y, target: (2.5, xp.ones_like(y)))
+    assert (backend_of(value).name, backend_of(value).device) == (backend.name, backend.device)
+    assert float(value) == 2.5
