@@ -6,6 +6,7 @@ call gives and what the options override, the memory check's words, and the plot
 from __future__ import annotations
 
 import argparse
+import struct
 
 import pytest
 
@@ -52,7 +53,8 @@ def tape(call: TrainingCall | Exception, *argv: str) -> int:
 
     parser = argparse.ArgumentParser()
     tape_command.register(parser.add_subparsers(), read)
-    return tape_command.tape_command(parser.parse_args(["tape", "FILE", *argv]))
+    args = parser.parse_args(["tape", "FILE", *argv])
+    return args.run(args)
 
 
 def refused(capsys, call, *argv: str) -> str:
@@ -167,6 +169,17 @@ def test_a_report_the_memory_cannot_hold_is_refused_naming_what_makes_it_smaller
     assert spy.asked == []
 
 
+def test_the_free_memory_is_that_of_the_networks_backend(spy, monkeypatch):
+    pytest.importorskip("array_api_strict")
+    asked = []
+    monkeypatch.setattr(tape_command, "free_memory", lambda backend: asked.append(backend.name))
+    on_numpy, no_parameters = lstm(), dt.Network([dt.Relu()])
+    with dt.use_backend("array_api_strict"):
+        assert tape(TrainingCall(on_numpy), "--seq-len", "2") == 0
+        assert tape(TrainingCall(no_parameters), "--shape", "2") == 0
+    assert asked == ["numpy", "array_api_strict"]
+
+
 def test_no_known_free_memory_refuses_nothing(capsys, spy, monkeypatch):
     monkeypatch.setattr(tape_command, "free_memory", lambda backend: None)
     monkeypatch.setattr(tape_command, "least_bytes", lambda *a: ProbeNeed(2**80, 1))
@@ -218,12 +231,15 @@ def test_the_plot_has_a_bar_per_layer_and_one_for_the_checkpointed_tape(capsys, 
     pyplot = pytest.importorskip("matplotlib.pyplot")
     drawn, close = [], pyplot.close
     monkeypatch.setattr(pyplot, "close", lambda fig: drawn.append(fig) or close(fig))
+    monkeypatch.setitem(pyplot.rcParams, "savefig.format", "svg")  # a PNG all the same
     picture = tmp_path / "a.png"
     net = dt.RecurrentNetwork([dt.LSTM(3, 4, seed=1), dt.GRU(4, 2, seed=2)])
     assert tape(TrainingCall(net), "--seq-len", "6", "--tape", policy, "--plot",
                 str(picture)) == 0
     assert capsys.readouterr().out.endswith(f"\nwrote {picture}\n")
-    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = picture.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (660, 495)  # 6 x 4.5 inches at 110 dpi
     [fig] = drawn
     [ax] = fig.axes
     report = dt.tape_report(net, (6, 1, 3), tape=int(policy) if policy != "full" else "full",
@@ -240,7 +256,9 @@ def test_the_plot_has_a_bar_per_layer_and_one_for_the_checkpointed_tape(capsys, 
                         (1.0, 0.4, kept[1])]
         assert [t.get_text() for t in ax.get_legend().get_texts()] == [
             "full tape", "tape=2, held in backward"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0 LSTM(3, 4)", "1 GRU(4, 2)"]
+    labels = ax.get_xticklabels()
+    assert [t.get_text() for t in labels] == ["0 LSTM(3, 4)", "1 GRU(4, 2)"]
+    assert {(t.get_rotation(), t.get_ha(), t.get_fontsize()) for t in labels} == {(30, "right", 8)}
     assert ax.get_ylabel() == "MiB"
     assert ax.get_title() == "tape per layer (T=6, batch 1, numpy)"
     assert tuple(fig.get_size_inches()) == (6.0, 4.5)

@@ -57,6 +57,14 @@ def test_the_default_policy_is_sqrt():
     assert least_bytes(lstm(), (100, 5, 3)) == ProbeNeed(50 * 5 * 3 * 4, 50)  # 30, 40, 50
 
 
+@pytest.mark.parametrize("shape, tape, steps", [
+    ((10, 100, 3), "full", 10),  # not the batch's probes
+    ((100, 2, 3), 1, 48),  # the full tape's probes (16, 32, 48) beyond 3 to 5 steps' segments
+])
+def test_the_least_is_the_longest_probes_input(shape, tape, steps):
+    assert least_bytes(lstm(), shape, tape) == ProbeNeed(steps * shape[1] * 3 * 4, steps)
+
+
 def test_a_networks_call_at_the_batch_asked_for():
     net = dt.Network([dt.FullyConnected(3, 2, seed=1)])
     assert probe_bytes(net, (7, 3)) == ProbeNeed(5 * tape_bytes(False, (7,)) + 3 * PARAMS, None)
