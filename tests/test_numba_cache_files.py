@@ -34,10 +34,11 @@ def cache_file(folder: Path) -> numba_cache.CheckedCacheFile:
 
 
 def loaded(file: numba_cache.CheckedCacheFile) -> tuple[object, list[str]]:
-    """What ``file.load("key")`` gives, and the warnings it gave."""
+    """What ``file.load("key")`` gives, and the warnings it gave (each a RuntimeWarning)."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         entry = file.load("key")
+    assert all(w.category is RuntimeWarning for w in seen)
     return entry, [str(w.message) for w in seen]
 
 
