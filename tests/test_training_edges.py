@@ -12,7 +12,7 @@ import pytest
 
 import dualtape
 from dualtape import clip_gradients
-from dualtape.backend import backend_of
+from dualtape.backend import backend_of, dtype_name
 
 from .conftest import np64
 from .helpers import assert_params_equal, host_params, other_backend_array
@@ -132,8 +132,8 @@ def test_gradients_whose_squares_underflow_still_have_their_norm(backend, dtype,
     assert np64(clipped[0]["a"])[0] == pytest.approx(0.6 * tiny, rel=rel, abs=0)
 
 
-def image_network() -> dualtape.Network:
-    return dualtape.Network([dualtape.Convolution(1, 2, 1, seed=0, dtype="float64")])
+def image_network(dtype: str = "float64") -> dualtape.Network:
+    return dualtape.Network([dualtape.Convolution(1, 2, 1, seed=0, dtype=dtype)])
 
 
 def test_a_batch_of_ones_loss_gradient_may_leave_out_the_batch_axis_of_images_too(backend):
@@ -158,12 +158,43 @@ def test_a_loss_that_returns_no_pair_is_named_with_what_it_returned(backend):
                                loss=lambda xp, y, target: 1.0)
 
 
-def test_a_number_as_the_loss_value_is_made_an_array_where_the_outputs_are(backend):
-    """Not on the backend selected when the call is made."""
-    net, x = image_network(), dualtape.asarray(IMAGES)
+@pytest.mark.parametrize("number", [2.5, 2], ids=["float", "int"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_number_as_the_loss_value_is_made_an_array_where_the_outputs_are(backend, dtype,
+                                                                           number):
+    """Of the outputs' dtype, and not on the backend selected when the call is made."""
+    net, x = image_network(dtype), dualtape.asarray(IMAGES.astype(dtype))
     _, elsewhere = other_backend_array(backend, np.ones(1))
     with dualtape.use_backend(elsewhere):
         value, _ = dualtape.backpropagate(net, x, None,
-                                          loss=lambda xp, y, target: (2.5, xp.ones_like(y)))
+                                          loss=lambda xp, y, target: (number, xp.ones_like(y)))
     assert (backend_of(value).name, backend_of(value).device) == (backend.name, backend.device)
-    assert float(value) == 2.5
+    assert (dtype_name(value.dtype), float(value)) == (dtype, number)
+
+
+def test_a_numpy_scalar_as_the_loss_value_is_taken_on_numpy_alone(backend):
+    """numpy's sums give one; on another backend it is not where the outputs are."""
+    net, x = image_network(), dualtape.asarray(IMAGES)
+    loss = lambda xp, y, target: (np.float64(2.5), xp.ones_like(y))  # noqa: E731
+    if backend.name == "numpy":
+        assert float(dualtape.backpropagate(net, x, None, loss=loss)[0]) == 2.5
+        return
+    with pytest.raises(TypeError,
+                       match="^the loss value is a numpy array .* but backpropagate lives on "):
+        dualtape.backpropagate(net, x, None, loss=loss)
+
+
+@pytest.mark.parametrize("form", ["a string", "a vector"])
+def test_a_loss_value_that_is_no_number_is_named_with_its_type_and_shape(backend, form):
+    given = []
+
+    def loss(xp, y, target):
+        given.append("2.5" if form == "a string" else xp.ones(2, dtype=y.dtype))
+        return given[0], xp.ones_like(y)
+
+    with pytest.raises(TypeError, match="^backpropagate: the loss value must be a number or a 0-d "
+                                        "array, got ") as raised:
+        dualtape.backpropagate(image_network(), dualtape.asarray(IMAGES), None, loss=loss)
+    shape = getattr(given[0], "shape", ())
+    assert str(raised.value).endswith(f", got {type(given[0]).__name__} of shape {shape}")
+    assert str(shape) in ("()", "(2,)", "torch.Size([2])")
