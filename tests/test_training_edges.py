@@ -39,18 +39,20 @@ class SharedSGD:
 
 def make_call(verb: str, optimizer, nan_in: str | None = None):
     """``(net, call)``: ``call()`` trains a small network once with ``verb``, ``nan_in`` (the
-    network's parameters or the initial state) holding NaN."""
+    network's parameters, the initial state or the targets) holding NaN."""
     host = np.random.default_rng(3).normal(size=(3, 2, 2))
+    target = host[::-1].copy()
+    target[..., 0] = np.nan if nan_in == "targets" else target[..., 0]
     if verb == "train":
         net = dualtape.Network([dualtape.FullyConnected(2, 2, seed=1, dtype="float64")])
         if nan_in == "params":
             net.layers[0].params["b"] = dualtape.asarray(np.array([0.0, np.nan]))
-        x, t = dualtape.asarray(host[0]), dualtape.asarray(host[1])
+        x, t = dualtape.asarray(host[0]), dualtape.asarray(target[0])
         return net, lambda: dualtape.train(net, x, t, optimizer)
     net = dualtape.RecurrentNetwork([dualtape.LSTM(2, 3, seed=4, dtype="float64"),
                                      dualtape.FullyConnected(3, 2, seed=5, dtype="float64")])
     state = [dualtape.asarray(np.full((2, 3), np.nan if nan_in == "state" else 0.0))]
-    xs, ts = dualtape.asarray(host), dualtape.asarray(host[::-1].copy())
+    xs, ts = dualtape.asarray(host), dualtape.asarray(target)
     return net, lambda: dualtape.train_recurrent(net, xs, ts, optimizer, state=state)[0]
 
 
@@ -76,6 +78,17 @@ def test_another_processs_non_finite_input_stops_this_one_before_any_update(back
     with pytest.raises(FloatingPointError, match=exactly(
             f"{verb}: another process's input holds NaN or inf; no update was applied on any "
             "process")):
+        call()
+    assert_params_equal(host_params(net), before)
+
+
+@pytest.mark.parametrize("verb", ["train", "train_recurrent"])
+def test_a_non_finite_loss_of_finite_inputs_and_weights_says_what_to_check(backend, verb):
+    net, call = make_call(verb, dualtape.SGD(0.1), "targets")
+    before = host_params(net)
+    with pytest.raises(FloatingPointError, match=exactly(
+            f"{verb}: the loss is nan; no update was applied. Check the targets for NaN/inf, or "
+            "lower the learning rate")):
         call()
     assert_params_equal(host_params(net), before)
 
