@@ -149,17 +149,25 @@ def image_network(dtype: str = "float64") -> dualtape.Network:
     return dualtape.Network([dualtape.Convolution(1, 2, 1, seed=0, dtype=dtype)])
 
 
-def test_a_batch_of_ones_loss_gradient_may_leave_out_the_batch_axis_of_images_too(backend):
-    """As ``backward`` takes ``dy``: the batch axis is the first of 4, not the second to last."""
+@pytest.mark.parametrize("kind", ["images", "sequences"])
+def test_a_batch_of_ones_loss_gradient_may_leave_out_the_batch_axis(backend, kind):
+    """As ``backward`` takes ``dy``: the first axis of images, the second to last of a
+    sequence's outputs ``(T, 1, o)``."""
     def loss(drop: bool):
-        def called(xp, y, target):
-            dy = xp.reshape(xp.sin(y), tuple(y.shape[1:])) if drop else xp.sin(y)
+        def called(xp, y, target, *weights):
+            dy = xp.reshape(xp.sin(y), tuple(n for n in y.shape if n != 1)) if drop else xp.sin(y)
             return xp.sum(y * y), xp.astype(dy, xp.float32)  # cast too: the checked way
         return called
 
-    x = dualtape.asarray(IMAGES)
-    dropped = dualtape.backpropagate(image_network(), x, None, loss=loss(True))[1]
-    kept = dualtape.backpropagate(image_network(), x, None, loss=loss(False))[1]
+    def gradients(drop: bool):
+        if kind == "images":
+            return dualtape.backpropagate(image_network(), dualtape.asarray(IMAGES), None,
+                                          loss=loss(drop))[1]
+        net = dualtape.RecurrentNetwork([dualtape.LSTM(2, 3, seed=4, dtype="float64")])
+        xs = dualtape.asarray(np.random.default_rng(6).normal(size=(4, 1, 2)))
+        return dualtape.backpropagate_sequence(net, xs, None, loss=loss(drop)).grads
+
+    dropped, kept = gradients(True), gradients(False)
     for k in kept[0]:
         np.testing.assert_array_equal(np64(dropped[0][k]), np64(kept[0][k]))
 
@@ -211,3 +219,10 @@ def test_a_loss_value_that_is_no_number_is_named_with_its_type_and_shape(backend
     shape = getattr(given[0], "shape", ())
     assert str(raised.value).endswith(f", got {type(given[0]).__name__} of shape {shape}")
     assert str(shape) in ("()", "(2,)", "torch.Size([2])")
+
+
+def test_a_loss_value_of_integers_is_named_with_its_dtype(backend):
+    loss = lambda xp, y, target: (xp.astype(xp.sum(y), xp.int64), xp.ones_like(y))  # noqa: E731
+    with pytest.raises(TypeError, match="^backpropagate: the loss value must be real floating "
+                                        "point, got .*int64$"):
+        dualtape.backpropagate(image_network(), dualtape.asarray(IMAGES), None, loss=loss)
