@@ -20,7 +20,7 @@ from dualtape.text.config import DEFAULT_RATES
 from dualtape.text.model import MAX_CORPUS_MB, TextError, fingerprint
 from dualtape.text.prepare import DEFAULT_VALID, prepare
 
-from .test_text import SMALL, TEXT, corpus
+from .test_text import SMALL, TEXT, _rewrite, corpus
 
 __all__ = ["corpus"]  # the fixture, shared with test_text
 
@@ -235,3 +235,49 @@ def test_a_checkpoint_of_the_built_in_corpus_resumes_on_it(tmp_path):
     new.trainer.save(model)
     resumed = prepare(parsed("--resume", str(model)))
     assert resumed.trainer.config.corpus is None and resumed.text == new.text
+
+
+@pytest.mark.skipif(not Path("/sys").is_dir(), reason="needs a folder that refuses new files")
+def test_a_folder_that_refuses_a_new_file_is_found_before_training():
+    with pytest.raises(TextError) as refused:  # sysfs: even root cannot create a file there
+        assembly._check_save_path("/sys/m.npz", None, False)
+    assert str(refused.value).startswith("cannot write checkpoint /sys/m.npz: ")
+
+
+def test_a_dualtape_file_whose_header_has_no_extra_is_named_without_a_step(saved):
+    _rewrite(saved, lambda header, arrays: header.pop("extra"))
+    assert assembly._check_save_path(str(saved), None, True) == str(saved)
+
+
+def test_a_resume_onto_another_runs_checkpoint_takes_overwrite_and_the_cap(saved, corpus,
+                                                                          tmp_path):
+    other = tmp_path / "other.npz"
+    saved_bytes = saved.read_bytes()
+    other.write_bytes(saved_bytes)
+    assert "--overwrite" in refusal(parsed("--resume", str(saved), "--save", str(other)))
+    assert prepare(parsed("--resume", str(saved), "--save", str(other),
+                          "--overwrite")).before == f"{other} (step 0)"
+    assert "--max-corpus-mb" in refusal(parsed("--resume", str(saved), "--max-corpus-mb",
+                                               "0.0001"))
+
+
+def test_a_resume_draws_from_the_checkpoints_generators_unless_given_a_seed(saved):
+    def windows(*options: str) -> dict:
+        return prepare(parsed("--resume", str(saved), *options)).trainer.window_rng \
+            .bit_generator.state
+
+    kept = windows()
+    assert windows() == kept
+    assert windows("--seed", "9") != kept
+
+
+def test_a_new_runs_random_seeds_differ_and_spread():
+    seeds = [assembly._new_config(parsed("corpus.txt")).seed for _ in range(4)]
+    assert len(set(seeds)) == 4 and max(seeds) >= 2**16  # fails once in 2**60 by chance
+
+
+def test_a_resume_loads_the_checkpoint_onto_the_backend_asked(saved, backend):
+    trainer = prepare(parsed("--resume", str(saved), "--backend", backend.name)).trainer
+    assert trainer.backend.name == backend.name
+    assert all(type(p) is type(backend.xp.asarray(0.0)) for g in trainer.net.params
+               for p in g.values())
