@@ -226,3 +226,21 @@ def test_a_loss_value_of_integers_is_named_with_its_dtype(backend):
     with pytest.raises(TypeError, match="^backpropagate: the loss value must be real floating "
                                         "point, got .*int64$"):
         dualtape.backpropagate(image_network(), dualtape.asarray(IMAGES), None, loss=loss)
+
+
+@pytest.mark.parametrize("verb, wanted, pointer", [
+    ("train", "Network", "train_recurrent trains a RecurrentNetwork on sequences"),
+    ("backpropagate", "Network", "backpropagate_sequence takes a RecurrentNetwork"),
+    ("train_recurrent", "RecurrentNetwork", "train trains a Network"),
+    ("backpropagate_sequence", "RecurrentNetwork", "backpropagate takes a Network"),
+])
+def test_the_other_kind_of_network_is_named_with_the_verb_that_takes_it(backend, verb, wanted,
+                                                                        pointer):
+    given = "RecurrentNetwork" if wanted == "Network" else "Network"
+    net = getattr(dualtape, given)([dualtape.LSTM(2, 3, seed=4, dtype="float64")]
+                                   if given == "RecurrentNetwork" else [dualtape.Tanh()])
+    call = getattr(dualtape, verb)
+    args = (net, None, None, dualtape.SGD(0.1)) if verb.startswith("train") else (net, None, None)
+    with pytest.raises(TypeError, match=exactly(
+            f"{verb}: expected a {wanted}, got a {given}; {pointer}")):
+        call(*args)
