@@ -10,9 +10,10 @@ from .chain import backward_chain, check_chain, forward_chain
 from .composite import Composite
 
 
-def as_layer(item: Any, owner: str, k: int, what: str = "layer") -> Layer:
+def as_layer(item: Any, owner: str, k: int, what: str) -> Layer:
     """``item`` as a layer: a layer itself, a list or tuple of layers as a ``Sequential``, a
-    ``Network`` through its ``as_layer()``; else a one-line ``TypeError``."""
+    ``Network`` through its ``as_layer()``; else a one-line ``TypeError`` naming it ``what``
+    ``k`` of ``owner``."""
     if isinstance(item, Layer):
         return item
     if isinstance(item, list | tuple):
