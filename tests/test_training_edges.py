@@ -1,6 +1,8 @@
 """training.py at its edges, on every backend: the words of each refusal (which call, which
-argument, which gradient), the loss and input check averaged by an optimizer that spans
-processes, and the global norm of gradients whose squares underflow."""
+argument, which gradient), a loss's result as training takes it (a batch of one's gradient
+without its batch axis, a number or a numpy scalar as the value), the loss and input check
+averaged by an optimizer that spans processes, and the global norm of gradients whose squares
+underflow."""
 
 from __future__ import annotations
 
