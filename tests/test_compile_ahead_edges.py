@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numba
 import pytest
 
-from dualtape.kernels import compile_ahead, numba_cache
+numba = pytest.importorskip("numba")
+from dualtape.kernels import compile_ahead, numba_cache  # noqa: E402 - after the skip
 
 
 @pytest.fixture(autouse=True)

@@ -200,11 +200,18 @@ def test_what_the_report_raises_is_one_line(capsys, monkeypatch, raised, message
     assert refused(capsys, TrainingCall(lstm()), "--seq-len", "2") == message
 
 
+def matplotlib_found(monkeypatch, found: bool) -> None:
+    """``dualtape tape`` finds matplotlib, or not, whether it is installed here or not."""
+    monkeypatch.setattr("importlib.util.find_spec",
+                        lambda name: object() if found and name == "matplotlib" else None)
+
+
 def test_the_plot_needs_matplotlib_and_a_place_to_write(capsys, spy, monkeypatch, tmp_path):
+    matplotlib_found(monkeypatch, True)
     missing = str(tmp_path / "no" / "a.png")
     assert refused(capsys, TrainingCall(lstm()), "--seq-len", "2", "--plot", missing) == (
         f"cannot write {missing}: its folder does not exist")
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    matplotlib_found(monkeypatch, False)
     assert refused(capsys, TrainingCall(lstm()), "--seq-len", "2", "--plot", "a.png") == (
         "--plot needs matplotlib: pip install 'dualtape[bench]'")
     assert spy.asked == []
@@ -219,6 +226,7 @@ def test_a_plot_that_fails_is_one_line_after_the_report(capsys, monkeypatch, spy
         raise raised
 
     monkeypatch.setattr(tape_command, "write_plot", fails)
+    matplotlib_found(monkeypatch, True)
     picture = str(tmp_path / "a.png")
     assert tape(TrainingCall(lstm()), "--seq-len", "2", "--plot", picture) == 1
     assert capsys.readouterr() == ("REPORT\n", f"dualtape tape: error: cannot write {picture}: "
