@@ -83,7 +83,7 @@ def stack_backward(
             if layer.recurrent:
                 dstate = pending.pop()
                 if dstate is None:
-                    dstate = layer._state_gradient(xp, None, batch, "dstate_T")
+                    dstate = layer._state_gradient(None, batch, "dstate_T")
                 grads[k], d0, dh = layer._backward_sequence(
                     xp, tape.tapes[k], dstate, dh, need_dxs or k > 0,
                     None if grads_out is None else grads_out[k], need_dstates)

@@ -385,7 +385,7 @@ class RecurrentLayer(Layer):
         self._check_tape(tape, repr(self))
         batch = tape[0].shape[0]
         xp, dy, single = prepare_like(dy, (batch, self.n_out), tape[0], repr(self), "dy")
-        dstate_next = self._state_gradient(xp, dstate_next, batch, "dstate_next")
+        dstate_next = self._state_gradient(dstate_next, batch, "dstate_next")
         grads, dstate, dx = self._backward_step(xp, tape, dstate_next, dy)
         return grads, restore(dstate, single), restore(dx, single)
 
@@ -433,7 +433,7 @@ class RecurrentLayer(Layer):
         xp, dys, single = prepare_like(
             dys, (steps, batch, self.n_out), tape[0], repr(self), "dys"
         )
-        dstate_T = self._state_gradient(xp, dstate_T, batch, "dstate_T")
+        dstate_T = self._state_gradient(dstate_T, batch, "dstate_T")
         stacked = tape if checkpointed else RecurrentNetworkTape([tape], steps, batch)
         grads, dstates, dxs = sequence_backward([self], xp, stacked, [dstate_T], dys)
         return grads[0], restore(dstates[0], single), restore(dxs, single)
@@ -446,7 +446,7 @@ class RecurrentLayer(Layer):
     ) -> tuple[dict[str, Array], Array, Array]:
         raise NotImplementedError
 
-    def _state_gradient(self, xp: Any, dstate: Any, batch: int, what: str) -> Array:
+    def _state_gradient(self, dstate: Any, batch: int, what: str) -> Array:
         reference = self._reference()
         if dstate is None:
             return zeros_like_place((batch, self.state_size), reference)
