@@ -1,0 +1,111 @@
+"""The planned backward pass's refusals in their own words, its plan kept per network and input
+form, and its self-checks' answers per input kind (generated mutants of ``planned_backprop``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualtape
+from dualtape import planned_backprop
+from dualtape.backend import to_numpy
+from dualtape.kernels import overlap
+
+from .test_descent import fuses_here
+from .test_planned_backprop import entropy, network, sequences
+
+NOT_NUMPY = "the input is not a numpy array"
+NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, of two rows or more"
+REASONS = {
+    "overlap": "the weight gradients go to a second core (overlap_gradients)",
+    "gru": "not a stack of LSTMs with at most a FullyConnected on top",
+    "float32-input": "the input's dtype is not the weights'",
+    "fortran-order": NOT_FORM,
+    "int32-ids": NOT_FORM,
+    "fortran-weight": "a weight that is not a C-order numpy array of one dtype",
+    "read-only-weight": "a parameter or gradient buffer that is read-only or not C order",
+}
+
+
+def case_call(case):
+    """The network, input and labels of ``case``, changed on numpy only (the other backends
+    decline any input as not numpy's)."""
+    net, (xs, labels) = network(7), sequences(7)
+    numpy = type(xs) is np.ndarray
+    if case == "gru":
+        net = dualtape.RecurrentNetwork([dualtape.GRU(7, 5, seed=1, dtype="float64"),
+                                         dualtape.FullyConnected(5, 3, seed=2, dtype="float64")])
+    elif case == "float32-input":
+        net, (xs, labels) = network(0), sequences(0, dtype="float32")
+    elif case == "fortran-order" and numpy:
+        net, (xs, labels) = network(0), sequences(0)
+        xs = np.asfortranarray(xs)
+    elif case == "int32-ids" and numpy:
+        xs = xs.astype(np.int32)
+    elif case == "fortran-weight" and numpy:
+        net.layers[1].params["W"] = np.asfortranarray(net.layers[1].params["W"])
+    elif case == "read-only-weight" and numpy:
+        net.layers[1].params["U"].flags.writeable = False
+    return net, xs, labels
+
+
+@pytest.mark.parametrize("case", list(REASONS))
+def test_each_refusal_of_the_planned_pass_is_said_in_its_words(backend, case):
+    """``route`` gives the planned pass's reason word for word; off numpy, the input's."""
+    if case == "overlap" and backend.name == "numpy" and not fuses_here(backend):
+        pytest.skip("the ufunc loop's reason may come first")
+    net, xs, labels = case_call(case)
+    with overlap.overlap_gradients(case == "overlap"):
+        took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
+    want = REASONS[case] if backend.name == "numpy" else NOT_NUMPY
+    assert took.taken == "layers" and dict(took.declined)["planned"] == want
+
+
+def test_an_id_outside_the_vocabulary_is_declined_in_its_words(backend):
+    net, (xs, _) = network(7), sequences(7)
+    host = to_numpy(xs).copy()
+    host[1, 2] = 7
+    want = "an id outside the vocabulary" if fuses_here(backend) else None
+    got = planned_backprop.planned(net, dualtape.asarray(host))
+    assert got == want or (want is None and isinstance(got, str))
+
+
+def test_an_input_of_another_width_gets_the_layer_paths_error(backend):
+    """Inputs of four features for a first LSTM of three are not planned: the network's
+    error, naming the shape it takes."""
+    net, (xs, labels) = network(0), sequences(0, inputs=4)
+    with pytest.raises(ValueError, match=r"must have shape \(time, batch, 3\) or \(time, 3\)"):
+        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+
+
+def test_a_plan_is_made_once_per_network_and_input_form(backend):
+    """The same plan serves each call of one form; a new form makes a new one, then kept."""
+    net, (xs, _) = network(7), sequences(7)
+    first = planned_backprop.planned(net, xs)
+    if not fuses_here(backend):
+        assert isinstance(first, str)
+        return
+    assert planned_backprop.planned(net, sequences(7, seed=4)[0]) is first
+    other = sequences(7, steps=4)[0]
+    second = planned_backprop.planned(net, other)
+    assert second is not first and planned_backprop.planned(net, other) is second
+
+
+@pytest.mark.parametrize("failing", ["gradients", "row-sums"])
+def test_a_failed_kernel_is_said_in_its_words_and_only_where_it_serves(backend, monkeypatch,
+                                                                      failing):
+    """The stack's gradients serve every input, the row sums by id only ids: with the row
+    sums failed, real-valued inputs are still planned (each kind's choice kept apart)."""
+    if not fuses_here(backend):
+        pytest.skip("the planned pass runs with the compiled loops")
+    name = "grads_loops" if failing == "gradients" else "scatter_loops"
+    monkeypatch.setattr(planned_backprop, name, lambda like, check: None)
+    words = {"gradients": "the compiled gradients of a stack failed their self-check",
+             "row-sums": "the compiled row sums by id failed their self-check"}[failing]
+    for vocab in (7, 0):
+        net, (xs, labels) = network(vocab), sequences(vocab)
+        took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
+        if vocab or failing == "gradients":
+            assert dict(took.declined)["planned"] == words
+        else:
+            assert took.taken == "planned"
