@@ -32,7 +32,8 @@ def test_warm_up_compiles_the_cells_own_loops_for_the_dtype(monkeypatch, cell, m
 
 @pytest.mark.parametrize("options", [
     {"cell": "GRU", "optimizer": "adam", "valid": 0.1, "dtype": "float32"},
-    {"cell": "StandardLSTM", "hidden": [8, 8], "dropout": 0.5, "dtype": "float64"}])
+    {"cell": "StandardLSTM", "hidden": [8, 8], "dropout": 0.5, "dtype": "float64"},
+    {"seq_len": 1, "batch": 1}])  # the fewest symbols: the child's text must hold a window
 def test_the_child_runs_the_runs_network_threads_and_held_out_text(monkeypatch, options):
     config = TrainConfig(**{"hidden": [8], "seq_len": 8, "batch": 2, **options})
     run = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
