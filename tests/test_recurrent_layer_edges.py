@@ -12,6 +12,7 @@ import pytest
 import dualtape
 from dualtape import StandardLSTM
 from dualtape.backend import backend_of
+from dualtape.checkpointing import CheckpointedTape
 
 from .conftest import np64
 from .helpers import other_backend_array
@@ -153,6 +154,8 @@ def refusals(layer: StandardLSTM) -> dict:
         "dys must have shape (5, 2, 4)": lambda: layer.backward_sequence(tape, None, wrong),
         "dstate_T must have shape (2, 8)": lambda: layer.backward_sequence(tape, wrong, dys),
         "batch must be a positive integer, got 0": lambda: layer.initial_state(0),
+        "the input sequence is empty (T = 0)":
+            lambda: layer.forward_sequence(None, dualtape.asarray(np.zeros((0, 2, N_IN)))),
         "the tape is a FullyConnectedTape, not one of this layer":
             lambda: layer.backward_sequence(other_tape, None, dys),
         "the tape is a FullyConnectedTape": lambda: layer.backward(other_tape, None, dy),
@@ -184,3 +187,11 @@ def test_an_input_from_another_backend_is_refused_naming_both(backend):
         with pytest.raises(TypeError, match=rf"^{what} is a {other} array .* but "
                            rf"{re.escape(repr(layer))} lives on {backend.name} array"):
             call()
+
+
+@pytest.mark.parametrize("kept, every", [("full", None), ("sqrt", 3), (2, 2)])
+def test_a_checkpointed_tape_keeps_segments_of_the_length_asked(backend, kept, every):
+    xs, = draws((T, 2, N_IN))  # sqrt: ceil(sqrt(T = 5)) = 3 steps, not ceil(sqrt(batch = 2))
+    tape = lstm().forward_sequence(None, xs, tape=kept)[0]
+    assert isinstance(tape, CheckpointedTape) == (every is not None)
+    assert every is None or (tape.every, len(tape.states)) == (every, -(-T // every))
