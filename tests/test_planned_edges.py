@@ -12,7 +12,14 @@ from dualtape.backend import to_numpy
 from dualtape.kernels import overlap
 
 from .test_descent import fuses_here
-from .test_planned_backprop import entropy, network, sequences
+from .test_planned_backprop import (
+    assert_same_bits,
+    entropy,
+    layer_path,
+    network,
+    results,
+    sequences,
+)
 
 NOT_NUMPY = "the input is not a numpy array"
 NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, of two rows or more"
@@ -109,3 +116,19 @@ def test_a_failed_kernel_is_said_in_its_words_and_only_where_it_serves(backend, 
             assert dict(took.declined)["planned"] == words
         else:
             assert took.taken == "planned"
+
+
+def test_a_gradient_buffer_kept_in_fortran_order_is_not_planned(backend):
+    """A weight once in Fortran order leaves a kept gradient buffer in that order (the layer
+    path's ``empty_like``); after the weight is made C-ordered again the plan declines that
+    buffer rather than write it as C-ordered: the layer path's bits."""
+    net, (xs, labels) = network(0), sequences(0)
+    if backend.name == "numpy":
+        net.layers[1].params["W"] = np.asfortranarray(net.layers[1].params["W"])
+        dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+        net.layers[1].params["W"] = np.ascontiguousarray(net.layers[1].params["W"])
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert_same_bits(got, layer_path(net, xs, labels))
+    want = REASONS["read-only-weight"] if backend.name == "numpy" else NOT_NUMPY
+    assert dict(took.declined)["planned"] == want
