@@ -1,5 +1,6 @@
 """text/distributed.py's small parts in this process: which rank raises what when a rank fails,
-how a difference between ranks is worded, and the global speed's held-out loss."""
+how a difference between ranks is worded, the global speed's held-out loss, the communicator's
+refusals and the settings the ranks compare."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from dualtape.text.distributed import GlobalSpeed, _difference, _raise_on_rank_0
+from dualtape import cli, distributed
+from dualtape.text.distributed import (
+    GlobalSpeed,
+    _communicator,
+    _difference,
+    _raise_on_rank_0,
+    shared_settings,
+)
 from dualtape.text.model import TextError
+from dualtape.text.prepare import prepare
+
+from .test_text import SMALL, TEXT
 
 
 def rank(r: int) -> SimpleNamespace:
@@ -53,3 +64,36 @@ def test_the_global_speed_counts_every_rank_and_passes_the_held_out_loss():
     GlobalSpeed(reporter, 3).progress(7, 1.5, 100.0, 1.25)
     GlobalSpeed(reporter, 3).progress(8, 1.5, 100.0)
     assert readings == [(7, 1.5, 300.0, 1.25), (8, 1.5, 300.0, None)]
+
+
+def test_the_communicator_needs_mpi4py_and_the_launchers_mpi(monkeypatch):
+    monkeypatch.setattr(distributed, "mpi_module", lambda: None)
+    with pytest.raises(TextError) as refused:
+        _communicator()
+    assert str(refused.value) == "--distributed needs mpi4py: pip install 'dualtape[mpi]'"
+    world = SimpleNamespace(Get_size=lambda: 1)
+    monkeypatch.setattr(distributed, "mpi_module", lambda: SimpleNamespace(COMM_WORLD=world))
+    monkeypatch.setenv("PMI_SIZE", "2")
+    with pytest.raises(TextError) as refused:
+        _communicator()
+    assert str(refused.value) == (
+        "mpiexec started 2 processes but mpi4py sees 1: mpi4py uses another MPI than this "
+        "mpiexec; run the mpiexec of the MPI it was built with")
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert _communicator() is world
+
+
+def test_the_settings_shared_name_the_backend_vocabulary_step_and_model(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT)
+    args = cli.build_parser().parse_args(["train-text", str(corpus), *SMALL, "--backend", "auto"])
+    prepared = prepare(args)
+    trainer = prepared.trainer
+    shared = shared_settings(args, trainer, prepared.text)
+    # the backend as resolved: "auto" may be CuPy on one host and numpy on another
+    assert (shared["--backend"], shared["step"]) == (trainer.backend.name, 0) != ("auto", 0)
+    assert shared["vocabulary"] == "".join(trainer.vocab.symbols)
+    before = shared["model digest (weights, optimizer state, generators)"]
+    trainer.net.params[0][next(iter(trainer.net.params[0]))][...] += 1
+    after = shared_settings(args, trainer, prepared.text)
+    assert after["model digest (weights, optimizer state, generators)"] != before
