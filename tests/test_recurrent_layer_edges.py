@@ -154,6 +154,9 @@ def refusals(layer: StandardLSTM) -> dict:
         "dys must have shape (5, 2, 4)": lambda: layer.backward_sequence(tape, None, wrong),
         "dstate_T must have shape (2, 8)": lambda: layer.backward_sequence(tape, wrong, dys),
         "batch must be a positive integer, got 0": lambda: layer.initial_state(0),
+        "backward_sequence takes (tape, dstate_T, dys), got dstate_T of shape (5, 2, 4) and dys "
+        "of shape (2, 8): the two look swapped":
+            lambda: layer.backward_sequence(tape, dys, dualtape.asarray(np.ones((2, STATE)))),
         "the input sequence is empty (T = 0)":
             lambda: layer.forward_sequence(None, dualtape.asarray(np.zeros((0, 2, N_IN)))),
         "the tape is a FullyConnectedTape, not one of this layer":
