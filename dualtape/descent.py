@@ -21,34 +21,23 @@ Everything is allocated before the first weight moves, so a failure leaves the n
 was: the blocks of one layer and one input gradient, sized for the largest layer and shared
 by all (less memory than the gradients and blocks of the unfused step).
 
-With ``train_recurrent``'s other defaults too (zero states, no mask, the squared error, the
-full tape), ``train_step`` takes the whole call: its checks of the network made once per
-network and input form, the layers' own forward functions and loss without the stack's
-dispatch, then the same compiled call, the same bits as the layer-by-layer call in 172
-Python-level calls where that makes 330 (T = 1: 0.78x its time; the tiny network 0.65x).
+Where the planned pass takes the call (``planned_backprop.planned_descent``: the input as
+given, C order, and a loss gradient in C order), the same compiled call follows its forward
+pass; this module's ``fused_descent`` serves the rest after the layers' forward pass (an input
+the network prepared anew, a strided loss gradient).
 """
 
 from __future__ import annotations
 
-import math
-import weakref
 from typing import Any
 
 import numpy as np
 
 from .backend import namespace_of
-from .kernels import compiled_declined, sequence_path, stack_loops
+from .kernels import compiled_declined, numba_descent, sequence_path, stack_loops
 from .kernels.flush import flushed
-from .kernels.lstm_sequence import forward_sequence
-from .kernels.numba_descent import (
-    check_stack,
-    descend_stack,
-    stack_scratch,
-)
 from .kernels.numba_lstm import NumbaLSTM
-from .layers.linear_algebra import project_sequence
 from .layers.lstm import LSTM, fused_disagreement
-from .losses import squared_error
 from .optim import Optimizer
 
 Array = Any
@@ -83,124 +72,14 @@ def fused_descent(rnet: Any, optimizer: Any, found: Any) -> None:
     tape, params = found.tape, rnet.params
     optimizer._check_owners(params, "step")
     optimizer._schedule_rate()
-    scratch = stack_scratch(_sizes(rnet.layers), tape.steps, tape.batch, found.dy.dtype)
+    scratch = numba_descent.stack_scratch(_sizes(rnet.layers), tape.steps, tape.batch,
+                                          found.dy.dtype)
     tapes = [(np.ascontiguousarray(t.xs), t.cells, t.gates) for t in tape.tapes]
     weights = [(p["W"], p["U"], p["b"]) for p in params]
     optimizer._counted_in_backward(params)
     with flushed():  # subnormals flushed, as on the unfused fast path (kernels.flush)
-        descend_stack(weights, tapes, np.ascontiguousarray(found.dy), scratch, optimizer.rate)
-
-
-def whole_step(rnet: Any, xs: Any, targets: Any, optimizer: Any) -> _Plan | str:
-    """``train_step``'s plan for ``train_recurrent(rnet, xs, targets, optimizer)`` with its
-    defaults, or why it declines (``fused_descent``'s reasons, the input not ``(T, B, i)``
-    and the targets not ``(T, B, o)``, C order, the weights' dtype); a plan is made when the
-    network or the form of the input is new, or its parameters changed since the step last
-    moved them (a new array, another optimizer's step, a weight made read-only). Moves
-    nothing."""
-    why = plain_sgd_declines(optimizer)
-    if why is not None:
-        return why
-    if type(xs) is not np.ndarray or type(targets) is not np.ndarray or xs.ndim != 3:
-        return "the input and targets are not numpy arrays, the input (T, B, i)"
-    xp = namespace_of(xs)
-    why = _cell_declines(xp, xs)
-    if why is not None:
-        return why
-    plan = _PLANS.get(rnet)
-    if plan is None or not plan.fits(rnet.layers, xs, targets):
-        plan = _Plan.of(rnet.layers, xs, targets)
-        if isinstance(plan, str):
-            return plan
-        plan.xp = xp
-        plan.cell = sequence_path(xp, xs, fused_disagreement).cell  # type: ignore[union-attr]
-        _PLANS[rnet] = plan
-    return plan
-
-
-def train_step(plan: _Plan, xs: Any, targets: Any, optimizer: Any
-               ) -> tuple[float, list[Array]] | None:
-    """``train_recurrent(rnet, xs, targets, optimizer)`` with its defaults (zero states, no
-    mask, the squared error, the full tape) by ``plan`` (``whole_step``'s): the layers' own
-    forward pass and loss, then ``numba_descent.descend_stack``, the backward pass fused with
-    the update in one call; ``(loss, state_T)``, or None, having done nothing, where the input
-    or the loss is not finite (the generic code then raises as it does)."""
-    xp, cell = plan.xp, plan.cell
-    optimizer._check_owners(plan.params, "step")
-    optimizer._schedule_rate()
-    with flushed():  # subnormals flushed, as on the layer-by-layer path (kernels.flush)
-        tapes, h = [], xs
-        for (W, U, b), zeros in zip(plan.weights, plan.zeros, strict=True):
-            cells, gates, hs = forward_sequence(xp, cell, U, zeros,
-                                                project_sequence(xp, h, W, b))
-            tapes.append((h, cells, gates))
-            h = hs
-        loss, dys = squared_error(xp, h, targets)
-        if not math.isfinite(loss):
-            return None
-        steps, batch = xs.shape[:2]
-        scratch = stack_scratch(_sizes(plan.layers), steps, batch, xs.dtype)
-        if not descend_stack(plan.weights, tapes, dys, scratch, optimizer.rate):
-            return None  # NaN or inf in the input: nothing moved
-    optimizer._counted_in_backward(plan.params)
-    plan.versions = [layer.params.version for layer in plan.layers]
-    return float(loss), [cells[-1] for _, cells, _ in tapes]
-
-
-class _Plan:
-    """``train_step``'s checks of one network and input form, made once: its layers, their
-    parameter dicts with the stamps they had when this step last moved them, their weights,
-    and zero initial states."""
-
-    def __init__(self, layers: list[LSTM], xs: Array, targets: Array) -> None:
-        self.layers = list(layers)
-        self.params: list[dict[str, Array]] = [layer.params for layer in layers]
-        self.versions = [layer.params.version for layer in layers]
-        self.weights = [(p["W"], p["U"], p["b"]) for p in self.params]
-        self.arrays = [w for group in self.weights for w in group]
-        self.zeros = [np.zeros((xs.shape[1], layer.n_out), xs.dtype) for layer in layers]
-        self.form = (xs.shape, targets.shape, xs.dtype)
-        self.xp: Any = None
-        self.cell: Any = None
-        """The namespace and the compiled LSTM cell, set by ``whole_step``."""
-
-    @classmethod
-    def of(cls, layers: list[Any], xs: Array, targets: Array) -> _Plan | str:
-        """The plan for ``layers`` (LSTMs only, of C-order writeable weights of one float
-        dtype) over ``xs`` and ``targets``, or why there is none."""
-        dtype, (steps, batch, _) = xs.dtype, xs.shape
-        if not layers or not all([type(layer) is LSTM for layer in layers]):
-            return "a layer other than LSTM"
-        if layers[0].params["W"].dtype != dtype:
-            return "the input's dtype is not the weights'"
-        if dtype not in (np.float32, np.float64) or targets.dtype != dtype or steps == 0 or (
-                batch == 0 or targets.shape != (steps, batch, layers[-1].n_out)
-                or xs.shape[2] != layers[0].n_in or not xs.flags.c_contiguous
-                or not targets.flags.c_contiguous):
-            return "the input and targets are not (T, B, i) and (T, B, o), C order, one dtype"
-        plan = cls(layers, xs, targets)
-        if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
-                    and w.flags.writeable for w in plan.arrays]):
-            return "a weight that is not a writeable C-order numpy array of one dtype"
-        return plan
-
-    def fits(self, layers: list[Any], xs: Array, targets: Array) -> bool:
-        """Whether this plan still holds for ``layers`` over ``xs`` and ``targets``."""
-        if len(layers) != len(self.layers) or (xs.shape, targets.shape, xs.dtype) != self.form \
-                or targets.dtype != xs.dtype or not xs.flags.c_contiguous \
-                or not targets.flags.c_contiguous:
-            return False
-        for layer, group, version in zip(layers, self.params, self.versions, strict=True):
-            if layer.params is not group or group.version != version:  # a new layer or array
-                return False
-        for w in self.arrays:
-            if not w.flags.writeable:  # made read-only since
-                return False
-        return True
-
-
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""``train_step``'s plan of each network, for the form of its latest input."""
+        numba_descent.descend_stack(weights, tapes, np.ascontiguousarray(found.dy), scratch,
+                                    optimizer.rate)
 
 
 def plain_sgd_declines(optimizer: Any) -> str | None:
@@ -219,7 +98,13 @@ def _cell_declines(xp: Any, like: Array) -> str | None:
     path = sequence_path(xp, like, fused_disagreement)
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
-    if stack_loops(like, check_stack) is None:
+    return stack_declines(like)
+
+
+def stack_declines(like: Array) -> str | None:
+    """Why the compiled SGD step of a stack (``numba_descent.descend_stack``) does not serve
+    arrays like ``like``: its self-check failed; or None."""
+    if stack_loops(like, numba_descent.check_stack) is None:
         return "the compiled SGD step of a stack failed its self-check"
     return None
 

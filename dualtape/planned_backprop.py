@@ -1,16 +1,20 @@
-"""``backpropagate_sequence`` in few Python-level calls: its checks made once per network and
-input form, the layers' own forward functions, then every layer's backward pass in one
-compiled call (``kernels.numba_grads``) into the gradient buffers (issue 30: a training step
-of few calls). The same bits as the layer path (``tests/test_planned_backprop.py``).
+"""The planned pass of an LSTM stack on numpy: both training verbs in few Python-level calls
+(issue 30: a training step of few calls; issue 53: one planned stack). Its checks are made
+once per network and input form (``planned``), before the forward pass, so a decline costs
+nothing and the loss is called once; then the layers' own forward functions and the loss
+(``planned_forward``), then every layer's backward pass in one compiled call, which either
+writes the gradients into the buffers (``planned_grads``: ``kernels.numba_grads``, the layer
+path's bits, ``tests/test_planned_backprop.py``) or, for plain SGD, moves the weights in place
+(``planned_descent``: ``kernels.numba_descent``, the layer path's step to rounding, where the
+optimizer says it can: ``Optimizer._in_backward_declines``).
 
 It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
 ``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
 top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
-(T, B, i) of the weights' dtype (C order), over more than one row, with the full tape and no
-initial states' gradient (a given state only starts the forward pass, a mask only weighs the
-loss) and the gradients' products not handed to a second core (``overlap_gradients``). It serves
-``backpropagate_sequence``, and ``train_recurrent`` before ``optimizer.step`` where the
-optimizer does not move the weights inside the backward pass itself (``descent``).
+(T, B, i) of the weights' dtype (C order), with the full tape and no initial states'
+gradient (a given state only starts the forward pass, a mask only weighs the loss). The
+gradients take more than one row and their products not handed to a second core
+(``overlap_gradients``); the step in place takes LSTMs only, fed (T, B, i).
 Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
 which checks and says what is wrong. So does a loss gradient that is not C-ordered (the
 layer path's products of a strided one round otherwise), after the loss was called:
@@ -20,14 +24,16 @@ outputs, bit for bit), so that the loss is called once.
 
 from __future__ import annotations
 
+import math
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .backend import namespace_of
+from .descent import plain_sgd_declines, stack_declines
 from .held_update import group_values, same_objects
-from .kernels import compiled_declined, grads_loops, scatter_loops, sequence_path
+from .kernels import compiled_declined, grads_loops, numba_descent, scatter_loops, sequence_path
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
@@ -45,13 +51,10 @@ Array = Any
 
 
 def planned(rnet: Any, xs: Any) -> _Plan | str:
-    """``planned_backprop``'s plan of ``rnet`` over ``xs`` (its checks made once per network
-    and input form), or why this path does not apply (the module's docstring says where);
-    moves nothing."""
+    """The plan of ``rnet`` over ``xs`` (its checks made once per network and input form), or
+    why no planned pass applies (the module's docstring says where); moves nothing."""
     if type(xs) is not np.ndarray:
         return "the input is not a numpy array"
-    if overlap_requested():
-        return "the weight gradients go to a second core (overlap_gradients)"
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet, xs):
         plan = _Plan.of(rnet, xs)
@@ -59,8 +62,7 @@ def planned(rnet: Any, xs: Any) -> _Plan | str:
             return plan
         _PLANS[rnet] = plan
     W0 = plan.weights[0][0]
-    cell = held_choice(("planned_backprop", W0.dtype, plan.by_id),
-                       lambda: _compiled_cell(W0, plan.by_id))
+    cell = held_choice(("planned", W0.dtype), lambda: _compiled_cell(W0))
     if type(cell) is str:
         return cell
     if plan.by_id and not ids_within(xs, plan.layers[0].n_in):
@@ -69,54 +71,125 @@ def planned(rnet: Any, xs: Any) -> _Plan | str:
     return plan
 
 
-def planned_backprop(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: Any,
-                     mask: Any = None, state: Any = None
-                     ) -> tuple[Array, bool, list[dict[str, Array]], list[Array]] | None:
-    """``(loss, input finite, grads, state_T)`` of ``rnet`` over ``xs`` from ``state`` (None:
-    zeros; checked as the layer path checks it) by ``objective(np, ys, targets[, weights])``
-    (a ``training.LossCall``: its gradient of the outputs' shape and dtype; ``weights``
-    ``losses.mask_weights`` of ``mask`` where one is given) by ``plan`` (``planned``'s), the
-    gradients in ``recurrent.gradient_buffers``; or None, having changed nothing, where the
-    loss's gradient is not C-ordered."""
-    W0, cell = plan.weights[0][0], plan.cell
+def grads_declines(plan: _Plan) -> str | None:
+    """Why ``planned_grads`` does not take ``plan``'s pass, or None."""
+    if overlap_requested():
+        return "the weight gradients go to a second core (overlap_gradients)"
+    if plan.rows < 2:  # numpy's products of one row are gemv's: other bits than the kernel's
+        return "one row (T x B = 1)"
+    W0 = plan.weights[0][0]
+    return held_choice(("planned grads", W0.dtype, plan.by_id),
+                       lambda: _grads_declined(W0, plan.by_id))
+
+
+def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
+    """Why ``planned_descent`` does not move ``plan``'s weights by ``optimizer``'s step inside
+    the backward pass (``descent``: plain SGD of LSTMs only, fed real-valued inputs), or None."""
+    why = plain_sgd_declines(optimizer)
+    if why is not None:
+        return why
+    if plan.top is not None:
+        return "a FullyConnected on top"
+    if plan.by_id:
+        return "ids for input"
+    W0 = plan.weights[0][0]
+    return held_choice(("planned descent", W0.dtype), lambda: stack_declines(W0))
+
+
+class Pass(NamedTuple):
+    """``planned_forward``'s forward pass and loss: ``(loss, input finite, cells, gates,
+    outputs, loss gradient)``, one entry of the last four per LSTM (the last's gradient, the
+    network's outputs')."""
+
+    value: Array
+    finite: bool
+    cells: tuple[Array, ...]
+    gates: tuple[Array, ...]
+    hs: tuple[Array, ...]
+    dys: Array
+
+
+def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: Any,
+                    mask: Any = None, state: Any = None, stepped: bool = False) -> Pass | None:
+    """The forward pass of ``rnet`` over ``xs`` from ``state`` (None: zeros; checked as the
+    layer path checks it) and its loss by ``objective(np, ys, targets[, weights])`` (a
+    ``training.LossCall``; ``weights`` ``losses.mask_weights`` of ``mask`` where one is given)
+    by ``plan`` (``planned``'s); or None, having changed nothing, where the loss's gradient is
+    not C-ordered (numpy's products of a strided one round otherwise). ``stepped``: the pass
+    goes on to ``planned_descent``, which looks at the input itself, so a finite loss needs
+    no look here."""
     steps, batch = xs.shape[:2]
     starts = plan.zeros if state is None else [
         np.ascontiguousarray(s) for s in rnet._check_states(state, batch)[0]]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
         tapes, h = [], xs
         for (W, U, b), start in zip(plan.weights, starts, strict=True):
-            tapes.append(forward_sequence(np, cell, U, start,
-                                          project_sequence(np, h, W, b)))
+            tapes.append(forward_sequence(np, plan.cell, U, start, project_sequence(np, h, W, b)))
             h = tapes[-1][2]
         if plan.top is not None:
             h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
     weights = () if mask is None else (mask_weights(mask, steps, batch, h),)
     value, dys = objective(np, h, targets, *weights)
-    if not dys.flags.c_contiguous:  # numpy's products of a strided one round otherwise
+    if not dys.flags.c_contiguous:
         return None
-    finite = plan.by_id or bool(np.isfinite(xs).all())
-    work = [np.empty(n, W0.dtype) for n in plan.scratch]
+    finite = plan.by_id or stepped and math.isfinite(value) or bool(np.isfinite(xs).all())
     cells, gates, hs = zip(*tapes, strict=True)
+    return Pass(value, finite, cells, gates, hs, dys)
+
+
+def planned_grads(plan: _Plan, xs: Array, done: Pass) -> list[dict[str, Array]]:
+    """The gradients of ``done`` (``planned_forward``'s pass of ``xs``), every layer's backward
+    pass in one compiled call into ``recurrent.gradient_buffers``, where ``grads_declines``
+    said None."""
+    work = [np.empty(n, plan.weights[0][0].dtype) for n in plan.scratch]
     with flushed():
-        stack_grads(plan.operands, work, xs, cells, gates, hs, dys)
-    return value, finite, [dict(group) for group in plan.groups], [c[-1] for c in cells]
+        stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys)
+    return [dict(group) for group in plan.groups]
 
 
-def _compiled_cell(like: Array, by_id: bool) -> NumbaLSTM | str:
-    """The compiled LSTM loops where the layers take them for arrays like ``like`` and this
-    pass's kernel (with ids, the row sums by id too) passed its self-check; else why not."""
+def planned_descent(plan: _Plan, xs: Array, done: Pass, optimizer: Any) -> None:
+    """``optimizer``'s plain SGD step of ``done`` (``planned_forward``'s pass of ``xs``) inside
+    the backward pass, every layer's in one compiled call (``numba_descent.descend_stack``:
+    no gradient arrays, the layer path's step to rounding), where ``descent_declines`` said
+    None; the optimizer's checks and bookkeeping as its own step keeps them. NaN or inf in
+    the input raises ``FloatingPointError`` before any weight moves."""
+    params = [layer.params for layer in plan.layers]
+    optimizer._check_owners(params, "step")
+    optimizer._schedule_rate()
+    steps, batch = xs.shape[:2]
+    scratch = numba_descent.stack_scratch(plan.sizes, steps, batch, xs.dtype)
+    tapes = list(zip((xs, *done.hs[:-1]), done.cells, done.gates, strict=True))
+    with flushed():
+        moved = numba_descent.descend_stack(plan.weights, tapes, done.dys, scratch,
+                                            optimizer.rate)
+    if not moved:  # a finite loss of an infinite input: saturated gates
+        raise FloatingPointError("train_recurrent: the input holds NaN or inf; no update was "
+                                 "applied")
+    optimizer._counted_in_backward(params)
+    plan.stamped()
+
+
+def _compiled_cell(like: Array) -> NumbaLSTM | str:
+    """The compiled LSTM loops where the layers take them for arrays like ``like``; else why
+    not."""
     path = sequence_path(namespace_of(like), like, fused_disagreement)  # the layers' choice
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
+    return path.cell
+
+
+def _grads_declined(like: Array, by_id: bool) -> str | None:
+    """Why ``planned_grads``'s kernel (with ids, the row sums by id too) failed its
+    self-check for arrays like ``like``, or None."""
     if grads_loops(like, check_compiled) is None:
         return "the compiled gradients of a stack failed their self-check"
     if by_id and scatter_loops(like, check_scatter) is None:
         return "the compiled row sums by id failed their self-check"
-    return path.cell
+    return None
 
 
 class _Plan:
-    """``planned_backprop``'s checks of one network and input form, made once: its layers and
+    """``planned``'s checks of one network and input form, made once: its layers and
     their parameter arrays, the LSTMs' weights and zero initial states, the gradient buffers
     and the compiled call's operands."""
 
@@ -124,6 +197,7 @@ class _Plan:
         self.layers = list(rnet.layers)
         params = [layer.params for layer in self.layers]
         self.arrays = group_values(params)
+        self.versions = [group.version for group in params]
         last = self.layers[-1]
         self.top = last if type(last) is FullyConnected else None
         lstms = self.layers[:-1] if self.top is not None else self.layers
@@ -131,6 +205,8 @@ class _Plan:
         self.form = (xs.shape, xs.dtype)
         self.by_id = xs.ndim == 2
         steps, batch = xs.shape[:2]
+        self.rows = steps * batch
+        self.sizes = [(layer.n_in, layer.n_out) for layer in lstms]
         dtype = self.weights[0][0].dtype
         self.zeros = [np.zeros((batch, layer.n_out), dtype) for layer in lstms]
         self.buffers = gradient_buffers(rnet)
@@ -147,8 +223,8 @@ class _Plan:
             JOIN_UP_TO)
         self.cell: Any = None
         """The compiled LSTM cell, set by ``planned``."""
-        self.scratch = scratch_sizes([(layer.n_in, layer.n_out) for layer in lstms], steps,
-                                     batch, self.layers[0].n_in if self.by_id else 0,
+        self.scratch = scratch_sizes(self.sizes, steps, batch,
+                                     self.layers[0].n_in if self.by_id else 0,
                                      self.top is not None, JOIN_UP_TO)
 
     @classmethod
@@ -164,9 +240,8 @@ class _Plan:
         if dtype not in (np.float32, np.float64) or not xs.flags.c_contiguous or (
                 xs.ndim == 2 and xs.dtype != np.int64) or (
                 xs.ndim == 3 and xs.shape[2] != layers[0].n_in) or (
-                xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] < 2):
-            return ("the input is not (T, B) int64 ids or (T, B, i), C order, of two rows "
-                    "or more")
+                xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] == 0):
+            return "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
                     for w in group_values([layer.params for layer in layers])]):
             return "a weight that is not a C-order numpy array of one dtype"
@@ -185,14 +260,27 @@ class _Plan:
 
     def fits(self, rnet: Any, xs: Array) -> bool:
         """Whether this plan still holds for ``rnet`` over ``xs``: the same layers holding
-        the same parameter arrays (changed in place only), the same gradient buffers kept,
-        all writeable, the same form of input."""
+        the same parameter arrays (changed in place only: the parameters' stamps as this plan
+        left them, or else the arrays compared), the same gradient buffers kept, all
+        writeable, the same form of input."""
         layers = rnet.layers
-        return (same_objects(layers, self.layers)
-                and (xs.shape, xs.dtype) == self.form and xs.flags.c_contiguous
-                and kept_gradient_buffers(rnet) is self.buffers and self.writeable()
-                and same_objects(group_values([layer.params for layer in layers]), self.arrays))
+        if not (same_objects(layers, self.layers) and (xs.shape, xs.dtype) == self.form
+                and xs.flags.c_contiguous and kept_gradient_buffers(rnet) is self.buffers
+                and self.writeable()):
+            return False
+        params = [layer.params for layer in layers]
+        if [group.version for group in params] == self.versions:
+            return True
+        if not same_objects(group_values(params), self.arrays):
+            return False
+        self.stamped()
+        return True
+
+    def stamped(self) -> None:
+        """Take the parameters' stamps as they are now as this plan's (after a check of their
+        arrays, or a step of this plan's own that changed them in place only)."""
+        self.versions = [layer.params.version for layer in self.layers]
 
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""``planned_backprop``'s plan of each network, for the form of its latest input."""
+"""``planned``'s plan of each network, for the form of its latest input."""

@@ -11,11 +11,11 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from .descent import fused_declines, whole_step
+from .descent import fused_declines
 from .kernels import cpu_path
 from .last_step import full_length
 from .losses import Loss
-from .planned_backprop import planned
+from .planned_backprop import descent_declines, grads_declines, planned
 from .recurrent import RecurrentNetwork
 from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, Route
 from .switches import held
@@ -24,23 +24,6 @@ Array = Any
 VERBS = ("train_recurrent", "backpropagate_sequence")
 """The verbs that choose a route (``train`` and ``backpropagate`` have the layers' only)."""
 Declined = tuple[tuple[str, str], ...]
-
-
-def whole_step_choice(rnet: Any, xs: Any, targets: Any, optimizer: Any, state: Any,
-                      mask: Any, loss: Any, tape: Any, learn: bool) -> Any:
-    """``train_recurrent``'s whole-step plan (``descent.whole_step``: it takes the call's
-    defaults only), or why it declines."""
-    if learn:
-        return "learn_initial_state=True"
-    if state is not None:
-        return "a state is given"
-    if mask is not None:
-        return "a mask is given"
-    if type(loss) is not str or loss != "squared_error":
-        return "a loss other than squared_error"
-    if tape != "full":
-        return "a checkpointed tape"
-    return whole_step(rnet, xs, targets, optimizer)
 
 
 def fused_choice(rnet: Any, optimizer: Any, prepared: Array, tape: Any, learn: bool
@@ -54,22 +37,38 @@ def fused_choice(rnet: Any, optimizer: Any, prepared: Array, tape: Any, learn: b
 
 
 def planned_choice(rnet: Any, xs: Any, tape: Any, need_dstate: bool) -> Any:
-    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned``: the full tape
-    only), or why it declines."""
+    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned`` and
+    ``planned_grads``: the full tape only), or why it declines."""
     if need_dstate:
         return "need_dstate=True"
-    return "a checkpointed tape" if tape != "full" else planned(rnet, xs)
+    if tape != "full":
+        return "a checkpointed tape"
+    plan = planned(rnet, xs)
+    if isinstance(plan, str):
+        return plan
+    why = grads_declines(plan)
+    return plan if why is None else why
 
 
-def planned_step_choice(rnet: Any, xs: Any, fused: str | None, tape: Any, learn: bool) -> Any:
-    """``train_recurrent``'s planned pass before ``optimizer.step``, where the optimizer
-    does not move the weights inside the backward pass instead (``fused``: ``fused_choice``
-    of ``xs``, None where it does), or why it declines."""
-    if learn:
-        return "learn_initial_state=True"
-    if fused is None:
-        return "plain SGD moves the weights inside the backward pass instead"
-    return planned_choice(rnet, xs, tape, False)
+def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, tape: Any, learn: bool
+                        ) -> tuple[Any, str, Declined]:
+    """``train_recurrent``'s planned pass: ``(plan, route, declined)``, the route
+    ``WHOLE_STEP`` where the optimizer's step moves the weights inside the backward pass
+    (``planned_backprop.planned_descent``), else ``PLANNED`` (the gradients, then
+    ``optimizer.step``), with why the faster one declined; or ``(None, "", declined)`` where
+    neither applies."""
+    why = ("learn_initial_state=True" if learn else "a checkpointed tape" if tape != "full"
+           else planned(rnet, xs))
+    if isinstance(why, str):
+        return None, "", ((WHOLE_STEP, why), (PLANNED, why))
+    in_place = descent_declines(why, optimizer)
+    if in_place is None:
+        return why, WHOLE_STEP, ()
+    declined: Declined = ((WHOLE_STEP, in_place),)
+    grads = grads_declines(why)
+    if grads is None:
+        return why, PLANNED, declined
+    return None, "", (*declined, (PLANNED, grads))
 
 
 def layer_loops(like: Array) -> tuple[str, Declined]:
@@ -115,19 +114,14 @@ def route(
     prepared = rnet._prepare_sequence(xs)[1]
     declined: Declined
     if verb == "train_recurrent":
-        why = whole_step_choice(rnet, xs, targets, optimizer, state, mask, loss, tape,
-                                learn_initial_state)
-        if not isinstance(why, str):
-            return Route(verb, WHOLE_STEP, "compiled")
-        fused = fused_choice(rnet, optimizer, xs, tape, learn_initial_state)
-        plan = planned_step_choice(rnet, xs, fused, tape, learn_initial_state)
-        if not isinstance(plan, str):
-            return Route(verb, PLANNED, "compiled", ((WHOLE_STEP, why),))
-        if prepared is not xs:  # the layers' forward pass prepares it: decided again on that
-            fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
+        plan, taken, declined = planned_step_choice(rnet, xs, optimizer, tape,
+                                                    learn_initial_state)
+        if plan is not None:
+            return Route(verb, taken, "compiled", declined)
+        fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
         if fused is None:
-            return Route(verb, FUSED_SGD, "compiled", ((WHOLE_STEP, why), (PLANNED, plan)))
-        declined = ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused))
+            return Route(verb, FUSED_SGD, "compiled", declined)
+        declined = (*declined, (FUSED_SGD, fused))
     else:
         why = planned_choice(rnet, xs, tape, need_dstate)
         if not isinstance(why, str):

@@ -25,21 +25,20 @@ from .backend import (
     zeros_like_place,
 )
 from .checkpointing import segment_length
-from .descent import fused_descent, train_step
+from .descent import fused_descent
 from .last_step import full_length
 from .layers.base import Array
 from .layers.edges import check_real, prepare_like, restore
 from .losses import Loss, check_loss_for, loss_function, mask_weights
 from .network import Chain, Network
 from .optim import Optimizer, StateGroup
-from .planned_backprop import planned_backprop
+from .planned_backprop import planned_descent, planned_forward, planned_grads
 from .recurrent import RecurrentNetwork, gradient_buffers
 from .route_choice import (
     fused_choice,
     layer_loops,
     planned_choice,
     planned_step_choice,
-    whole_step_choice,
 )
 from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, record
 from .switches import held
@@ -83,9 +82,19 @@ def objective_for(loss: str | Loss, net: Chain, where: str) -> LossCall:
     batch_axis = -2 if isinstance(net, RecurrentNetwork) else 0
     if callable(loss):
         return LossCall(loss, where, batch_axis)
-    objective = loss_function(loss)
-    check_loss_for(loss, net.layers[-1], net.n_out, where)
+    last = net.layers[-1]
+    key = (loss, getattr(last, "kind", None), net.n_out)
+    objective = _FITTING.get(key) if type(loss) is str else None
+    if objective is None:
+        objective = loss_function(loss)
+        check_loss_for(loss, last, net.n_out, where)
+        _FITTING[key] = objective
     return LossCall(objective, where, batch_axis)
+
+
+_FITTING: dict[tuple[str, Any, Any], Loss] = {}
+"""The loss each name gives where it fits a network's last layer (by its kind) and output
+count (``check_loss_for`` passed): the check made once for each."""
 
 
 class LossCall:
@@ -275,13 +284,12 @@ def backpropagate_sequence(
     targets, mask = full_length(rnet, xs, targets, mask, loss, "backpropagate_sequence")
     why = planned_choice(rnet, xs, tape, need_dstate)
     if type(why) is not str:
-        done = planned_backprop(why, rnet, xs, targets, objective, mask, state)
+        done = planned_forward(why, rnet, xs, targets, objective, mask, state)
         if done is not None:
             record(rnet, "backpropagate_sequence", PLANNED, "compiled")
-            value, finite, grads, states = done
-            loss_now = np.asarray(value)
-            return Backprop(loss_now if finite else np.full_like(loss_now, math.nan), grads,
-                            states, None)
+            loss_now = np.asarray(done.value)
+            return Backprop(loss_now if done.finite else np.full_like(loss_now, math.nan),
+                            planned_grads(why, xs, done), [c[-1] for c in done.cells], None)
         why = "the loss gradient is not C order"
     found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "backpropagate_sequence")
@@ -420,58 +428,48 @@ def train_recurrent(
     parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
     CuPy the gradients handed to ``optimizer.step`` are written into arrays reused by the next
     call (``gradient_buffers``; its step is then kept, ``held_update``): an optimizer must not
-    keep them. With ``SGD`` itself (not a subclass), no momentum and no regulariser, a network
-    of ``LSTM`` layers on numpy with the compiled loops moves its weights inside the backward
-    pass instead (``descent``: no gradient arrays, the same step to rounding), and with no
-    ``state``, ``mask``, ``loss`` or ``tape`` given, a ``(T, B, i)`` input and ``(T, B, o)``
-    targets of the weights' dtype, its checks are made once per network and input form and the
-    backward pass and update of every layer are one compiled call (``descent.train_step``).
-    Other optimizers on such a stack (a ``FullyConnected`` on top or not, ids or inputs, a
-    state and a mask or none) take ``backpropagate_sequence``'s planned pass, then their step.
+    keep them. A stack of LSTMs on numpy with the compiled loops (a ``FullyConnected`` on top
+    or not, ids or inputs, a state and a mask or none, the full tape) takes the planned pass
+    (``planned_backprop``: its checks made once per network and input form): with ``SGD``
+    itself (not a subclass), no momentum and no regulariser, on LSTMs only fed ``(T, B, i)``,
+    the backward pass and update of every layer are one compiled call (no gradient arrays,
+    the same step to rounding; after the layers' forward pass where the planned pass declines:
+    ``descent``); with other optimizers, ``backpropagate_sequence``'s pass, then their step.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
     if learn_initial_state and not isinstance(state, list):
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "train_recurrent")
-    why = whole_step_choice(rnet, xs, targets, optimizer, state, mask, loss, tape,
-                            learn_initial_state)
-    if type(why) is not str:
-        done = train_step(why, xs, targets, optimizer)
-        if done is not None:
-            record(rnet, "train_recurrent", WHOLE_STEP, "compiled")
-            return done
-        why = "the input or the loss is not finite"
     objective = objective_for(loss, rnet, "train_recurrent")
-    fused = fused_choice(rnet, optimizer, xs, tape, learn_initial_state)  # once, if xs stays
-    plan = planned_step_choice(rnet, xs, fused, tape, learn_initial_state)
-    if type(plan) is not str:
-        passed = planned_backprop(plan, rnet, xs, targets, objective, mask, state)
-        if passed is not None:
-            value, finite, grads, states = passed
-            result = read_loss(np, np.asarray(value), np.asarray(finite), "train_recurrent",
-                               optimizer, lambda: {
+    plan, taken, declined = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
+    if plan is not None:
+        done = planned_forward(plan, rnet, xs, targets, objective, mask, state,
+                               taken == WHOLE_STEP)
+        if done is not None:
+            result = read_loss(np, done.value, done.finite,
+                               "train_recurrent", optimizer, lambda: {
                                    "the initial state": rnet._check_states(state, xs.shape[1])[0],
                                    "the network's parameters": list(all_params(rnet))})
-            record(rnet, "train_recurrent", PLANNED, "compiled", ((WHOLE_STEP, why),))
-            optimizer.step(rnet.params, grads)
-            return result, states
-        plan = "the loss gradient is not C order"
+            record(rnet, "train_recurrent", taken, "compiled", declined)
+            if taken == WHOLE_STEP:
+                planned_descent(plan, xs, done, optimizer)
+            else:
+                optimizer.step(rnet.params, planned_grads(plan, xs, done))
+            return result, [c[-1] for c in done.cells]
+        declined = (*declined, (taken, "the loss gradient is not C order"))
     found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "train_recurrent")
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
-    if found.x is not xs:  # prepared anew (converted, copied): decided again on that
-        fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
+    fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
     if fused is None:
-        record(rnet, "train_recurrent", FUSED_SGD, "compiled",
-               ((WHOLE_STEP, why), (PLANNED, plan)))
+        record(rnet, "train_recurrent", FUSED_SGD, "compiled", declined)
         fused_descent(rnet, optimizer, found)
         return result, [restore(s, found.single) for s in found.state]
     loops, slower = layer_loops(found.x)
-    record(rnet, "train_recurrent", LAYERS, loops,
-           ((WHOLE_STEP, why), (PLANNED, plan), (FUSED_SGD, fused), *slower))
+    record(rnet, "train_recurrent", LAYERS, loops, (*declined, (FUSED_SGD, fused), *slower))
     if learn_initial_state:
         grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})

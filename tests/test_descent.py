@@ -8,7 +8,7 @@ import pytest
 import dualtape
 from dualtape import descent, route_choice
 from dualtape.backend import to_numpy
-from dualtape.kernels import cpu_path, numba_descent, selfcheck
+from dualtape.kernels import cpu_path, numba_descent, selfcheck, stack_loops
 from dualtape.layers import lstm
 
 from .helpers import host_params
@@ -19,8 +19,33 @@ class Unfused(dualtape.SGD):
 
 
 GIVEN = [None, None]
-"""A given state (zeros) for a stack of two: ``train_step``, the whole step in one compiled call
-(``tests/test_train_step.py``), takes only ``state=None``, so the backward pass is fused here."""
+"""A given state (zeros) for a stack of two: the planned pass takes it as it takes none."""
+
+
+def spied_descents(monkeypatch, record):
+    """``numba_descent.descend_stack`` replaced by a spy that ``record(weights, tapes)``s each
+    call before making it, once the stack's self-check (which calls the module's own) has
+    passed for both dtypes where the compiled loops run, so it counts the routes' calls
+    only."""
+    if cpu_path()[0] == "compiled":
+        for dtype in ("float32", "float64"):
+            stack_loops(np.zeros(1, dtype), numba_descent.check_stack)
+    original = numba_descent.descend_stack
+
+    def spied(weights, tapes, *args, **kwargs):
+        record(weights, tapes)
+        return original(weights, tapes, *args, **kwargs)
+
+    monkeypatch.setattr(numba_descent, "descend_stack", spied)
+
+
+def strided_loss(xp, ys, targets):
+    """The squared error with its gradient a strided view on numpy (every other column of a
+    copy twice as wide): the planned pass declines it, so ``train_recurrent``'s plain SGD
+    step is fused into the layers' backward pass (``descent.fused_descent``) with the same
+    forward pass, loss and bits."""
+    value, dys = dualtape.losses.squared_error(xp, ys, targets)
+    return value, np.repeat(dys, 2, axis=-1)[..., ::2] if type(dys) is np.ndarray else dys
 
 
 def stack(sizes, dtype="float64", seed=1):
@@ -33,12 +58,7 @@ def stack(sizes, dtype="float64", seed=1):
 def fused_calls(monkeypatch):
     """The layers ``numba_descent.descend_stack`` moved, call by call."""
     calls = []
-
-    def counted(weights, *args, **kwargs):
-        calls.extend(W.shape for W, _, _ in weights)
-        return numba_descent.descend_stack(weights, *args, **kwargs)
-
-    monkeypatch.setattr(descent, "descend_stack", counted)
+    spied_descents(monkeypatch, lambda weights, tapes: calls.extend(W.shape for W, _, _ in weights))
     return calls
 
 
@@ -46,7 +66,7 @@ def fuses_here(backend) -> bool:
     return backend.name == "numpy" and cpu_path()[0] == "compiled"
 
 
-def train_both(sizes, steps, batch, dtype, calls=2, state=True):
+def train_both(sizes, steps, batch, dtype, calls=2, state=True, loss="squared_error"):
     """Two copies of a stack trained ``calls`` times by ``SGD`` and by ``Unfused``: their
     parameters before and after, and whether the first call's losses and states agreed bit
     for bit (the weights differ by rounding after it)."""
@@ -60,9 +80,9 @@ def train_both(sizes, steps, batch, dtype, calls=2, state=True):
     same = None
     for _ in range(calls):
         loss_f, ends_f = dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5),
-                                                  state=states)
+                                                  state=states, loss=loss)
         loss_u, ends_u = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5),
-                                                  state=states)
+                                                  state=states, loss=loss)
         if same is None:
             same = loss_f == loss_u and all(np.array_equal(to_numpy(a), to_numpy(b))
                                             for a, b in zip(ends_f, ends_u, strict=True))
@@ -87,11 +107,13 @@ def assert_same_step(before, got, want, dtype, still=()):
 @pytest.mark.parametrize("sizes", [(3, 5), (3, 5, 4), (2, 6, 5, 3)], ids=["1", "2", "3"])
 @pytest.mark.parametrize(("steps", "batch"), [(1, 1), (1, 4), (9, 1), (6, 3)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["whole-step", "fused"])
 def test_the_fused_step_moves_the_weights_as_the_optimizers_step(
-        backend, fused_calls, sizes, steps, batch, dtype):
-    """From given states, two calls; the forward pass and loss are the same code, so the first
-    call's loss and final states agree bit for bit."""
-    before, got, want, same = train_both(sizes, steps, batch, dtype)
+        backend, fused_calls, sizes, steps, batch, dtype, loss):
+    """From given states, two calls, by the planned pass or the layers' forward pass; the
+    forward pass and loss are the same code, so the first call's loss and final states agree
+    bit for bit."""
+    before, got, want, same = train_both(sizes, steps, batch, dtype, loss=loss)
     assert_same_step(before, got, want, dtype)
     assert same
     assert len(fused_calls) == (2 * (len(sizes) - 1) if fuses_here(backend) else 0)
@@ -117,7 +139,7 @@ def test_the_fused_step_agrees_with_the_generic_code(backend, monkeypatch):
     for switch in ("0", "1"):
         monkeypatch.setenv("DUALTAPE_FUSED", switch)
         nets[switch] = net = stack((3, 6, 3))
-        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.5), state=GIVEN)
+        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.5), loss=strided_loss)
     assert_same_step(host_params(stack((3, 6, 3))), host_params(nets["1"]),
                      host_params(nets["0"]), "float64")
 
@@ -165,9 +187,11 @@ def test_the_fused_step_keeps_the_optimizers_bookkeeping(backend, fused_calls):
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs = dualtape.asarray(np.random.default_rng(6).uniform(-1, 1, (5, 2, 3)))
     tape, _, ys = net.forward_sequence(None, xs)
-    dualtape.train_recurrent(net, xs, xs, optimizer, state=GIVEN)
-    dualtape.train_recurrent(net, xs, xs, optimizer, state=GIVEN)
+    dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
+    dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
     assert optimizer.steps == 2 and len(fused_calls) == (4 if fuses_here(backend) else 0)
+    assert dualtape.last_route(net, "train_recurrent").taken == (
+        "fused-sgd" if fuses_here(backend) else "layers")
     with pytest.raises(RuntimeError, match="parameters"):
         net.backward_sequence(tape, None, ys)
 
@@ -178,16 +202,16 @@ def test_a_failure_before_the_first_move_changes_nothing(backend, fused_calls, m
     def no_memory(*args):
         raise MemoryError("planted")
 
-    monkeypatch.setattr(descent, "stack_scratch", no_memory)
+    monkeypatch.setattr(numba_descent, "stack_scratch", no_memory)
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs = dualtape.asarray(np.random.default_rng(7).uniform(-1, 1, (5, 2, 3)))
     before = host_params(net)
     if not fuses_here(backend):
-        dualtape.train_recurrent(net, xs, xs, optimizer, state=GIVEN)
+        dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
         assert optimizer.steps == 1
         return
     with pytest.raises(MemoryError, match="planted"):
-        dualtape.train_recurrent(net, xs, xs, optimizer, state=GIVEN)
+        dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
     assert optimizer.steps == 0 and fused_calls == []
     for b, a in zip(before, host_params(net), strict=True):
         assert all(np.array_equal(b[k], a[k]) for k in b)
@@ -216,7 +240,7 @@ def test_a_failed_self_check_keeps_the_optimizers_step(monkeypatch, failing, war
         for module in (lstm, descent):
             monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
     else:
-        monkeypatch.setattr(descent, "check_stack", lambda loops, like: "planted")
+        monkeypatch.setattr(numba_descent, "check_stack", lambda loops, like: "planted")
     monkeypatch.setattr(route_choice, "planned", lambda rnet, xs: "declined by the test")
     net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
     xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))

@@ -22,7 +22,7 @@ from .test_planned_backprop import (
 )
 
 NOT_NUMPY = "the input is not a numpy array"
-NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, of two rows or more"
+NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
 REASONS = {
     "overlap": "the weight gradients go to a second core (overlap_gradients)",
     "gru": "not a stack of LSTMs with at most a FullyConnected on top",

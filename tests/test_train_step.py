@@ -6,13 +6,21 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import descent
+from dualtape import descent, planned_backprop
 from dualtape.backend import to_numpy
 from dualtape.kernels import numba_descent, selfcheck
 from dualtape.layers import lstm
 
 from .helpers import assert_params_equal, host_params
-from .test_descent import GIVEN, Unfused, assert_same_step, case_network, fuses_here, stack
+from .test_descent import (
+    Unfused,
+    assert_same_step,
+    case_network,
+    fuses_here,
+    spied_descents,
+    stack,
+    strided_loss,
+)
 
 
 @pytest.fixture
@@ -20,12 +28,7 @@ def whole_steps(monkeypatch):
     """The input forms ``numba_descent.descend_stack`` stepped at for either of ``descent``'s
     routes, call by call (not the self-check's, which calls the module's own)."""
     calls = []
-
-    def counted(weights, tapes, *args):
-        calls.append(tapes[0][0].shape)
-        return numba_descent.descend_stack(weights, tapes, *args)
-
-    monkeypatch.setattr(descent, "descend_stack", counted)
+    spied_descents(monkeypatch, lambda weights, tapes: calls.append(tapes[0][0].shape))
     return calls
 
 
@@ -50,10 +53,10 @@ def test_the_whole_step_trains_as_the_layer_by_layer_step(backend, sizes, steps,
     xs, targets = data(steps, batch, sizes, dtype)
     whole, fused, unfused = stack(sizes, dtype), stack(sizes, dtype), stack(sizes, dtype)
     before = host_params(whole)
-    zeros = [None] * (len(sizes) - 1)  # a given state: the backward pass fused, layer by layer
     for call in range(2):  # the weights differ by rounding from the unfused after the first
         got = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5))
-        want = [dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5), state=zeros)]
+        want = [dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5),
+                                         loss=strided_loss)]  # fused layer by layer
         if call == 0:
             want.append(dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5)))
         for loss, ends in want:
@@ -65,6 +68,7 @@ def test_the_whole_step_trains_as_the_layer_by_layer_step(backend, sizes, steps,
     assert_same_step(before, host_params(whole), host_params(unfused), dtype,
                      still=("U",) if steps == 1 else ())
     assert took(whole) == ("whole-step" if fuses_here(backend) else "layers")
+    assert took(fused) == ("fused-sgd" if fuses_here(backend) else "layers")
 
 
 def test_the_whole_step_agrees_with_the_generic_code(backend, monkeypatch):
@@ -91,10 +95,30 @@ def test_the_whole_step_keeps_the_optimizers_bookkeeping(backend):
         net.backward_sequence(tape, None, ys)
 
 
+@pytest.mark.parametrize(("case", "options"), [
+    ("state", {"state": [None, None]}), ("mask", {"mask": np.ones((5, 2), bool)}),
+    ("loss", {"loss": "mean_squared_error"}), ("float32-targets", {})])
+def test_a_state_mask_loss_or_targets_of_another_dtype_take_the_whole_step(
+        backend, case, options):
+    """The planned pass takes these too: the layer path's step to rounding (its loss the
+    same bits)."""
+    xs, targets = data(5, 2, (3, 3))
+    if case == "float32-targets":
+        targets = dualtape.asarray(to_numpy(targets).astype(np.float32))
+    if "mask" in options:
+        options = {"mask": dualtape.asarray(options["mask"])}
+    whole, unfused = stack((3, 4, 3)), stack((3, 4, 3))
+    before = host_params(whole)
+    got = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5), **options)
+    want = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5), **options)
+    assert got[0] == want[0]
+    assert_same_step(before, host_params(whole), host_params(unfused), "float64")
+    assert took(whole) == ("whole-step" if fuses_here(backend) else "layers")
+
+
 @pytest.mark.parametrize("case", [
-    "state", "mask", "loss", "sqrt-tape", "learn-initial-state", "one-sequence", "float32-targets",
-    "fortran-order", "ids", "fully-connected", "momentum", "subclass", "ufunc-loop",
-    "read-only", "read-only-later"])
+    "sqrt-tape", "learn-initial-state", "one-sequence", "fortran-order", "ids",
+    "fully-connected", "momentum", "subclass", "ufunc-loop", "read-only", "read-only-later"])
 def test_the_other_calls_take_the_layer_by_layer_path(backend, monkeypatch, case):
     """None of these runs as one call, as the record says and ``route`` foresaw; each still
     trains (the loss is finite, the weights move), and those that fit ``fused_descent`` fuse
@@ -105,11 +129,8 @@ def test_the_other_calls_take_the_layer_by_layer_path(backend, monkeypatch, case
     xs = dualtape.asarray(host)
     if case == "fortran-order" and backend.name == "numpy":
         xs = np.asfortranarray(xs)
-    targets = dualtape.asarray(host.astype(np.float64) if case == "float32-targets" else host)
-    options = {"state": {"state": [None, None]},
-               "mask": {"mask": dualtape.asarray(np.ones((4, 2), bool))},
-               "loss": {"loss": lambda xp, ys, ts: (xp.sum(ys * ys), 2 * ys)},
-               "sqrt-tape": {"tape": "sqrt"},
+    targets = dualtape.asarray(host)
+    options = {"sqrt-tape": {"tape": "sqrt"},
                "learn-initial-state": {"state": [dualtape.asarray(np.zeros((2, n), np.float32))
                                                  for n in (4, 3)],
                                        "learn_initial_state": True}}.get(case, {})
@@ -188,8 +209,8 @@ def test_a_change_between_calls_is_taken_into_account(backend, change):
     assert took(nets[0]) == ("whole-step" if fuses_here(backend) else "layers")
 
 
-@pytest.mark.parametrize("state", [None, GIVEN], ids=["whole-step", "fused"])
-def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, state):
+@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["whole-step", "fused"])
+def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, loss):
     """An SGD whose momentum was set to 0 after steps of another network still holds that
     network's velocities: both fast paths refuse it, as ``optimizer.step`` does, before
     anything moves; its own network still trains."""
@@ -200,14 +221,14 @@ def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, 
     optimizer.momentum = 0.0  # plain SGD now: the fast paths' optimizer
     before = host_params(second)
     with pytest.raises(ValueError, match="SGD: cannot step .* other parameter groups"):
-        dualtape.train_recurrent(second, xs, targets, optimizer, state=state)
+        dualtape.train_recurrent(second, xs, targets, optimizer, loss=loss)
     assert_params_equal(host_params(second), before)
     assert optimizer.steps == 1 and whole_steps == []
-    dualtape.train_recurrent(first, xs, targets, optimizer, state=state)
+    dualtape.train_recurrent(first, xs, targets, optimizer, loss=loss)
     assert optimizer.steps == 2
     assert whole_steps == ([(5, 2, 3)] if fuses_here(backend) else [])
     assert took(first) == ("layers" if not fuses_here(backend)
-                           else "whole-step" if state is None else "fused-sgd")
+                           else "whole-step" if loss == "squared_error" else "fused-sgd")
 
 
 def test_the_states_returned_are_the_callers(backend):
@@ -226,7 +247,7 @@ def test_a_failure_before_the_step_changes_nothing(backend, whole_steps, monkeyp
     def no_memory(*args):
         raise MemoryError("planted")
 
-    monkeypatch.setattr(descent, "stack_scratch", no_memory)
+    monkeypatch.setattr(numba_descent, "stack_scratch", no_memory)
     net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
     xs, targets = data(5, 2, (3, 3))
     before = host_params(net)
@@ -276,10 +297,10 @@ def test_a_failed_self_check_keeps_the_layer_by_layer_step(monkeypatch, failing,
         pytest.skip("the whole step runs with the compiled loops")
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     if failing == "lstm-loops":
-        for module in (lstm, descent):
+        for module in (lstm, descent, planned_backprop):
             monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
     else:
-        monkeypatch.setattr(descent, "check_stack", lambda loops, like: "planted")
+        monkeypatch.setattr(numba_descent, "check_stack", lambda loops, like: "planted")
     net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
     xs, targets = data(5, 2, (3, 3))
     with pytest.warns(RuntimeWarning, match=warned):
