@@ -131,9 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(summary(counts)))
         survivors = [line.split(":")[0].strip() for line in results.splitlines()
                      if line.rstrip().endswith(": survived")]
-        for name in survivors if args.show else []:
-            print(subprocess.run([*mutmut, "show", name], cwd=tree, capture_output=True,
-                                 text=True).stdout)
+        for name in survivors if args.show else []:  # each named: show prints nothing for some
+            shown = subprocess.run([*mutmut, "show", name], cwd=tree, capture_output=True,
+                                   text=True)
+            print(f"## {name}\n{shown.stdout}{shown.stderr[-1500:]}")
     return 1 if survivors else 0
 
 
