@@ -60,3 +60,20 @@ class Other:
                                            (Other, False)])
 def test_takes_keyword_is_a_keyword_of_that_name_or_any(cls, expected):
     assert takes_keyword(cls, "dtype") is expected
+
+
+def test_a_tape_not_of_the_layer_is_refused_in_whole_words(backend):
+    layer = dualtape.FullyConnected(3, 2, seed=1, dtype="float64")
+    x, dy = dualtape.asarray(np.ones((2, 3))), dualtape.asarray(np.ones((2, 2)))
+    tape, _ = layer.forward(x)
+    ids = type(tape)(dualtape.asarray(np.zeros((2, 5), dtype=np.int64)), *tape[1:])
+    rule = "(its tape classes are named after its kind, as FullyConnectedTape)"
+    alone = (f"FullyConnected(3, 2): the tape is a FullyConnectedTape, not one of this layer "
+             f"{rule}; pass the tape its forward returned")
+    with pytest.raises(ValueError, match=rf"^{re.escape(alone)}$"):
+        layer.backward(ids, dy)  # integers pass only for a layer that takes one-hot ids
+    tapes, _ = dualtape.Network([dualtape.Tanh()]).forward(x)
+    inside = (f"Network: tape 0 is a TanhTape, not one of layer 0 FullyConnected(3, 2) {rule}; "
+              "pass the tapes this network's forward returned")
+    with pytest.raises(ValueError, match=rf"^{re.escape(inside)}$"):
+        dualtape.Network([layer]).backward(tapes, dy)
