@@ -97,3 +97,7 @@ def test_the_settings_shared_name_the_backend_vocabulary_step_and_model(tmp_path
     trainer.net.params[0][next(iter(trainer.net.params[0]))][...] += 1
     after = shared_settings(args, trainer, prepared.text)
     assert after["model digest (weights, optimizer state, generators)"] != before
+    trainer.optimizer.steps += 1  # the same state's names, another value
+    later = shared_settings(args, trainer, prepared.text)
+    assert later["model digest (weights, optimizer state, generators)"] != after[
+        "model digest (weights, optimizer state, generators)"]

@@ -158,6 +158,18 @@ def test_rank_0_alone_writes_on_stdout_through_mpiexecs_pipe_and_locks(
                                                                            [])
 
 
+def test_a_resume_without_save_locks_the_resumed_checkpoint(world, corpus, monkeypatch):
+    locks = []
+    monkeypatch.setattr(text_distributed, "hold_run_lock", lambda *given: locks.append(given))
+    monkeypatch.setattr(text_distributed, "prepare", lambda args: prepare(parsed(corpus)))
+    world(0, 2)
+    args = parsed(corpus)
+    args.resume = "m.npz"
+    held = contextlib.ExitStack()
+    text_distributed.prepare_distributed(args, held)
+    assert locks == [(None, "m.npz", held)]
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_new_run_without_a_seed_takes_rank_0s_random_one(world, corpus, monkeypatch, rank):
     drawn = []
