@@ -63,3 +63,35 @@ def test_the_child_runs_the_runs_network_threads_and_held_out_text(monkeypatch, 
     assert [getattr(layer, "rate", None) for layer in child.net.layers] == [
         getattr(layer, "rate", None) for layer in run.net.layers]
     assert (child.held_ids is None) == (run.held_ids is None)
+
+
+def rehearsed(monkeypatch, config: TrainConfig) -> tuple[int, TextTrainer]:
+    """``main`` on ``command``'s spec of a run of ``config``: its status and the child's
+    trainer after the rehearsal."""
+    run = TextTrainer.new(TEXT, config, resolve_backend("numpy"))
+    real_trainer, seen = rehearse.TextTrainer, []
+    monkeypatch.setattr(rehearse, "TextTrainer", lambda *given: seen.append(
+        real_trainer(*given)) or seen[-1])
+    monkeypatch.setattr(compile_ahead, "mark", lambda *where: None)
+    return rehearse.main(rehearse.command(run, None, False)[3:]), seen[-1]
+
+
+def test_the_rehearsal_is_the_same_every_time(monkeypatch):
+    """The same run rehearses the same symbols and weights, so a failure it reports can be
+    run again."""
+    config = TrainConfig(hidden=[8], seq_len=8, batch=2)
+    first, second = (rehearsed(monkeypatch, config)[1] for _ in range(2))
+    assert first.ids.tolist() == second.ids.tolist()
+    assert first.held_ids is None and second.held_ids is None
+    for mine, theirs in zip(first.net.params, second.net.params, strict=True):
+        for name in mine:
+            assert mine[name].tolist() == theirs[name].tolist()
+
+
+def test_a_run_whose_rate_diverges_still_rehearses(monkeypatch, capsys):
+    """The rehearsal compiles; it steps at its own tiny rate, never the run's (1e30 makes the
+    run's own second step NaN)."""
+    config = TrainConfig(hidden=[8], seq_len=8, batch=2, rate=1e30, clip=0.0)
+    status, child = rehearsed(monkeypatch, config)
+    assert (status, capsys.readouterr().err) == (0, "")
+    assert child.optimizer.rate <= 1e-6
