@@ -95,3 +95,12 @@ def test_a_run_whose_rate_diverges_still_rehearses(monkeypatch, capsys):
     status, child = rehearsed(monkeypatch, config)
     assert (status, capsys.readouterr().err) == (0, "")
     assert child.optimizer.rate <= 1e-6
+
+
+def test_a_run_holding_out_a_small_fraction_still_rehearses(monkeypatch, capsys):
+    """The child's held-out text is its own (``spec["held"]``), never split from its short
+    training text: 1% of 80 symbols would hold out fewer than a loss needs."""
+    config = TrainConfig(hidden=[8], seq_len=8, batch=2, valid=0.01)
+    status, child = rehearsed(monkeypatch, config)
+    assert (status, capsys.readouterr().err) == (0, "")
+    assert child.held_ids is not None
