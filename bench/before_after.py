@@ -7,7 +7,9 @@ Each round runs one child process per checkout (alternating which goes first); a
 every case with the public API only (``RecurrentNetwork``, ``LSTM``, ``SGD`` or ``Adam``
 (``--optimizer``), ``train_recurrent``, from zero states or given ones: ``--state``), so any
 version of dualtape can be measured, on one BLAS thread. The
-report gives each side's median over rounds of the per-round medians, and after/before ratios.
+report gives each side's median over rounds of the per-round medians (``--statistic min``: the
+least over rounds of each round's least, the sample least disturbed on a loaded machine), and
+after/before ratios.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 import dualtape as dt
 from threadpoolctl import threadpool_limits
 
-def median_ms(run, budget):
+def typical_ms(run, budget, statistic):
     run(); run()
     start = time.perf_counter(); run(); once = time.perf_counter() - start
     number = max(1, int(0.02 / max(once, 1e-9)))
@@ -49,7 +51,7 @@ def median_ms(run, budget):
         for _ in range(number):
             run()
         samples.append((time.perf_counter() - start) / number * 1e3)
-    return float(np.median(samples))
+    return float(min(samples) if statistic == "min" else np.median(samples))
 
 out = {}
 with threadpool_limits(1), dt.use_backend("numpy"):
@@ -61,20 +63,20 @@ with threadpool_limits(1), dt.use_backend("numpy"):
         opt = dt.Adam(1e-3) if sys.argv[3] == "adam" else dt.SGD(0.1)
         state = [np.zeros((batch, b), dtype) for b in sizes[1:]] if sys.argv[4] == "given" \
             else None
-        out[label] = median_ms(lambda: dt.train_recurrent(net, xs, xs, opt, state=state),
-                               float(sys.argv[2]))
+        out[label] = typical_ms(lambda: dt.train_recurrent(net, xs, xs, opt, state=state),
+                                float(sys.argv[2]), sys.argv[5])
 print(json.dumps(out))
 """
 
 
-def run_child(checkout: Path, cases: list, budget: float, optimizer: str, state: str
-              ) -> dict[str, float]:
+def run_child(checkout: Path, cases: list, budget: float, optimizer: str, state: str,
+              statistic: str) -> dict[str, float]:
     """One child process timing every case with ``checkout``'s dualtape first on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(budget),
-                           optimizer, state],
+                           optimizer, state, statistic],
                           env=env, capture_output=True, text=True, cwd=checkout, check=True)
     return json.loads(done.stdout)
 
@@ -89,6 +91,7 @@ def main() -> int:
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     parser.add_argument("--state", choices=("zeros", "given"), default="zeros")
+    parser.add_argument("--statistic", choices=("median", "min"), default="median")
     args = parser.parse_args()
     wanted = [c for c in CASES if not args.cases or any(s in c[0] for s in args.cases.split(","))]
     samples: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
@@ -96,16 +99,17 @@ def main() -> int:
         order = [("before", args.before), ("after", args.after)]
         for side, checkout in order if k % 2 == 0 else order[::-1]:
             for label, ms in run_child(checkout, wanted, args.budget, args.optimizer,
-                                       args.state).items():
+                                       args.state, args.statistic).items():
                 samples[side].setdefault(label, []).append(ms)
         print(f"round {k + 1}/{args.rounds} done", file=sys.stderr)
-    lines = [f"Interleaved run: {args.rounds} rounds, medians in ms, one BLAS thread, "
+    typical = min if args.statistic == "min" else statistics.median
+    lines = [f"Interleaved run: {args.rounds} rounds, {args.statistic}s in ms, one BLAS thread, "
              f"{args.optimizer}, {args.state} states; before = {args.before}, after = "
              f"{args.after}.", "",
              "| case | before | after | after / before |", "| --- | ---: | ---: | ---: |"]
     for label, *_ in wanted:
-        before = statistics.median(samples["before"][label])
-        after = statistics.median(samples["after"][label])
+        before = typical(samples["before"][label])
+        after = typical(samples["after"][label])
         lines.append(f"| {label} | {before:.2f} | {after:.2f} | {after / before:.2f}× |")
     text = "\n".join(lines)
     print(text)
