@@ -63,8 +63,12 @@ class Ranks(FakeComm):
 @pytest.fixture
 def world(monkeypatch):
     """``world(rank, size, ...)``: that rank's communicator as mpi4py's COMM_WORLD; stdout
-    restored afterwards and ``mpiexec``'s pipe taking recorded (``world.piped``)."""
+    restored afterwards (the files the module opens closed) and ``mpiexec``'s pipe taking
+    recorded (``world.piped``)."""
     monkeypatch.setattr(sys, "stdout", sys.stdout)
+    opened = []
+    monkeypatch.setattr(text_distributed, "open", lambda *given: opened.append(open(*given))
+                        or opened[-1], raising=False)
     piped: list[bool] = []
     monkeypatch.setattr(text_distributed, "write_into_mpiexecs_pipe", lambda: piped.append(True))
 
@@ -76,8 +80,8 @@ def world(monkeypatch):
 
     at.piped = piped
     yield at
-    if sys.stdout is not sys.__stdout__ and getattr(sys.stdout, "name", "") == os.devnull:
-        sys.stdout.close()
+    for file in opened:
+        file.close()
 
 
 @pytest.fixture
