@@ -74,23 +74,21 @@ def test_the_loss_is_averaged_over_the_processes_that_train_together(backend, ve
 
 
 @pytest.mark.parametrize("verb", ["train", "train_recurrent"])
-def test_another_processs_non_finite_input_stops_this_one_before_any_update(backend, verb):
-    net, call = make_call(verb, SharedSGD([0.0, 0.0]))  # its input holds NaN: 1 and 0 give 0.5
+@pytest.mark.parametrize("case", ["another-process", "targets"])
+def test_a_non_finite_reading_stops_the_call_before_any_update_in_its_words(
+        backend, verb, case):
+    """Another process's input holding NaN (its 0 and this one's 1 give 0.5), or a NaN loss of
+    finite inputs and weights, which says what to check."""
+    if case == "another-process":
+        net, call = make_call(verb, SharedSGD([0.0, 0.0]))
+        message = (f"{verb}: another process's input holds NaN or inf; no update was applied "
+                   "on any process")
+    else:
+        net, call = make_call(verb, dualtape.SGD(0.1), "targets")
+        message = (f"{verb}: the loss is nan; no update was applied. Check the targets for "
+                   "NaN/inf, or lower the learning rate")
     before = host_params(net)
-    with pytest.raises(FloatingPointError, match=exactly(
-            f"{verb}: another process's input holds NaN or inf; no update was applied on any "
-            "process")):
-        call()
-    assert_params_equal(host_params(net), before)
-
-
-@pytest.mark.parametrize("verb", ["train", "train_recurrent"])
-def test_a_non_finite_loss_of_finite_inputs_and_weights_says_what_to_check(backend, verb):
-    net, call = make_call(verb, dualtape.SGD(0.1), "targets")
-    before = host_params(net)
-    with pytest.raises(FloatingPointError, match=exactly(
-            f"{verb}: the loss is nan; no update was applied. Check the targets for NaN/inf, or "
-            "lower the learning rate")):
+    with pytest.raises(FloatingPointError, match=exactly(message)):
         call()
     assert_params_equal(host_params(net), before)
 
