@@ -120,7 +120,7 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
     no look here."""
     steps, batch = xs.shape[:2]
     starts = plan.zeros if state is None else [
-        np.ascontiguousarray(s) for s in rnet._check_states(state, batch)[0]]
+        np.ascontiguousarray(s) for s in rnet._check_states(state, batch)]
     with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
         tapes, h = [], xs
         for (W, U, b), start in zip(plan.weights, starts, strict=True):

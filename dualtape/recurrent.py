@@ -53,9 +53,7 @@ class RecurrentNetwork(Chain):
         """Zero states, one per recurrent layer: ``(batch, o)``, or ``(o,)`` when batch is None."""
         return [layer.initial_state(batch) for layer in self.recurrent_layers]
 
-    def _check_states(
-        self, state: Any, batch: int, copy: bool = False
-    ) -> tuple[list[Array], bool]:
+    def _check_states(self, state: Any, batch: int, copy: bool = False) -> list[Array]:
         """One checked state per recurrent layer; ``state`` None, or an entry None, is zeros."""
         count = len(self.recurrent_layers)
         if state is None:
@@ -69,8 +67,7 @@ class RecurrentNetwork(Chain):
                 f"layer, as initial_state() gives), got {got}"
             )
         pairs = zip(self.recurrent_layers, state, strict=True)
-        checked = [layer._check_state(s, batch, copy) for layer, s in pairs]
-        return [s for s, _ in checked], any(single for _, single in checked)
+        return [layer._check_state(s, batch, copy) for layer, s in pairs]
 
     @held
     def forward_sequence(
@@ -89,7 +86,7 @@ class RecurrentNetwork(Chain):
         xp, xs, single = self._prepare_sequence(  # a checkpointed tape keeps the inputs
             xs, copy=self.layers[0].keeps_input or tape != "full")
         every = segment_length(tape, xs.shape[0])
-        states, _ = self._check_states(state, xs.shape[1], copy=True)
+        states = self._check_states(state, xs.shape[1], copy=True)
         kept, states, ys = self._forward_sequence(xp, states, xs, every)
         return kept, [read_only(restore(s, single)) for s in states], read_only(restore(ys, single))
 
@@ -126,7 +123,7 @@ class RecurrentNetwork(Chain):
         xp, dys, single = prepare_like(dys, shape, reference, "RecurrentNetwork", "dys")
         dstates = None
         if dstate_T is not None:
-            dstates, _ = self._check_states(dstate_T, tape.batch)
+            dstates = self._check_states(dstate_T, tape.batch)
         grads, dstates, dxs = self._backward_sequence(xp, tape, dstates, dys)
         return (grads, [restore(d, single) for d in dstates],
                 None if dxs is None else restore(dxs, single))
@@ -141,7 +138,7 @@ class RecurrentNetwork(Chain):
         ``predict_sequence``): ``(state_next, y)``; ``state`` as in ``forward_sequence``
         (None: zeros)."""
         xp, x, single = self._prepare(x)
-        states, _ = self._check_states(state, x.shape[0])
+        states = self._check_states(state, x.shape[0])
         _, states, ys = self._forward_sequence(xp, states, x[None, ...])
         return [restore(s, single) for s in states], restore(ys[0, ...], single)
 
@@ -161,7 +158,7 @@ class RecurrentNetwork(Chain):
                              f"{outputs!r}")
         chunk = check_size("RecurrentNetwork", "chunk", chunk)
         xp, xs, single = self._prepare_sequence(xs)
-        states, _ = self._check_states(state, xs.shape[1])
+        states = self._check_states(state, xs.shape[1])
         pieces: list[Array] = []  # every chunk's outputs, or only the last chunk's
         steps = xs.shape[0]
         for start in range(0, steps, chunk):

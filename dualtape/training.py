@@ -325,7 +325,7 @@ def _forward_sequence(
     steps, batch = xs.shape[:2]
     if batch == 0:
         raise ValueError(f"{where}: the batch is empty (0 sequences); give at least one")
-    states, _ = rnet._check_states(state, batch)
+    states = rnet._check_states(state, batch)
     kept, states_last, ys = rnet._forward_sequence(xp, states, xs, segment_length(tape, steps))
     if mask is None:
         value, dys = objective(xp, ys, targets)
@@ -449,7 +449,7 @@ def train_recurrent(
         if done is not None:
             result = read_loss(np, done.value, done.finite,
                                "train_recurrent", optimizer, lambda: {
-                                   "the initial state": rnet._check_states(state, xs.shape[1])[0],
+                                   "the initial state": rnet._check_states(state, xs.shape[1]),
                                    "the network's parameters": list(all_params(rnet))})
             record(rnet, "train_recurrent", taken, "compiled", declined)
             if taken == WHOLE_STEP:

@@ -357,15 +357,14 @@ class RecurrentLayer(Layer):
             (check_size(repr(self), "batch", batch), self.state_size), self._reference()
         )
 
-    def _check_state(self, state: Any, batch: int, copy: bool = False) -> tuple[Array, bool]:
-        """The state checked for ``batch`` (None: zeros); ``copy=True`` for one a tape may
-        keep."""
+    def _check_state(self, state: Any, batch: int, copy: bool) -> Array:
+        """The state checked for ``batch`` (None: zeros; ``(state_size,)`` at batch 1 taken as
+        one row); ``copy=True`` for one a tape may keep."""
         if state is None:
-            return zeros_like_place((batch, self.state_size), self._reference()), False
-        _, state, single = prepare_like(
+            return zeros_like_place((batch, self.state_size), self._reference())
+        return prepare_like(
             state, (batch, self.state_size), self._reference(), repr(self), "state", copy=copy
-        )
-        return state, single
+        )[1]
 
     def forward(self, state: Any, x: Any) -> tuple[Any, Array, Array]:  # type: ignore[override]
         """One step: ``(tape, state_next, y)`` for ``x`` ``(batch, n_in)`` or ``(n_in,)``;
@@ -374,7 +373,7 @@ class RecurrentLayer(Layer):
             x, n_features=self.n_in, dtype=self.dtype, reference=self._reference(),
             owner=repr(self), copy=True,
         )
-        state, _ = self._check_state(state, x.shape[0], copy=True)
+        state = self._check_state(state, x.shape[0], copy=True)
         tape, state_next, y = self._forward_step(xp, state, x)
         return tape, read_only(restore(state_next, single)), read_only(restore(y, single))
 
@@ -409,7 +408,7 @@ class RecurrentLayer(Layer):
         )
         check_not_empty(xs, repr(self))
         every = segment_length(tape, xs.shape[0])
-        state, _ = self._check_state(state, xs.shape[1], copy=True)
+        state = self._check_state(state, xs.shape[1], copy=True)
         kept, states, ys = sequence_forward([self], xp, [state], xs, every)
         if isinstance(kept, RecurrentNetworkTape):  # a stack of one: the layer's own tape
             kept = kept.tapes[0]
