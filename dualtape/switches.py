@@ -110,8 +110,19 @@ def held(fn: F) -> F:
 
 
 def _spelled() -> dict[str, str]:
-    """Every switch as the environment spells it now (unset: empty)."""
+    """Every switch as the environment spells it now (unset: empty). Where none is set, the
+    usual case, that is read from ``os.environ``'s own mapping (CPython's and PyPy's
+    ``os._Environ``), without the ``KeyError`` that ``os.environ.get`` raises and catches for
+    each unset name: most of a ``held`` call's cost, which every training call pays."""
+    data = getattr(os.environ, "_data", None)
+    if _ENCODED is not None and type(data) is dict and not any([k in data for k in _ENCODED]):
+        return dict.fromkeys(SWITCHES, "")
     return {name: os.environ.get(name, "") for name in SWITCHES}
+
+
+_ENCODED = (tuple(os.environ.encodekey(name) for name in SWITCHES)
+            if callable(getattr(os.environ, "encodekey", None)) else None)
+"""``SWITCHES`` as ``os.environ`` keys its own mapping, where it has one."""
 
 
 def _read(name: str) -> bool:

@@ -135,6 +135,23 @@ def test_a_held_call_reads_each_switch_once_and_keeps_it(monkeypatch):
     assert inner() is False
 
 
+@pytest.mark.parametrize("environ", ["os", "plain-mapping"])
+@pytest.mark.parametrize("name", switches.SWITCHES)
+def test_a_held_call_sees_each_switch_as_the_environment_spells_it(monkeypatch, environ, name):
+    """Unset, set and unset again, whether ``os.environ`` is its own mapping (read without a
+    ``KeyError`` per unset name) or a stand-in a program put there."""
+    if environ == "plain-mapping":
+        monkeypatch.setattr(switches.os, "environ", dict(switches.os.environ))
+    for other in switches.SWITCHES:
+        monkeypatch.delenv(other, raising=False)
+    read = held(lambda: {n: switched_on(n) for n in switches.SWITCHES})
+    assert read() == dict.fromkeys(switches.SWITCHES, True)
+    monkeypatch.setenv(name, "off")
+    assert read() == {n: n != name for n in switches.SWITCHES}
+    monkeypatch.delenv(name)
+    assert read() == dict.fromkeys(switches.SWITCHES, True)
+
+
 def test_a_held_call_that_raises_leaves_no_values_behind(monkeypatch):
     @held
     def call():
