@@ -170,6 +170,25 @@ def test_a_bad_trace_value_is_refused_in_one_line_naming_it(monkeypatch):
                for k in b)
 
 
+@pytest.mark.parametrize(("case", "declined"), [
+    ("one-row", (("whole-step", "Adam is not SGD itself"), ("planned", "one row (T x B = 1)"))),
+    ("ids", (("whole-step", "ids for input"),))])
+def test_the_planned_passs_own_declines_are_said_in_their_words(backend, case, declined):
+    """Adam over one row (the gradients' kernel makes no gemv bits) takes the layers; plain
+    SGD with ids for input takes the planned pass's gradients, then its step."""
+    net = lstms()
+    if case == "one-row":
+        (xs, targets), optimizer = data(1, 1), dualtape.Adam()
+    else:
+        rng = np.random.default_rng(3)
+        xs, targets = dualtape.asarray(rng.integers(0, 3, (5, 2))), data()[1]
+        optimizer = dualtape.SGD(0.1)
+    took = dualtape.route(net, xs, targets, optimizer=optimizer)
+    if fast_here(backend):
+        assert took.declined[:len(declined)] == declined
+        assert took.taken == ("layers" if case == "one-row" else "planned")
+
+
 @pytest.mark.parametrize("jit", ["1", "0"])
 def test_info_names_the_main_jobs_route(monkeypatch, capsys, jit):
     from dualtape import cli
