@@ -11,6 +11,7 @@ from dualtape import planned_backprop
 from dualtape.backend import to_numpy
 from dualtape.kernels import overlap
 
+from .helpers import assert_params_equal, host_params
 from .test_descent import fuses_here
 from .test_planned_backprop import (
     assert_same_bits,
@@ -132,3 +133,19 @@ def test_a_gradient_buffer_kept_in_fortran_order_is_not_planned(backend):
     assert_same_bits(got, layer_path(net, xs, labels))
     want = REASONS["read-only-weight"] if backend.name == "numpy" else NOT_NUMPY
     assert dict(took.declined)["planned"] == want
+
+
+@pytest.mark.parametrize("verb", ["backpropagate_sequence", "train_recurrent"])
+def test_an_empty_sequence_is_refused_by_both_verbs_and_moves_nothing(backend, verb):
+    """No time steps: the layer path's words, before any weight moves (a plan made for it
+    would train on nothing)."""
+    net = dualtape.RecurrentNetwork([dualtape.LSTM(3, 4, seed=1, dtype="float64"),
+                                     dualtape.LSTM(4, 3, seed=2, dtype="float64")])
+    xs = dualtape.asarray(np.zeros((0, 2, 3)))
+    before = host_params(net)
+    with pytest.raises(ValueError, match=r"the input sequence is empty \(T = 0\)"):
+        if verb == "train_recurrent":
+            dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1))
+        else:
+            dualtape.backpropagate_sequence(net, xs, xs)
+    assert_params_equal(host_params(net), before)
