@@ -97,9 +97,8 @@ def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
 
 
 class Pass(NamedTuple):
-    """``planned_forward``'s forward pass and loss: ``(loss, input finite, cells, gates,
-    outputs, loss gradient)``, one entry of the last four per LSTM (the last's gradient, the
-    network's outputs')."""
+    """``planned_forward``'s forward pass and loss: the loss, whether the input is finite,
+    each LSTM's cells, gates and outputs, and the loss's gradient of the network's outputs."""
 
     value: Array
     finite: bool
