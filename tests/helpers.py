@@ -96,3 +96,15 @@ def peak_bytes(call) -> int:
 HOLD_LOCK = ("import sys, time; from dualtape.text.lock import lock_checkpoint; "
              "held = lock_checkpoint(sys.argv[1]); print('held', flush=True); time.sleep(60)")
 """A ``python -c`` program that locks the checkpoint ``argv[1]``, says ``held``, and waits."""
+
+
+def refusal_id(entry) -> str:
+    """A ``(make, message)`` refusal table's pytest id: the message up to its " must"."""
+    return entry.split(" must")[0] if isinstance(entry, str) else ""
+
+
+def assert_refused_word_for_word(make, message: str) -> None:
+    """``make()`` raises ``ValueError`` saying exactly ``message``."""
+    with pytest.raises(ValueError) as info:
+        make()
+    assert str(info.value) == message
