@@ -4,6 +4,7 @@ short text, stored as that text in the checkpoint's configuration."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import accumulate
 
 from ..schedules import CosineRate, LinearRate, Schedule, SequentialRate, StepRate
 
@@ -33,8 +34,7 @@ def parse_schedule(text: str) -> Schedule | None:
         lengths.append(int(numbers[0]))
     if len(made) == 1:
         return made[0]
-    milestones = [sum(lengths[: k + 1]) for k in range(len(made) - 1)]
-    return SequentialRate(made, milestones)
+    return SequentialRate(made, list(accumulate(lengths[:-1])))
 
 
 def is_schedule(text: object) -> bool:
