@@ -13,7 +13,7 @@ from dualtape.schedules import CosineRate, LinearRate, SequentialRate, StepRate
 from dualtape.text.checkpoint import load_checkpoint
 from dualtape.text.config import OPTIMIZERS, TrainConfig, make_optimizer
 from dualtape.text.record import read_log
-from dualtape.text.schedule_option import parse_schedule
+from dualtape.text.schedule_option import is_schedule, parse_schedule
 
 from .test_text import SMALL, corpus, fails, run  # noqa: F401 (corpus: a fixture)
 
@@ -43,6 +43,16 @@ def test_a_schedule_that_is_not_one_is_refused_in_one_line(capsys, corpus, bad):
     fails(capsys, "train-text", str(corpus), *SMALL, "--steps", "1", "--schedule", bad,
           match=f"--schedule must be constant, or parts joined by + of step:N[:GAMMA], "
           f"cosine:N[:MIN] and warmup:N[:START] (N a whole number of steps), got {bad}")
+
+
+@pytest.mark.parametrize(("text", "part"), [("cos:5", "cos:5"), ("cosine:5+step", "step"),
+                                            ("step:1:2:3", "step:1:2:3")])
+def test_a_schedule_part_that_is_not_one_is_named(text, part):
+    """In this process (the command's refusal above runs in a child): ``is_schedule`` says no,
+    ``parse_schedule`` names the part."""
+    assert not is_schedule(text) and not is_schedule(5) and is_schedule("warmup:5+cosine:10")
+    with pytest.raises(ValueError, match=f"^{part!r} is not a schedule part$"):
+        parse_schedule(text)
 
 
 def logged_rates(path):
