@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import spare
 from . import blas
 from .numba_lstm import _check
 
@@ -36,7 +37,7 @@ def standard_lstm_forward(W_hh: Array, projected: Array, h: Array, c: Array
     _numpy_of_one_dtype(W_hh, projected, h, c)
     gates = np.ascontiguousarray(projected)
     hs, W_t = _outputs(gates, h), np.ascontiguousarray(W_hh.T)
-    cells, tanh_cells = np.empty_like(hs), np.empty_like(hs[1:])
+    cells, tanh_cells = spare.empty(hs.shape, hs.dtype), spare.empty(hs[1:].shape, hs.dtype)
     cells[0] = c
     _check(gates, hs, cells, tanh_cells, W_t)
     _compiled().standard_lstm_forward_loop(blas.addresses(gates.dtype)[0], W_t, hs, cells, gates,
@@ -52,7 +53,7 @@ def standard_lstm_backward(W_hh: Array, gates: Array, cells: Array, tanh_cells: 
     _numpy_of_one_dtype(W_hh, gates, cells, tanh_cells, dhs, dh, dc)
     dh, dc = np.array(dh, order="C", copy=True), np.array(dc, order="C", copy=True)
     dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
-    das = np.empty_like(gates)
+    das = spare.empty(gates.shape, gates.dtype)
     _check(gates, cells, tanh_cells, dhs, dh, dc, das, W)
     _compiled().standard_lstm_backward_loop(blas.addresses(gates.dtype)[0], W, gates, cells,
                                             tanh_cells, dhs, dh, dc, das, need_first,
@@ -68,7 +69,7 @@ def gru_forward(W_hh: Array, b_hh: Array, projected: Array, h: Array
     _numpy_of_one_dtype(W_hh, b_hh, projected, h)
     gates = np.ascontiguousarray(projected)
     hs, W_t, bias = _outputs(gates, h), np.ascontiguousarray(W_hh.T), np.ascontiguousarray(b_hh)
-    hn, r = np.empty_like(hs[1:]), np.empty_like(gates[0])
+    hn, r = spare.empty(hs[1:].shape, hs.dtype), np.empty_like(gates[0])
     _check(gates, hs, hn, r, W_t, bias)
     _compiled().gru_forward_loop(blas.addresses(gates.dtype)[0], W_t, bias, hs, gates, r, hn,
                                  gates.dtype.type(1))
@@ -82,7 +83,7 @@ def gru_backward(W_hh: Array, gates: Array, hn: Array, hs: Array, dhs: Array, dh
     _numpy_of_one_dtype(W_hh, gates, hn, hs, dhs, dh)
     carry, rec = np.array(dh, order="C", copy=True), np.zeros(dh.shape, dtype=dh.dtype)
     dhs, W = np.ascontiguousarray(dhs), np.ascontiguousarray(W_hh)
-    da_h, dn = np.empty_like(gates), np.empty_like(hn)
+    da_h, dn = spare.empty(gates.shape, gates.dtype), spare.empty(hn.shape, hn.dtype)
     _check(gates, hn, hs, dhs, carry, rec, da_h, dn, W)
     _compiled().gru_backward_loop(blas.addresses(gates.dtype)[0], W, gates, hn, hs, dhs, carry, rec,
                                   da_h, dn, need_first, gates.dtype.type(1))
@@ -92,7 +93,7 @@ def gru_backward(W_hh: Array, gates: Array, hn: Array, hs: Array, dhs: Array, dh
 def _outputs(gates: Array, h: Array) -> Array:
     """The outputs' buffer (T+1, B, o) of a sequence whose gates are ``gates``, ``h`` first."""
     steps, batch, _ = gates.shape
-    hs = np.empty((steps + 1, batch, h.shape[-1]), dtype=gates.dtype)
+    hs = spare.empty((steps + 1, batch, h.shape[-1]), gates.dtype)
     hs[0] = h
     return hs
 

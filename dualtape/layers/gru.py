@@ -162,7 +162,7 @@ class GRU(GatedRecurrent):
         self, xp: Any, h: Array, xs: Array
     ) -> tuple[GRUSequenceTape, Array, Array]:
         p = self.params
-        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"])
+        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"], kept=True)
         loops = cell_loops("GRU", h, lambda fast: fast_disagreement(fast, h))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward

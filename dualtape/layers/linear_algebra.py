@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import spare
 from ..backend import out_module, to_numpy, zeros_like_place
 from ..kernels import outer_loops
 from ..kernels.overlap import matmul_later
@@ -126,20 +127,24 @@ def one_hot_product(xp: Any, ids: Array, M: Array) -> Array:
     return reshape(xp, xp.take(M, flat, axis=0), (*ids.shape, M.shape[-1]))
 
 
-def project_sequence(xp: Any, xs: Array, W: Array, b: Array) -> Array:
+def project_sequence(xp: Any, xs: Array, W: Array, b: Array, kept: bool = False) -> Array:
     """``xs Wᵀ + b`` for every step of ``xs`` (T, B, i) (or ids (T, B)) as one matrix
     product: the input projection a recurrent layer makes before its time loop, (T, B, rows
     of W). On numpy and CuPy the bias is added in place (the same sums): a fresh array of the
     product's size costs more than the additions (at the main job's 1600 x 320, 230 µs against
     100). At one input feature (a series, as a forecaster's) on numpy it is the outer product
     of the inputs with ``W``'s column (``batch_outer``), the same bits (one product per entry)
-    where BLAS's matrix product of inner size 1 takes 5-10x as long."""
-    if type(xs) is np.ndarray and xs.ndim == 3 and xs.shape[-1] == 1 and (
-            xs.dtype == W.dtype == b.dtype):
-        steps, batch, _ = xs.shape
+    where BLAS's matrix product of inner size 1 takes 5-10x as long. ``kept``: on numpy the
+    result is a ``dualtape.spare`` array (a cell whose tape keeps it as its gates)."""
+    if type(xs) is np.ndarray and xs.ndim == 3 and xs.dtype == W.dtype == b.dtype and (
+            kept or xs.shape[-1] == 1):
+        steps, batch, n_in = xs.shape
         rows = steps * batch, W.shape[0]
-        projected = batch_outer(reshape(xp, xs, (1, rows[0])), reshape(xp, W, (1, rows[1])),
-                                np.empty(rows, dtype=xs.dtype))
+        projected = spare.empty(rows, xs.dtype) if kept else np.empty(rows, xs.dtype)
+        if n_in == 1:
+            batch_outer(reshape(xp, xs, (1, rows[0])), reshape(xp, W, (1, rows[1])), projected)
+        else:
+            np.matmul(reshape(xp, xs, (rows[0], n_in)), W.T, out=projected)
         projected += b
         return reshape(xp, projected, (steps, batch, rows[1]))
     projected = sequence_product(xp, xs, W.T)

@@ -206,7 +206,7 @@ class StandardLSTM(GatedRecurrent):
         self, xp: Any, state: Array, xs: Array
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
-        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"])
+        projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"], kept=True)
         loops = cell_loops("StandardLSTM", state, lambda fast: fast_disagreement(fast, state))
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
