@@ -19,9 +19,9 @@ from . import spare
 
 class TracedMeter:
     """tracemalloc, started on entry and stopped on exit; ``RuntimeError`` on entry if it is
-    already tracing (its peak would include what was traced before). On entry and at each
-    ``reset_peak`` the kept spare arrays are let go (``spare.clear``), so a call
-    measured makes (and is charged for) the arrays it uses."""
+    already tracing (its peak would include what was traced before). On entry the kept spare
+    arrays are let go (``spare.clear``), so a call measured makes (and is charged for) the
+    arrays it uses."""
 
     def __enter__(self) -> TracedMeter:
         if tracemalloc.is_tracing():
@@ -41,7 +41,6 @@ class TracedMeter:
 
     def reset_peak(self) -> None:
         """From now on, ``peak`` starts from the bytes held now."""
-        spare.clear()
         tracemalloc.reset_peak()
 
 
