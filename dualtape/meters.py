@@ -19,20 +19,21 @@ from . import spare
 
 class TracedMeter:
     """tracemalloc, started on entry and stopped on exit; ``RuntimeError`` on entry if it is
-    already tracing (its peak would include what was traced before). On entry the kept spare
-    arrays are let go (``spare.clear``), so a call measured makes (and is charged for) the
-    arrays it uses."""
+    already tracing (its peak would include what was traced before). Inside it no spare array
+    is kept or handed out again (``spare.suspend``): a call measured makes, and is charged
+    for, every array it uses, as it does without them."""
 
     def __enter__(self) -> TracedMeter:
         if tracemalloc.is_tracing():
             raise RuntimeError("tracemalloc is already tracing: its peak would include what it "
                                "traced before the call")
-        spare.clear()
+        spare.suspend()
         tracemalloc.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         tracemalloc.stop()
+        spare.resume()
 
     @property
     def peak(self) -> int:

@@ -12,8 +12,9 @@ counts each user (the array handed out, any view of it, a tape or result kept by
 so an array still in use is never handed out twice, whatever the caller keeps. A new shape
 that does not fit under the cap makes room from the kept arrays nobody uses (the oldest
 shapes first), else is made as ``np.empty`` makes it. Without ``sys.getrefcount`` (PyPy)
-nothing is kept. ``allocator.keep_freed_memory`` does the same for every allocation of the
-process, and is opt-in for that reason; this keeps only dualtape's own arrays.
+nothing is kept. The memory meters ``suspend`` it while they measure.
+``allocator.keep_freed_memory`` does the same for every allocation of the process, and is
+opt-in for that reason; this keeps only dualtape's own arrays.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _KEPT: dict[tuple[tuple[int, ...], np.dtype], list[np.ndarray]] = {}
 """The kept arrays by shape and dtype, the oldest shape first."""
 _HELD = [0]
 """The kept arrays' bytes."""
+_SUSPENDED = [0]
+"""How many ``suspend`` calls no ``resume`` has answered yet."""
 _LOCK = threading.Lock()
 _COUNTED = hasattr(sys, "getrefcount")
 """Whether reference counts can be read (not on PyPy: nothing is kept there)."""
@@ -44,7 +47,7 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     contents undefined as ``np.empty``'s: a kept one nothing refers to, else a new one
     (kept where it is large enough and fits; see the module's docstring)."""
     size = math.prod(shape) * dtype.itemsize
-    if size < MIN_BYTES or not _COUNTED:
+    if size < MIN_BYTES or _SUSPENDED[0] or not _COUNTED:
         return np.empty(shape, dtype)
     for base in _KEPT.get((shape, dtype), ()):
         view = base[...]  # claimed first: of two threads claiming one base, one sees both
@@ -52,6 +55,21 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
             return view
     with _LOCK:
         return _new(shape, dtype, size)
+
+
+def suspend() -> None:
+    """Make every array anew, keeping none, until as many ``resume`` calls: what the memory
+    meters measure (a call's arrays as it makes them, not the kept ones it would reuse)."""
+    with _LOCK:
+        _SUSPENDED[0] += 1
+
+
+def resume() -> None:
+    """Answer one ``suspend``."""
+    with _LOCK:
+        if not _SUSPENDED[0]:
+            raise RuntimeError("spare.resume without a suspend")
+        _SUSPENDED[0] -= 1
 
 
 def clear() -> None:

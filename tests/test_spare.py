@@ -146,7 +146,7 @@ def test_what_a_call_hands_back_survives_the_next_calls(backend, kind, n_in):
     net.backward_sequence(tape, None, dualtape.asarray(np.ones((40, 16, 2), "float32")))
 
 
-@pytest.mark.parametrize("kind", [StandardLSTM, GRU], ids=lambda k: k.kind)
+@pytest.mark.parametrize("kind", CELLS, ids=lambda k: k.kind)
 def test_a_training_loop_makes_no_new_arrays_after_its_first_call(backend, kind):
     """Calls of one shape whose results are let go reuse the first call's kept arrays: what
     is kept stops growing (on numpy; elsewhere nothing is kept)."""
@@ -160,3 +160,29 @@ def test_a_training_loop_makes_no_new_arrays_after_its_first_call(backend, kind)
         dualtape.backpropagate_sequence(net, xs, targets)
     assert spare._HELD[0] == held
     assert (held > 0) == (backend.name == "numpy")
+
+
+def test_suspended_nothing_is_kept_or_handed_out_again_until_as_many_resumes():
+    kept = spare.empty(BIG, F32)
+    first = address(kept)
+    del kept
+    spare.suspend()
+    spare.suspend()
+    try:
+        during = spare.empty(BIG, F32)
+        assert during.base is None and address(during) != first
+        spare.resume()
+        assert spare.empty(BIG, F32).base is None  # one suspend still open
+    finally:
+        spare.resume()
+    assert address(spare.empty(BIG, F32)) == first
+    with pytest.raises(RuntimeError, match="resume without a suspend"):
+        spare.resume()
+
+
+def test_the_memory_meter_measures_with_spare_suspended():
+    from dualtape.meters import TracedMeter
+
+    with TracedMeter():
+        assert spare.empty(BIG, F32).base is None
+    assert spare.empty(BIG, F32).base is not None
