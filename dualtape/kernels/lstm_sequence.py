@@ -18,6 +18,10 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
+from .. import spare
+
 Array = Any
 
 
@@ -163,11 +167,12 @@ def forward_buffers(mod: Any, c0: Array, projected: Array) -> tuple[Array, Array
     """``(cells, gates, r)`` for a forward sequence from the projections ``projected`` (T, B,
     4o): ``cells`` (T+1, B, o) holding ``c_0``, ``gates`` (T, B, 4o) holding ĉ (the tanh of
     the candidates' projections) and the scratch ``r`` (B, 2o) of the recurrent product, in
-    ``c0``'s dtype."""
+    ``c0``'s dtype; on numpy the first two ``spare`` arrays."""
     steps, batch, four_n = projected.shape
     n = four_n // 4
-    cells = mod.empty((steps + 1, batch, n), dtype=c0.dtype)
-    gates = mod.empty((steps, batch, four_n), dtype=c0.dtype)
+    empty = spare.empty if mod is np else mod.empty
+    cells = empty((steps + 1, batch, n), c0.dtype)
+    gates = empty((steps, batch, four_n), c0.dtype)
     mod.tanh(projected[..., 3 * n :], out=gates[..., 3 * n :])
     cells[0] = c0
     return cells, gates, mod.empty((batch, 2 * n), dtype=c0.dtype)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import spare
 from . import blas
 from .lstm_sequence import backward_sequence, forward_buffers, forward_sequence
 
@@ -68,7 +69,7 @@ class NumbaLSTM:
                              f"projections, got {c0.dtype}")
         batch, n = projected.shape[1], projected.shape[2] // 4
         cells, gates, r = forward_buffers(np, c0, projected)  # new arrays of that dtype
-        hs = np.empty(cells[1:].shape, cells.dtype)
+        hs = spare.empty(cells[1:].shape, cells.dtype)
         U_fi_t = U if batch == 1 else np.ascontiguousarray(U[: 2 * n].T)
         _compiled().forward_sequence(*blas.addresses(U.dtype), U, U_fi_t,
                                      projected, r, cells, gates, hs, U.dtype.type(1))
@@ -82,8 +83,10 @@ class NumbaLSTM:
         tiny network's layers 10 µs of 30 each)."""
         n = gates.shape[-1] // 4
         dhs = np.ascontiguousarray(dhs)  # the layer above may hand a strided view
-        q, da_o, dc = np.empty_like(cells[1:]), np.empty_like(cells[1:]), np.empty_like(cells[1:])
-        dfi = np.empty_like(gates[..., : 2 * n])
+        shape, dtype = cells[1:].shape, cells.dtype
+        q, da_o = spare.empty(shape, dtype), spare.empty(shape, dtype)
+        dc = spare.empty(shape, dtype)
+        dfi = spare.empty(gates.shape[:-1] + (2 * n,), dtype)
         carry = np.empty_like(cells[0])  # C order, whatever the layout of dc_last
         carry[...] = dc_last
         rec, carried_0 = np.empty_like(carry), np.empty_like(carry)
