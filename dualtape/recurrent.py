@@ -46,8 +46,12 @@ class RecurrentNetwork(Chain):
                 raise TypeError(f"RecurrentNetwork: layer {k} {layer!r} works on images; a "
                                 "RecurrentNetwork chains layers of features (use a Network)")
         super().__init__(layers)
-        self.recurrent_layers = [cast(RecurrentLayer, layer) for layer in self.layers
-                                 if layer.recurrent]
+
+    @property
+    def recurrent_layers(self) -> list[RecurrentLayer]:
+        """The recurrent layers in order, read from ``layers`` (so a layer put in or taken out
+        after construction counts: one state each)."""
+        return [cast(RecurrentLayer, layer) for layer in self.layers if layer.recurrent]
 
     def initial_state(self, batch: int | None = None) -> list[Array]:
         """Zero states, one per recurrent layer: ``(batch, o)``, or ``(o,)`` when batch is None."""

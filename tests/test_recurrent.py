@@ -769,3 +769,28 @@ def test_a_tuple_of_states_to_learn_is_refused_before_any_update(backend):
                         dualtape.asarray(np.zeros((3, 2, 2))), SGD(0.1), state=state,
                         learn_initial_state=True)
     assert_params_equal(host_params(rnet), before)
+
+
+@pytest.mark.parametrize("change", ["append", "remove"])
+def test_a_recurrent_layer_put_in_or_taken_out_after_construction_counts(backend, change):
+    """``layers`` is a list a user may change: the states follow it (one per recurrent layer
+    it holds now), and training the changed network is training a network built so."""
+    from dualtape import GRU, StandardLSTM
+
+    first = [FullyConnected(3, 3, seed=1, dtype="float64")]
+    rest = [StandardLSTM(3, 4, seed=2, dtype="float64"), GRU(4, 2, seed=3, dtype="float64")]
+    net = RecurrentNetwork(first + rest[:1] if change == "append" else first + rest)
+    if change == "append":
+        net.layers.append(rest[1])
+    else:
+        del net.layers[2]
+        net.layers.append(FullyConnected(4, 2, seed=4, dtype="float64"))
+    built = RecurrentNetwork(list(net.layers))  # the same layers, built so
+    xs = dualtape.asarray(np.random.default_rng(0).standard_normal((5, 2, 3)))
+    targets = dualtape.asarray(np.zeros((5, 2, 2)))
+    changed = dualtape.backpropagate_sequence(net, xs, targets)
+    fresh = dualtape.backpropagate_sequence(built, xs, targets)
+    assert len(net.initial_state(2)) == len(net.recurrent_layers) == (2 if change == "append"
+                                                                       else 1)
+    assert [tuple(s.shape) for s in changed.state] == [tuple(s.shape) for s in fresh.state]
+    np.testing.assert_allclose(np64(changed.loss), np64(fresh.loss), rtol=1e-12)
