@@ -198,3 +198,24 @@ def test_a_checkpointed_tape_keeps_segments_of_the_length_asked(backend, kept, e
     tape = lstm().forward_sequence(None, xs, tape=kept)[0]
     assert isinstance(tape, CheckpointedTape) == (every is not None)
     assert every is None or (tape.every, len(tape.states)) == (every, -(-T // every))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "StandardLSTM", "GRU", "BasicRecurrent"])
+@pytest.mark.parametrize("tape_kind", ["full", "sqrt"])
+def test_a_tape_of_the_other_kind_is_named_not_the_gradients_shape(backend, kind, tape_kind):
+    """A step's tape given to ``backward_sequence``, or a sequence's (full or checkpointed) to
+    ``backward``, is refused by what it is, before a gradient's shape is blamed."""
+    layer = getattr(dualtape, kind)(3, 4, seed=1)
+    state = layer.initial_state(2)
+    step_tape, _, _ = layer.forward(state, dualtape.asarray(np.zeros((2, 3), "float32")))
+    sequence_tape, _, _ = layer.forward_sequence(
+        state, dualtape.asarray(np.zeros((5, 2, 3), "float32")), tape=tape_kind)
+    name = type(sequence_tape).__name__
+    with pytest.raises(ValueError, match=re.escape(
+            f"{layer!r}: backward_sequence takes the tape forward_sequence returned, got a "
+            f"{kind}StepTape (use backward for it)")):
+        layer.backward_sequence(step_tape, None, dualtape.asarray(np.zeros((5, 2, 4), "float32")))
+    with pytest.raises(ValueError, match=re.escape(
+            f"{layer!r}: backward takes the tape forward returned, got a {name} (use "
+            "backward_sequence for it)")):
+        layer.backward(sequence_tape, None, dualtape.asarray(np.zeros((2, 4), "float32")))

@@ -381,6 +381,7 @@ class RecurrentLayer(Layer):
         self, tape: Any, dstate_next: Any, dy: Any
     ) -> tuple[dict[str, Array], Array, Array]:
         """One step back: ``(grads, dstate, dx)``; ``dstate_next`` may be None (zeros)."""
+        self._check_tape_kind(tape, "SequenceTape", "backward", "forward", "backward_sequence")
         self._check_tape(tape, repr(self))
         batch = tape[0].shape[0]
         xp, dy, single = prepare_like(dy, (batch, self.n_out), tape[0], repr(self), "dy")
@@ -414,6 +415,16 @@ class RecurrentLayer(Layer):
             kept = kept.tapes[0]
         return kept, read_only(restore(states[0], single)), read_only(restore(ys, single))
 
+    def _check_tape_kind(self, tape: Any, wrong: str, verb: str, made_by: str,
+                         instead: str) -> None:
+        """``ValueError`` where ``tape`` is of the other kind (its class's name ends in
+        ``wrong``: a step's tape given for a sequence's, or the other way): named, before its
+        arrays' shapes would blame the gradient."""
+        name = type(tape).__name__
+        if name.endswith(wrong) or (wrong == "SequenceTape" and isinstance(tape, CheckpointedTape)):
+            raise ValueError(f"{self!r}: {verb} takes the tape {made_by} returned, got a {name} "
+                             f"(use {instead} for it)")
+
     def backward_sequence(
         self, tape: Any, dstate_T: Any, dys: Any
     ) -> tuple[dict[str, Array], Array, Array]:
@@ -426,6 +437,8 @@ class RecurrentLayer(Layer):
         """
         checkpointed = isinstance(tape, CheckpointedTape)
         if not checkpointed:
+            self._check_tape_kind(tape, "StepTape", "backward_sequence", "forward_sequence",
+                                  "backward")
             self._check_tape(tape, repr(self))
         check_sequence_gradients_order(repr(self), dstate_T, dys)
         steps, batch = tape[0].shape[:2]
