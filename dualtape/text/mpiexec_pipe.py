@@ -39,7 +39,9 @@ def write_into_mpiexecs_pipe() -> bool:
         pipe = f"/proc/{launcher}/fd/1"
         if not stat.S_ISFIFO(os.stat(pipe).st_mode):
             return False
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # no reader: ENXIO
+        # a named FIFO with no reader fails here (ENXIO); an anonymous pipe opens, and the
+        # first write to it fails (EPIPE), as a write to mpiexec's own stdout would
+        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError, IndexError):  # no /proc, another user's, gone meanwhile
         return False
     try:
