@@ -94,12 +94,16 @@ def _make_room(limit: int) -> None:
     """Let go of unused kept arrays, the oldest shapes first, until at most ``limit`` bytes
     are kept or none is left unused."""
     for key, bases in list(_KEPT.items()):
-        for base in list(bases):
+        k = 0
+        while k < len(bases):
             if _HELD[0] <= limit:
                 return
-            if sys.getrefcount(base) <= _FREE:  # the list, its copy and this loop alone hold it
-                bases.remove(base)
+            base = bases[k]
+            if sys.getrefcount(base) < _FREE:  # the list and this name alone hold it (no view)
+                del bases[k]  # by place: a removal by equality would compare arrays
                 _HELD[0] -= base.nbytes
+            else:
+                k += 1
         if not bases:
             del _KEPT[key]
 

@@ -186,3 +186,17 @@ def test_the_memory_meter_measures_with_spare_suspended():
     with TracedMeter():
         assert spare.empty(BIG, F32).base is None
     assert spare.empty(BIG, F32).base is not None
+
+
+@pytest.mark.parametrize("in_use", [1, 2])
+def test_room_is_made_from_an_unused_array_behind_ones_in_use(monkeypatch, in_use):
+    """The unused array of a shape is let go though arrays in use come before it in its list
+    (a removal by equality would compare the arrays element by element)."""
+    monkeypatch.setattr(spare, "CAP_BYTES", (2 * in_use + 3) * (128 << 10))  # in_use + 1.5
+    held = [spare.empty(BIG, F32) for _ in range(in_use)]
+    unused = spare.empty(BIG, F32)
+    del unused
+    new = spare.empty((16, 4096), F32)
+    assert new.base is not None and spare._HELD[0] == (in_use + 1) * (256 << 10)
+    kept = spare._KEPT[BIG, F32]
+    assert [b is h.base for b, h in zip(kept, held, strict=True)] == [True] * in_use
