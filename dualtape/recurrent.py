@@ -59,7 +59,8 @@ class RecurrentNetwork(Chain):
 
     def _check_states(self, state: Any, batch: int, copy: bool = False) -> list[Array]:
         """One checked state per recurrent layer; ``state`` None, or an entry None, is zeros."""
-        count = len(self.recurrent_layers)
+        layers = self.recurrent_layers  # read from ``layers`` once
+        count = len(layers)
         if state is None:
             state = [None] * count
         if not isinstance(state, list | tuple) or len(state) != count:
@@ -70,8 +71,8 @@ class RecurrentNetwork(Chain):
                 f"RecurrentNetwork: state must be a list of {count} arrays (one per recurrent "
                 f"layer, as initial_state() gives), got {got}"
             )
-        pairs = zip(self.recurrent_layers, state, strict=True)
-        return [layer._check_state(s, batch, copy) for layer, s in pairs]
+        return [layer._check_state(s, batch, copy)
+                for layer, s in zip(layers, state, strict=True)]
 
     @held
     def forward_sequence(

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from dualtape import meters
+from dualtape import meters, spare
 
 
 def test_the_traced_peak_holds_an_array_made_during_the_call_and_nothing_from_before():
@@ -25,10 +25,12 @@ def test_the_traced_peak_holds_an_array_made_during_the_call_and_nothing_from_be
 def test_the_traced_peak_refuses_to_start_inside_a_trace():
     tracemalloc.start()
     try:
-        with pytest.raises(RuntimeError, match="already tracing"):
+        with pytest.raises(RuntimeError, match="^tracemalloc is already tracing: its peak would "
+                           "include what it traced before the call$"):
             meters.traced_peak(lambda: None)
     finally:
         tracemalloc.stop()
+    assert spare._SUSPENDED[0] == 0  # refused before it suspended the spare arrays
 
 
 class FakeHookBase:

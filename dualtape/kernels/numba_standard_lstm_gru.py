@@ -37,7 +37,8 @@ def standard_lstm_forward(W_hh: Array, projected: Array, h: Array, c: Array
     _numpy_of_one_dtype(W_hh, projected, h, c)
     gates = np.ascontiguousarray(projected)
     hs, W_t = _outputs(gates, h), np.ascontiguousarray(W_hh.T)
-    cells, tanh_cells = spare.empty(hs.shape, hs.dtype), spare.empty(hs[1:].shape, hs.dtype)
+    cells = spare.empty(hs.shape, hs.dtype)
+    tanh_cells = spare.empty((gates.shape[0], *hs.shape[1:]), hs.dtype)
     cells[0] = c
     _check(gates, hs, cells, tanh_cells, W_t)
     _compiled().standard_lstm_forward_loop(blas.addresses(gates.dtype)[0], W_t, hs, cells, gates,
@@ -69,7 +70,7 @@ def gru_forward(W_hh: Array, b_hh: Array, projected: Array, h: Array
     _numpy_of_one_dtype(W_hh, b_hh, projected, h)
     gates = np.ascontiguousarray(projected)
     hs, W_t, bias = _outputs(gates, h), np.ascontiguousarray(W_hh.T), np.ascontiguousarray(b_hh)
-    hn, r = spare.empty(hs[1:].shape, hs.dtype), np.empty_like(gates[0])
+    hn, r = spare.empty((gates.shape[0], *hs.shape[1:]), hs.dtype), np.empty_like(gates[0])
     _check(gates, hs, hn, r, W_t, bias)
     _compiled().gru_forward_loop(blas.addresses(gates.dtype)[0], W_t, bias, hs, gates, r, hn,
                                  gates.dtype.type(1))
