@@ -6,7 +6,10 @@
 Each round runs one child process per checkout (alternating which goes first); a child times
 every case with the public API only (``RecurrentNetwork``, ``LSTM``, ``SGD`` or ``Adam``
 (``--optimizer``), ``train_recurrent``, from zero states or given ones: ``--state``), so any
-version of dualtape can be measured, on one BLAS thread. The
+version of dualtape can be measured, on one BLAS thread. ``--form`` gives the input as a user
+may hold it: ``batched`` ``(T, B, i)`` in C order; ``single``, the first sequence alone,
+``(T, i)``; ``list``, nested lists; ``batch-first``, a ``(T, B, i)`` view of a C-order
+``(B, T, i)`` array, as ``xs.transpose(1, 0, 2)`` of batch-first data gives. The
 report gives each side's median over rounds of the per-round medians (``--statistic min``: the
 least over rounds of each round's least, the sample least disturbed on a loaded machine), and
 after/before ratios.
@@ -60,23 +63,29 @@ with threadpool_limits(1), dt.use_backend("numpy"):
                   enumerate(zip(sizes, sizes[1:]))]
         net = dt.RecurrentNetwork(layers)
         xs = np.random.default_rng(0).uniform(-1, 1, (steps, batch, sizes[0])).astype(dtype)
+        form, targets = sys.argv[6], xs
+        if form == "single":
+            xs = targets = xs[:, 0].copy()
+        given = xs.tolist() if form == "list" else np.ascontiguousarray(
+            xs.transpose(1, 0, 2)).transpose(1, 0, 2) if form == "batch-first" else xs
         opt = dt.Adam(1e-3) if sys.argv[3] == "adam" else dt.SGD(0.1)
-        state = [np.zeros((batch, b), dtype) for b in sizes[1:]] if sys.argv[4] == "given" \
-            else None
-        out[label] = typical_ms(lambda: dt.train_recurrent(net, xs, xs, opt, state=state),
+        state = [np.zeros(xs.shape[1:-1] + (b,), dtype) for b in sizes[1:]] \
+            if sys.argv[4] == "given" else None
+        out[label] = typical_ms(lambda: dt.train_recurrent(net, given, targets, opt,
+                                                           state=state),
                                 float(sys.argv[2]), sys.argv[5])
 print(json.dumps(out))
 """
 
 
 def run_child(checkout: Path, cases: list, budget: float, optimizer: str, state: str,
-              statistic: str) -> dict[str, float]:
+              statistic: str, form: str) -> dict[str, float]:
     """One child process timing every case with ``checkout``'s dualtape first on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(budget),
-                           optimizer, state, statistic],
+                           optimizer, state, statistic, form],
                           env=env, capture_output=True, text=True, cwd=checkout, check=True)
     return json.loads(done.stdout)
 
@@ -92,6 +101,8 @@ def main() -> int:
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     parser.add_argument("--state", choices=("zeros", "given"), default="zeros")
     parser.add_argument("--statistic", choices=("median", "min"), default="median")
+    parser.add_argument("--form", choices=("batched", "single", "list", "batch-first"),
+                        default="batched")
     args = parser.parse_args()
     wanted = [c for c in CASES if not args.cases or any(s in c[0] for s in args.cases.split(","))]
     samples: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
@@ -99,12 +110,13 @@ def main() -> int:
         order = [("before", args.before), ("after", args.after)]
         for side, checkout in order if k % 2 == 0 else order[::-1]:
             for label, ms in run_child(checkout, wanted, args.budget, args.optimizer,
-                                       args.state, args.statistic).items():
+                                       args.state, args.statistic, args.form).items():
                 samples[side].setdefault(label, []).append(ms)
         print(f"round {k + 1}/{args.rounds} done", file=sys.stderr)
     typical = min if args.statistic == "min" else statistics.median
     lines = [f"Interleaved run: {args.rounds} rounds, {args.statistic}s in ms, one BLAS thread, "
-             f"{args.optimizer}, {args.state} states; before = {args.before}, after = "
+             f"{args.optimizer}, {args.state} states, {args.form} input; before = "
+             f"{args.before}, after = "
              f"{args.after}.", "",
              "| case | before | after | after / before |", "| --- | ---: | ---: | ---: |"]
     for label, *_ in wanted:

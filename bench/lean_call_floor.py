@@ -5,19 +5,19 @@ with the per-layer dispatch stripped, for issue 30's per-call rows and its main 
     python bench/lean_call_floor.py --workload text/char-model-80x80-batch-32 --rounds 300
 
 A train-group workload times ``train_recurrent`` twice: with ``SGD``, which fuses its step into
-the backward pass (``dualtape/descent.py``), and with ``Unfused``, a subclass that does not
-(the gradients, then ``optimizer.step``); the text workload times ``TextTrainer.step`` (the
-main job, train-text's code; the trainer's private window, loss and network are read here, as
-a measurement may). The lean call runs the very numeric helpers the library runs on numpy with
-the compiled loops, in the same order (each LSTM's ``project_sequence`` and
-``NumbaLSTM.forward_sequence``, the top ``FullyConnected``'s ``_forward`` when there is one, the
-loss, then back: ``_backward`` into its gradient buffers, ``NumbaLSTM.backward_sequence`` and
-``LSTM._sequence_grads`` into the buffers; then the same optimizer step), inside one
+the backward pass (``planned_backprop.planned_descent``), and with ``Unfused``, a subclass that
+does not (the gradients, then ``optimizer.step``); the text workload times ``TextTrainer.step``
+(the main job, train-text's code; the trainer's private window, loss and network are read here,
+as a measurement may). The lean call runs the very numeric helpers the library runs on numpy
+with the compiled loops, in the same order (each LSTM's ``project_sequence`` and
+``NumbaLSTM.forward_sequence``, the top ``FullyConnected``'s ``_forward`` when there is one,
+the loss, then back: ``_backward`` into its gradient buffers, ``NumbaLSTM.backward_sequence``
+and ``LSTM._sequence_grads`` into the buffers; then the same optimizer step), inside one
 subnormal-flushing block, and skips everything else: the argument and state checks, the path
 choice per layer and pass, the tapes' version checks, the stack's dispatch. It is a
 measurement, not a path to use: it checks nothing. Its weights and the unfused library call's
-must stay equal bit for bit over every call (the script says so), and the times are medians
-of alternating calls in one process, at one BLAS thread. LSTMs only, then at most one
+must stay equal bit for bit over every call (the script says so), and the times are medians of
+alternating calls in one process, at one BLAS thread. LSTMs only, then at most one
 FullyConnected; zero initial states.
 """
 

@@ -11,15 +11,17 @@ optimizer says it can: ``Optimizer._in_backward_declines``).
 It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
 ``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
 top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
-(T, B, i) of the weights' dtype (C order), with the full tape and no initial states'
+(T, B, i) of the weights' dtype (C order; any other input the network prepares into one of
+these forms first: ``route_choice.planned_choice``), with the full tape and no initial states'
 gradient (a given state only starts the forward pass, a mask only weighs the loss). The
 gradients take more than one row and their products not handed to a second core
 (``overlap_gradients``); the step in place takes LSTMs only, fed (T, B, i).
 Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
-which checks and says what is wrong. So does a loss gradient that is not C-ordered (the
-layer path's products of a strided one round otherwise), after the loss was called:
-``objective`` (``training.LossCall``) then gives the layer path its first result (the same
-outputs, bit for bit), so that the loss is called once.
+which checks and says what is wrong. So does a loss gradient that is not C-ordered, for the
+gradients (the layer path's products of a strided one round otherwise), after the loss was
+called: ``objective`` (``training.LossCall``) then gives the layer path its first result
+(the same outputs, bit for bit), so that the loss is called once; the step in place takes a
+C-ordered copy of it.
 """
 
 from __future__ import annotations
@@ -31,30 +33,46 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .backend import namespace_of
-from .descent import plain_sgd_declines, stack_declines
 from .held_update import group_values, same_objects
-from .kernels import compiled_declined, grads_loops, numba_descent, scatter_loops, sequence_path
+from .kernels import (
+    compiled_declined,
+    grads_loops,
+    numba_descent,
+    scatter_loops,
+    sequence_path,
+    stack_loops,
+)
 from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
 from .kernels.numba_lstm import NumbaLSTM
 from .kernels.overlap import overlap_requested
 from .kernels.scatter import check_compiled as check_scatter
+from .layers.edges import restore
 from .layers.fully_connected import FullyConnected
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
 from .losses import mask_weights
+from .optim import Optimizer
 from .recurrent import gradient_buffers, kept_gradient_buffers
 from .switches import held_choice
 
 Array = Any
 
 
+NOT_NUMPY = "the input is not a numpy array"
+OTHER_DTYPE = "the input's dtype is not the weights'"
+OTHER_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
+INPUT_FORMS = (NOT_NUMPY, OTHER_DTYPE, OTHER_FORM)
+"""``planned``'s reasons that the network's own preparation of the input may take away (one
+sequence, a list, another dtype or order: ``route_choice.planned_choice``)."""
+
+
 def planned(rnet: Any, xs: Any) -> _Plan | str:
     """The plan of ``rnet`` over ``xs`` (its checks made once per network and input form), or
     why no planned pass applies (the module's docstring says where); moves nothing."""
     if type(xs) is not np.ndarray:
-        return "the input is not a numpy array"
+        return NOT_NUMPY
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet, xs):
         plan = _Plan.of(rnet, xs)
@@ -85,7 +103,9 @@ def grads_declines(plan: _Plan) -> str | None:
 def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
     """Why ``planned_descent`` does not move ``plan``'s weights by ``optimizer``'s step inside
     the backward pass (``descent``: plain SGD of LSTMs only, fed real-valued inputs), or None."""
-    why = plain_sgd_declines(optimizer)
+    if not isinstance(optimizer, Optimizer):  # a wrapper such as DataParallel steps otherwise
+        return f"{type(optimizer).__name__} is not SGD itself"
+    why = optimizer._in_backward_declines()
     if why is not None:
         return why
     if plan.top is not None:
@@ -93,12 +113,13 @@ def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
     if plan.by_id:
         return "ids for input"
     W0 = plan.weights[0][0]
-    return held_choice(("planned descent", W0.dtype), lambda: stack_declines(W0))
+    return held_choice(("planned descent", W0.dtype), lambda: _descent_declined(W0))
 
 
 class Pass(NamedTuple):
     """``planned_forward``'s forward pass and loss: the loss, whether the input is finite,
-    each LSTM's cells, gates and outputs, and the loss's gradient of the network's outputs."""
+    each LSTM's cells, gates and outputs, the loss's gradient of the network's outputs, and
+    the LSTMs' last states in the form of the input (``(o,)`` each for one sequence)."""
 
     value: Array
     finite: bool
@@ -106,17 +127,21 @@ class Pass(NamedTuple):
     gates: tuple[Array, ...]
     hs: tuple[Array, ...]
     dys: Array
+    states: list[Array]
 
 
 def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: Any,
-                    mask: Any = None, state: Any = None, stepped: bool = False) -> Pass | None:
+                    mask: Any = None, state: Any = None, stepped: bool = False,
+                    single: bool = False) -> Pass | None:
     """The forward pass of ``rnet`` over ``xs`` from ``state`` (None: zeros; checked as the
     layer path checks it) and its loss by ``objective(np, ys, targets[, weights])`` (a
     ``training.LossCall``; ``weights`` ``losses.mask_weights`` of ``mask`` where one is given)
     by ``plan`` (``planned``'s); or None, having changed nothing, where the loss's gradient is
     not C-ordered (numpy's products of a strided one round otherwise). ``stepped``: the pass
     goes on to ``planned_descent``, which looks at the input itself, so a finite loss needs
-    no look here."""
+    no look here, and takes a C-ordered copy of such a gradient (its step agrees with the
+    layer path's to rounding, not bit for bit). ``single``: ``xs`` is one sequence's, prepared
+    with a batch axis (``route_choice.planned_choice``)."""
     steps, batch = xs.shape[:2]
     starts = plan.zeros if state is None else [
         np.ascontiguousarray(s) for s in rnet._check_states(state, batch)]
@@ -130,10 +155,13 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
     weights = () if mask is None else (mask_weights(mask, steps, batch, h),)
     value, dys = objective(np, h, targets, *weights)
     if not dys.flags.c_contiguous:
-        return None
+        if not stepped:
+            return None
+        dys = np.ascontiguousarray(dys)
     finite = plan.by_id or stepped and math.isfinite(value) or bool(np.isfinite(xs).all())
     cells, gates, hs = zip(*tapes, strict=True)
-    return Pass(value, finite, cells, gates, hs, dys)
+    states = [restore(c[-1], True) for c in cells] if single else [c[-1] for c in cells]
+    return Pass(value, finite, cells, gates, hs, dys, states)
 
 
 def planned_grads(plan: _Plan, xs: Array, done: Pass) -> list[dict[str, Array]]:
@@ -175,6 +203,14 @@ def _compiled_cell(like: Array) -> NumbaLSTM | str:
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
     return path.cell
+
+
+def _descent_declined(like: Array) -> str | None:
+    """Why ``planned_descent``'s kernel (``numba_descent.descend_stack``) failed its
+    self-check for arrays like ``like``, or None."""
+    if stack_loops(like, numba_descent.check_stack) is None:
+        return "the compiled SGD step of a stack failed its self-check"
+    return None
 
 
 def _grads_declined(like: Array, by_id: bool) -> str | None:
@@ -235,12 +271,12 @@ class _Plan:
             return "not a stack of LSTMs with at most a FullyConnected on top"
         dtype = layers[0].params["W"].dtype
         if xs.ndim == 3 and xs.dtype != dtype:
-            return "the input's dtype is not the weights'"
+            return OTHER_DTYPE
         if dtype not in (np.float32, np.float64) or not xs.flags.c_contiguous or (
                 xs.ndim == 2 and xs.dtype != np.int64) or (
                 xs.ndim == 3 and xs.shape[2] != layers[0].n_in) or (
                 xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] == 0):
-            return "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
+            return OTHER_FORM
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
                     for w in group_values([layer.params for layer in layers])]):
             return "a weight that is not a C-order numpy array of one dtype"

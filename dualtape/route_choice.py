@@ -11,13 +11,12 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from .descent import fused_declines
 from .kernels import cpu_path
 from .last_step import full_length
 from .losses import Loss
-from .planned_backprop import descent_declines, grads_declines, planned
+from .planned_backprop import INPUT_FORMS, descent_declines, grads_declines, planned
 from .recurrent import RecurrentNetwork
-from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, Route
+from .routes import LAYERS, PLANNED, WHOLE_STEP, Route
 from .switches import held
 
 Array = Any
@@ -26,49 +25,46 @@ VERBS = ("train_recurrent", "backpropagate_sequence")
 Declined = tuple[tuple[str, str], ...]
 
 
-def fused_choice(rnet: Any, optimizer: Any, prepared: Array, tape: Any, learn: bool
-                 ) -> str | None:
-    """Why ``train_recurrent`` of ``rnet`` over ``prepared`` (the input as the network
-    prepared it) does not fuse its SGD step into the layers' backward passes
-    (``descent.fused_declines``), or None."""
-    if learn:
-        return "learn_initial_state=True"
-    return fused_declines(rnet, optimizer, prepared, tape == "full")
+Choice = tuple[Any, str, Declined, Any, bool]
+"""``planned_choice``'s answer, ``(plan, taken, declined, xs, single)``: the plan (None:
+declined), the route taken (``""``: none), why each faster route declined, and the input as
+the plan takes it (the network's preparation of it where the given one is not of the plan's
+form) with whether it was one sequence. A plain tuple: the main job makes it every step."""
 
 
-def planned_choice(rnet: Any, xs: Any, tape: Any, need_dstate: bool) -> Any:
-    """``backpropagate_sequence``'s planned pass (``planned_backprop.planned`` and
-    ``planned_grads``: the full tape only), or why it declines."""
-    if need_dstate:
-        return "need_dstate=True"
-    if tape != "full":
-        return "a checkpointed tape"
-    plan = planned(rnet, xs)
+def planned_choice(rnet: Any, xs: Any, tape: Any, ruled_out: str | None = None,
+                   optimizer: Any = None) -> Choice:
+    """The planned pass of ``train_recurrent`` with ``optimizer``, or of
+    ``backpropagate_sequence`` (None): for ``train_recurrent`` ``WHOLE_STEP`` where the
+    optimizer's step moves the weights inside the backward pass
+    (``planned_backprop.planned_descent``), else ``PLANNED`` (the gradients into the buffers,
+    then ``optimizer.step``); ``ruled_out``: a setting that declines both
+    (``learn_initial_state``, ``need_dstate``). Where only the input's form declines it (one
+    sequence, a list, another dtype or order), the plan takes the network's preparation of
+    the input (the layer path's input) in C order: its bits are the layer path's for that
+    C-order array."""
+    faster = (PLANNED,) if optimizer is None else (WHOLE_STEP, PLANNED)
+    single = False
+    plan: Any = ruled_out or ("a checkpointed tape" if tape != "full" else planned(rnet, xs))
     if isinstance(plan, str):
-        return plan
+        if plan in INPUT_FORMS:  # the network's preparation may fit: one sequence, a list,
+            _, prepared, single = rnet._prepare_sequence(xs)  # another dtype or order
+            if type(prepared) is np.ndarray:  # (checked as the layer path checks it)
+                prepared = np.ascontiguousarray(prepared)  # in C order
+            if prepared is not xs:
+                plan, xs = planned(rnet, prepared), prepared
+        if isinstance(plan, str):
+            return (None, "", tuple((name, plan) for name in faster), xs, single)
+    declined: Declined = ()
+    if optimizer is not None:
+        in_place = descent_declines(plan, optimizer)
+        if in_place is None:
+            return (plan, WHOLE_STEP, (), xs, single)
+        declined = ((WHOLE_STEP, in_place),)
     why = grads_declines(plan)
-    return plan if why is None else why
-
-
-def planned_step_choice(rnet: Any, xs: Any, optimizer: Any, tape: Any, learn: bool
-                        ) -> tuple[Any, str, Declined]:
-    """``train_recurrent``'s planned pass: ``(plan, route, declined)``, the route
-    ``WHOLE_STEP`` where the optimizer's step moves the weights inside the backward pass
-    (``planned_backprop.planned_descent``), else ``PLANNED`` (the gradients, then
-    ``optimizer.step``), with why the faster one declined; or ``(None, "", declined)`` where
-    neither applies."""
-    why = ("learn_initial_state=True" if learn else "a checkpointed tape" if tape != "full"
-           else planned(rnet, xs))
-    if isinstance(why, str):
-        return None, "", ((WHOLE_STEP, why), (PLANNED, why))
-    in_place = descent_declines(why, optimizer)
-    if in_place is None:
-        return why, WHOLE_STEP, ()
-    declined: Declined = ((WHOLE_STEP, in_place),)
-    grads = grads_declines(why)
-    if grads is None:
-        return why, PLANNED, declined
-    return None, "", (*declined, (PLANNED, grads))
+    if why is None:
+        return (plan, PLANNED, declined, xs, single)
+    return (None, "", (*declined, (PLANNED, why)), xs, single)
 
 
 def layer_loops(like: Array) -> tuple[str, Declined]:
@@ -111,21 +107,12 @@ def route(
         raise TypeError(f"route: train_recurrent's route needs its optimizer, got "
                         f"{optimizer!r}")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "route")
-    prepared = rnet._prepare_sequence(xs)[1]
-    declined: Declined
-    if verb == "train_recurrent":
-        plan, taken, declined = planned_step_choice(rnet, xs, optimizer, tape,
-                                                    learn_initial_state)
-        if plan is not None:
-            return Route(verb, taken, "compiled", declined)
-        fused = fused_choice(rnet, optimizer, prepared, tape, learn_initial_state)
-        if fused is None:
-            return Route(verb, FUSED_SGD, "compiled", declined)
-        declined = (*declined, (FUSED_SGD, fused))
-    else:
-        why = planned_choice(rnet, xs, tape, need_dstate)
-        if not isinstance(why, str):
-            return Route(verb, PLANNED, "compiled")
-        declined = ((PLANNED, why),)
-    loops, slower = layer_loops(prepared)
+    learning = verb == "train_recurrent"
+    ruled_out = ("learn_initial_state=True" if learning and learn_initial_state else
+                 "need_dstate=True" if not learning and need_dstate else None)
+    plan, taken, declined, _, _ = planned_choice(rnet, xs, tape, ruled_out,
+                                                 optimizer if learning else None)
+    if plan is not None:
+        return Route(verb, taken, "compiled", declined)
+    loops, slower = layer_loops(rnet._prepare_sequence(xs)[1])
     return Route(verb, LAYERS, loops, declined + slower)

@@ -14,9 +14,6 @@ from .switches import trace_on
 WHOLE_STEP = "whole-step"
 """``train_recurrent``'s planned pass with the backward pass and plain SGD step of the whole
 stack in one call (``planned_backprop.planned_descent``)."""
-FUSED_SGD = "fused-sgd"
-"""``train_recurrent``'s plain SGD step fused into the backward pass after the layers' forward
-pass, where the planned pass declines (``descent.fused_descent``)."""
 PLANNED = "planned"
 """The backward pass of the whole stack in one call into the gradient buffers
 (``backpropagate_sequence``'s; ``train_recurrent``'s, then ``optimizer.step``)."""

@@ -25,7 +25,6 @@ from .backend import (
     zeros_like_place,
 )
 from .checkpointing import segment_length
-from .descent import fused_descent
 from .last_step import full_length
 from .layers.base import Array
 from .layers.edges import check_real, prepare_like, restore
@@ -34,13 +33,8 @@ from .network import Chain, Network
 from .optim import Optimizer, StateGroup
 from .planned_backprop import planned_descent, planned_forward, planned_grads
 from .recurrent import RecurrentNetwork, gradient_buffers
-from .route_choice import (
-    fused_choice,
-    layer_loops,
-    planned_choice,
-    planned_step_choice,
-)
-from .routes import FUSED_SGD, LAYERS, PLANNED, WHOLE_STEP, record
+from .route_choice import layer_loops, planned_choice
+from .routes import LAYERS, PLANNED, WHOLE_STEP, record
 from .switches import held
 
 
@@ -282,19 +276,21 @@ def backpropagate_sequence(
                "backpropagate_sequence")
     objective = objective_for(loss, rnet, "backpropagate_sequence")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "backpropagate_sequence")
-    why = planned_choice(rnet, xs, tape, need_dstate)
-    if type(why) is not str:
-        done = planned_forward(why, rnet, xs, targets, objective, mask, state)
+    plan, _, declined, prepared, single = planned_choice(
+        rnet, xs, tape, "need_dstate=True" if need_dstate else None)
+    if plan is not None:
+        done = planned_forward(plan, rnet, prepared, targets, objective, mask, state,
+                               single=single)
         if done is not None:
             record(rnet, "backpropagate_sequence", PLANNED, "compiled")
             loss_now = np.asarray(done.value)
             return Backprop(loss_now if done.finite else np.full_like(loss_now, math.nan),
-                            planned_grads(why, xs, done), [c[-1] for c in done.cells], None)
-        why = "the loss gradient is not C order"
+                            planned_grads(plan, prepared, done), done.states, None)
+        declined = ((PLANNED, "the loss gradient is not C order"),)
     found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "backpropagate_sequence")
     loops, slower = layer_loops(found.x)
-    record(rnet, "backpropagate_sequence", LAYERS, loops, ((PLANNED, why), *slower))
+    record(rnet, "backpropagate_sequence", LAYERS, loops, (*declined, *slower))
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)
     dstate = [restore(d, found.single) for d in dstates] if need_dstate else None
     return Backprop(_flagged(found), grads, [restore(s, found.single) for s in found.state],
@@ -431,10 +427,10 @@ def train_recurrent(
     keep them. A stack of LSTMs on numpy with the compiled loops (a ``FullyConnected`` on top
     or not, ids or inputs, a state and a mask or none, the full tape) takes the planned pass
     (``planned_backprop``: its checks made once per network and input form): with ``SGD``
-    itself (not a subclass), no momentum and no regulariser, on LSTMs only fed ``(T, B, i)``,
-    the backward pass and update of every layer are one compiled call (no gradient arrays,
-    the same step to rounding; after the layers' forward pass where the planned pass declines:
-    ``descent``); with other optimizers, ``backpropagate_sequence``'s pass, then their step.
+    itself (not a subclass), no momentum and no regulariser, on LSTMs only fed real-valued
+    inputs, the backward pass and update of every layer are one compiled call (no gradient
+    arrays, the same step to rounding); with other optimizers, ``backpropagate_sequence``'s
+    pass, then their step.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")
@@ -442,34 +438,31 @@ def train_recurrent(
         raise ValueError("train_recurrent: learn_initial_state=True needs `state`, a list to learn")
     targets, mask = full_length(rnet, xs, targets, mask, loss, "train_recurrent")
     objective = objective_for(loss, rnet, "train_recurrent")
-    plan, taken, declined = planned_step_choice(rnet, xs, optimizer, tape, learn_initial_state)
+    plan, taken, declined, prepared, single = planned_choice(
+        rnet, xs, tape, "learn_initial_state=True" if learn_initial_state else None, optimizer)
     if plan is not None:
-        done = planned_forward(plan, rnet, xs, targets, objective, mask, state,
-                               taken == WHOLE_STEP)
+        done = planned_forward(plan, rnet, prepared, targets, objective, mask, state,
+                               taken == WHOLE_STEP, single)
         if done is not None:
             result = read_loss(np, done.value, done.finite,
                                "train_recurrent", optimizer, lambda: {
-                                   "the initial state": rnet._check_states(state, xs.shape[1]),
+                                   "the initial state": rnet._check_states(state,
+                                                                           prepared.shape[1]),
                                    "the network's parameters": list(all_params(rnet))})
             record(rnet, "train_recurrent", taken, "compiled", declined)
             if taken == WHOLE_STEP:
-                planned_descent(plan, xs, done, optimizer)
+                planned_descent(plan, prepared, done, optimizer)
             else:
-                optimizer.step(rnet.params, planned_grads(plan, xs, done))
-            return result, [c[-1] for c in done.cells]
+                optimizer.step(rnet.params, planned_grads(plan, prepared, done))
+            return result, done.states
         declined = (*declined, (taken, "the loss gradient is not C order"))
     found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
                               "train_recurrent")
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
-    fused = fused_choice(rnet, optimizer, found.x, tape, learn_initial_state)
-    if fused is None:
-        record(rnet, "train_recurrent", FUSED_SGD, "compiled", declined)
-        fused_descent(rnet, optimizer, found)
-        return result, [restore(s, found.single) for s in found.state]
     loops, slower = layer_loops(found.x)
-    record(rnet, "train_recurrent", LAYERS, loops, (*declined, (FUSED_SGD, fused), *slower))
+    record(rnet, "train_recurrent", LAYERS, loops, (*declined, *slower))
     if learn_initial_state:
         grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})

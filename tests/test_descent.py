@@ -1,4 +1,6 @@
-"""train_recurrent's plain SGD fused into the backward pass of an LSTM stack (``descent``)."""
+"""train_recurrent's plain SGD inside the backward pass of an LSTM stack
+(``planned_backprop.planned_descent``), from given states, with a mask, a strided loss
+gradient, and the kernel's refusals."""
 
 from __future__ import annotations
 
@@ -6,20 +8,15 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import descent, route_choice
 from dualtape.backend import to_numpy
-from dualtape.kernels import cpu_path, numba_descent, selfcheck, stack_loops
-from dualtape.layers import lstm
+from dualtape.kernels import cpu_path, numba_descent, stack_loops
 
 from .helpers import host_params
 
 
 class Unfused(dualtape.SGD):
-    """The same rule through ``optimizer.step``: the fused step takes ``SGD`` itself only."""
-
-
-GIVEN = [None, None]
-"""A given state (zeros) for a stack of two: the planned pass takes it as it takes none."""
+    """The same rule through ``optimizer.step``: the step in the backward pass takes ``SGD``
+    itself only."""
 
 
 def spied_descents(monkeypatch, record):
@@ -41,9 +38,8 @@ def spied_descents(monkeypatch, record):
 
 def strided_loss(xp, ys, targets):
     """The squared error with its gradient a strided view on numpy (every other column of a
-    copy twice as wide): the planned pass declines it, so ``train_recurrent``'s plain SGD
-    step is fused into the layers' backward pass (``descent.fused_descent``) with the same
-    forward pass, loss and bits."""
+    copy twice as wide): the step in the backward pass takes a C-order copy of it, with the
+    same forward pass, loss and bits as of the C-order gradient."""
     value, dys = dualtape.losses.squared_error(xp, ys, targets)
     return value, np.repeat(dys, 2, axis=-1)[..., ::2] if type(dys) is np.ndarray else dys
 
@@ -55,7 +51,7 @@ def stack(sizes, dtype="float64", seed=1):
 
 
 @pytest.fixture
-def fused_calls(monkeypatch):
+def descents(monkeypatch):
     """The layers ``numba_descent.descend_stack`` moved, call by call."""
     calls = []
     spied_descents(monkeypatch, lambda weights, tapes: calls.extend(W.shape for W, _, _ in weights))
@@ -75,18 +71,18 @@ def train_both(sizes, steps, batch, dtype, calls=2, state=True, loss="squared_er
     targets = dualtape.asarray(rng.uniform(-1, 1, (steps, batch, sizes[-1])).astype(dtype))
     states = [dualtape.asarray(rng.uniform(-1, 1, (batch, n)).astype(dtype)) if state else None
               for n in sizes[1:]]
-    fused, unfused = stack(sizes, dtype), stack(sizes, dtype)
-    before = host_params(fused)
+    stepped, unfused = stack(sizes, dtype), stack(sizes, dtype)
+    before = host_params(stepped)
     same = None
     for _ in range(calls):
-        loss_f, ends_f = dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5),
+        loss_s, ends_s = dualtape.train_recurrent(stepped, xs, targets, dualtape.SGD(0.5),
                                                   state=states, loss=loss)
         loss_u, ends_u = dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5),
                                                   state=states, loss=loss)
         if same is None:
-            same = loss_f == loss_u and all(np.array_equal(to_numpy(a), to_numpy(b))
-                                            for a, b in zip(ends_f, ends_u, strict=True))
-    return before, host_params(fused), host_params(unfused), same
+            same = loss_s == loss_u and all(np.array_equal(to_numpy(a), to_numpy(b))
+                                            for a, b in zip(ends_s, ends_u, strict=True))
+    return before, host_params(stepped), host_params(unfused), same
 
 
 def assert_same_step(before, got, want, dtype, still=()):
@@ -107,32 +103,32 @@ def assert_same_step(before, got, want, dtype, still=()):
 @pytest.mark.parametrize("sizes", [(3, 5), (3, 5, 4), (2, 6, 5, 3)], ids=["1", "2", "3"])
 @pytest.mark.parametrize(("steps", "batch"), [(1, 1), (1, 4), (9, 1), (6, 3)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["whole-step", "fused"])
-def test_the_fused_step_moves_the_weights_as_the_optimizers_step(
-        backend, fused_calls, sizes, steps, batch, dtype, loss):
-    """From given states, two calls, by the planned pass or the layers' forward pass; the
-    forward pass and loss are the same code, so the first call's loss and final states agree
-    bit for bit."""
+@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["c-order", "strided"])
+def test_the_step_in_the_backward_pass_moves_the_weights_as_the_optimizers_step(
+        backend, descents, sizes, steps, batch, dtype, loss):
+    """From given states, two calls; the forward pass and loss are the same code, so the
+    first call's loss and final states agree bit for bit."""
     before, got, want, same = train_both(sizes, steps, batch, dtype, loss=loss)
     assert_same_step(before, got, want, dtype)
     assert same
-    assert len(fused_calls) == (2 * (len(sizes) - 1) if fuses_here(backend) else 0)
+    assert len(descents) == (2 * (len(sizes) - 1) if fuses_here(backend) else 0)
 
 
-def test_a_masked_call_moves_the_weights_as_the_optimizers_step(backend, fused_calls):
-    """The mask weighs the loss's gradient, which the fused step takes as the unfused one."""
+def test_a_masked_call_moves_the_weights_as_the_optimizers_step(backend, descents):
+    """The mask weighs the loss's gradient, which the step in the backward pass takes as the
+    optimizer's step does."""
     rng = np.random.default_rng(10)
     xs = dualtape.asarray(rng.uniform(-1, 1, (6, 3, 2)))
     mask = dualtape.asarray(rng.integers(0, 2, (6, 3)).astype(bool))
-    fused, unfused = stack((2, 5, 2)), stack((2, 5, 2))
-    before = host_params(fused)
-    dualtape.train_recurrent(fused, xs, xs, dualtape.SGD(0.5), mask=mask)
+    stepped, unfused = stack((2, 5, 2)), stack((2, 5, 2))
+    before = host_params(stepped)
+    dualtape.train_recurrent(stepped, xs, xs, dualtape.SGD(0.5), mask=mask)
     dualtape.train_recurrent(unfused, xs, xs, Unfused(0.5), mask=mask)
-    assert_same_step(before, host_params(fused), host_params(unfused), "float64")
-    assert len(fused_calls) == (2 if fuses_here(backend) else 0)
+    assert_same_step(before, host_params(stepped), host_params(unfused), "float64")
+    assert len(descents) == (2 if fuses_here(backend) else 0)
 
 
-def test_the_fused_step_agrees_with_the_generic_code(backend, monkeypatch):
+def test_the_step_of_a_strided_gradient_agrees_with_the_generic_code(backend, monkeypatch):
     rng = np.random.default_rng(4)
     xs = dualtape.asarray(rng.uniform(-1, 1, (7, 2, 3)))
     nets = {}
@@ -156,12 +152,17 @@ def case_network(case: str) -> tuple[dualtape.RecurrentNetwork, dualtape.SGD]:
     return dualtape.RecurrentNetwork(layers), optimizer
 
 
+PLANNED_HERE = ("momentum", "regulariser", "subclass", "ids", "fully-connected")
+"""The cases the planned pass takes (its gradients, then the optimizer's step)."""
+
+
 @pytest.mark.parametrize("case", ["momentum", "regulariser", "subclass", "sqrt-tape", "ids",
                                   "fully-connected", "learn-initial-state", "ufunc-loop"])
 def test_the_other_calls_step_through_the_optimizer(backend, monkeypatch, case):
-    """None of these fuse, as the record says and ``route`` foresaw; each still trains (the
-    loss is finite, the weights move): ids, of the planned pass's form, take it; the others
-    (inputs of another dtype than the float32 weights, or settings it declines) the layers."""
+    """None of these moves the weights inside the backward pass, as the record says and
+    ``route`` foresaw; each still trains (the loss is finite, the weights move): those of the
+    planned pass's settings take it (with inputs of another dtype than the float32 weights,
+    prepared first), the others the layers."""
     rng = np.random.default_rng(5)
     net, optimizer = case_network(case)
     xs = dualtape.asarray(rng.uniform(-1, 1, (4, 2, 3)))
@@ -175,46 +176,10 @@ def test_the_other_calls_step_through_the_optimizer(backend, monkeypatch, case):
     foreseen = dualtape.route(net, inputs, xs, optimizer=optimizer, **options)
     loss, _ = dualtape.train_recurrent(net, inputs, xs, optimizer, **options)
     took = dualtape.last_route(net, "train_recurrent")
-    planned = case == "ids" and fuses_here(backend)
-    assert np.isfinite(loss) and took == foreseen
+    planned = case in PLANNED_HERE and fuses_here(backend)
+    assert np.isfinite(loss) and took == foreseen and "whole-step" in dict(took.declined)
     assert took.taken == ("planned" if planned else "layers")
-    assert planned or "fused-sgd" in dict(took.declined)
     assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
-
-
-def test_the_fused_step_keeps_the_optimizers_bookkeeping(backend, fused_calls):
-    """The step is counted, and a tape made before it is stale, as after ``optimizer.step``."""
-    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
-    xs = dualtape.asarray(np.random.default_rng(6).uniform(-1, 1, (5, 2, 3)))
-    tape, _, ys = net.forward_sequence(None, xs)
-    dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
-    dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
-    assert optimizer.steps == 2 and len(fused_calls) == (4 if fuses_here(backend) else 0)
-    assert dualtape.last_route(net, "train_recurrent").taken == (
-        "fused-sgd" if fuses_here(backend) else "layers")
-    with pytest.raises(RuntimeError, match="parameters"):
-        net.backward_sequence(tape, None, ys)
-
-
-def test_a_failure_before_the_first_move_changes_nothing(backend, fused_calls, monkeypatch):
-    """The buffers are allocated before any weight moves: running out of memory there leaves
-    the network and the optimizer as they were."""
-    def no_memory(*args):
-        raise MemoryError("planted")
-
-    monkeypatch.setattr(numba_descent, "stack_scratch", no_memory)
-    net, optimizer = stack((3, 4, 3)), dualtape.SGD(0.1)
-    xs = dualtape.asarray(np.random.default_rng(7).uniform(-1, 1, (5, 2, 3)))
-    before = host_params(net)
-    if not fuses_here(backend):
-        dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
-        assert optimizer.steps == 1
-        return
-    with pytest.raises(MemoryError, match="planted"):
-        dualtape.train_recurrent(net, xs, xs, optimizer, loss=strided_loss)
-    assert optimizer.steps == 0 and fused_calls == []
-    for b, a in zip(before, host_params(net), strict=True):
-        assert all(np.array_equal(b[k], a[k]) for k in b)
 
 
 def small_operands(dtype="float64", rows=3, n=2, i=4):
@@ -225,30 +190,6 @@ def small_operands(dtype="float64", rows=3, n=2, i=4):
 
     return (draw(4 * n, i), draw(3 * n, n), draw(4 * n), draw(rows, i), draw(rows, n),
             (draw(rows, 2 * n), draw(rows, n), draw(rows, n)), draw(rows, i))
-
-
-@pytest.mark.parametrize(("failing", "warned"), [
-    ("lstm-loops", "compiled CPU LSTM loops disagree"),
-    ("own", "compiled SGD step of a stack disagree")])
-def test_a_failed_self_check_keeps_the_optimizers_step(monkeypatch, failing, warned):
-    """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
-    the fused step, which calls them, is not taken either; nor where its own kernel fails."""
-    if cpu_path()[0] != "compiled":
-        pytest.skip(f"the fused step runs with the compiled loops: {cpu_path()[1]}")
-    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    if failing == "lstm-loops":  # the one check, wherever the loops are first asked for
-        for module in (lstm, descent):
-            monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
-    else:
-        monkeypatch.setattr(numba_descent, "check_stack", lambda loops, like: "planted")
-    monkeypatch.setattr(route_choice, "planned", lambda rnet, xs: "declined by the test")
-    net, before = stack((3, 4, 3)), host_params(stack((3, 4, 3)))
-    xs = np.random.default_rng(9).uniform(-1, 1, (5, 2, 3))
-    with pytest.warns(RuntimeWarning, match=warned):
-        dualtape.train_recurrent(net, xs, xs, dualtape.SGD(0.1), state=GIVEN)
-    took = dualtape.last_route(net, "train_recurrent")
-    assert took.taken == "layers" and "self-check" in dict(took.declined)["fused-sgd"]
-    assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])
 
 
 @pytest.mark.parametrize("bad", ["float16", "mixed", "strided", "shape", "read-only"])

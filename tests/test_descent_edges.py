@@ -1,5 +1,7 @@
-"""The fused SGD step's refusals in their own words, and the choices kept between training
-calls against a fresh network's (generated mutants of ``descent``)."""
+"""The step in the backward pass: its refusals in their own words, the inputs the network
+prepares first (one sequence, a list, another dtype or order) taken by the planned pass with
+the prepared input's bits, and the choices kept between training calls against a fresh
+network's (generated mutants of ``planned_backprop`` and ``route_choice``)."""
 
 from __future__ import annotations
 
@@ -7,21 +9,19 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import descent
+from dualtape import planned_backprop
 from dualtape.backend import to_numpy
 
 from .helpers import host_params
 from .test_descent import fuses_here, stack
 
-NOT_INPUT = "the input is not a numpy array of (T, B, i) of the weights' dtype"
-NOT_WEIGHT = "a weight that is not a writeable C-order numpy array of one dtype"
-REASONS = {  # the fused step's reason on numpy; elsewhere the input is not numpy's
-    "top": "a layer other than LSTM",
+NOT_WEIGHT = "a weight that is not a C-order numpy array of one dtype"
+READ_ONLY = "a parameter or gradient buffer that is read-only or not C order"
+REASONS = {  # why the whole step declines, on numpy with the compiled loops
+    "top": "a FullyConnected on top",
     "wrapper": "Wrapper is not SGD itself",
-    "float32-input": NOT_INPUT,
-    "one-sequence": NOT_INPUT,
     "fortran-weight": NOT_WEIGHT,
-    "read-only-weight": NOT_WEIGHT,
+    "read-only-weight": READ_ONLY,
 }
 
 
@@ -33,33 +33,83 @@ class Wrapper:
 
 
 @pytest.mark.parametrize("case", list(REASONS))
-def test_each_refusal_of_the_fused_step_is_said_in_its_words(backend, case):
+def test_each_refusal_of_the_whole_step_is_said_in_its_words(backend, case):
+    if not fuses_here(backend):
+        pytest.skip("the whole step runs on numpy with the compiled loops")
     net, optimizer = stack((3, 5, 4)), dualtape.SGD(0.1)
     xs = np.random.default_rng(1).uniform(-1, 1, (6, 2, 3))
-    numpy = backend.name == "numpy"
     if case == "top":
-        net.layers.append(dualtape.FullyConnected(4, 2, seed=3))
+        net.layers.append(dualtape.FullyConnected(4, 2, seed=3, dtype="float64"))
     elif case == "wrapper":
         optimizer = Wrapper()
-    elif case == "float32-input":
-        xs = xs.astype(np.float32)
-    elif case == "one-sequence":
-        xs = xs[:, 0].copy()
-    elif case == "fortran-weight" and numpy:
+    elif case == "fortran-weight":
         net.layers[1].params["W"] = np.asfortranarray(net.layers[1].params["W"])
-    elif case == "read-only-weight" and numpy:
+    elif case == "read-only-weight":
         net.layers[1].params["U"].flags.writeable = False
-    want = REASONS[case] if numpy or case in ("top", "wrapper") else NOT_INPUT
-    assert descent.fused_declines(net, optimizer, dualtape.asarray(xs), True) == want
+    took = dualtape.route(net, xs, xs[..., :net.n_out], optimizer=optimizer)
+    assert dict(took.declined)["whole-step"] == REASONS[case]
 
 
 def test_a_failed_step_kernel_is_said_in_its_words(backend, monkeypatch):
     if not fuses_here(backend):
-        pytest.skip("the fused step runs with the compiled loops")
-    monkeypatch.setattr(descent, "stack_loops", lambda like, check: None)
+        pytest.skip("the whole step runs on numpy with the compiled loops")
+    monkeypatch.setattr(planned_backprop, "stack_loops", lambda like, check: None)
     xs = np.random.default_rng(1).uniform(-1, 1, (6, 2, 3))
-    assert descent.fused_declines(stack((3, 5, 4)), dualtape.SGD(0.1), xs, True) == (
+    took = dualtape.route(stack((3, 5, 4)), xs, xs[..., :4], optimizer=dualtape.SGD(0.1))
+    assert took.taken == "planned" and dict(took.declined)["whole-step"] == (
         "the compiled SGD step of a stack failed its self-check")
+
+
+def prepared_forms(host):
+    """Each form of input the network prepares anew, by name, from a ``(T, 1, i)`` float32
+    array ``host`` (the network's dtype)."""
+    return {"one-sequence": host[:, 0], "list": host.tolist(), "float64": host.astype(np.float64),
+            "fortran": np.asfortranarray(host), "batch-first": host.transpose(1, 0, 2).copy()
+            .transpose(1, 0, 2)}
+
+
+@pytest.mark.parametrize("form", list(prepared_forms(np.zeros((1, 1, 1)))))
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "none"])
+def test_an_input_the_network_prepares_takes_the_planned_pass_with_its_bits(backend, form,
+                                                                           optimizer):
+    """The same call with the input as given and as the network prepares it (C order, its
+    dtype, with the batch axis): the same route, loss, states and weights, bit for bit
+    (``"none"``: ``backpropagate_sequence``, its gradients too)."""
+    rng = np.random.default_rng(4)
+    host = rng.uniform(-1, 1, (6, 1, 3)).astype(np.float32)
+    given = prepared_forms(host)[form]
+    if backend.name != "numpy" and form != "list":  # the forms of numpy's order: C order
+        given = dualtape.asarray(np.asarray(given))
+    targets = rng.uniform(-1, 1, (6, 1, 4)).astype(np.float32)
+    single = form == "one-sequence"
+    pairs = [(given, targets[:, 0] if single else targets),
+             (dualtape.asarray(host), targets)]
+    results, nets = [], []
+    for xs, ts in pairs:
+        net = stack((3, 5, 4), dtype="float32")
+        ts = dualtape.asarray(ts)
+        if optimizer == "none":
+            found = dualtape.backpropagate_sequence(net, xs, ts)
+            results.append((found.loss, found.state, found.grads))
+            verb = "backpropagate_sequence"
+        else:
+            step = dualtape.SGD(0.1) if optimizer == "sgd" else dualtape.Adam(0.01)
+            results.append(dualtape.train_recurrent(net, xs, ts, step))
+            verb = "train_recurrent"
+        nets.append(net)
+    routes = [dualtape.last_route(net, verb) for net in nets]
+    assert routes[0] == routes[1]
+    if fuses_here(backend):
+        assert routes[0].taken == ("whole-step" if optimizer == "sgd" else "planned")
+    (loss, states, *grads), (want_loss, want_states, *want_grads) = results
+    assert float(loss) == float(want_loss)
+    for got, want in zip(states, want_states, strict=True):
+        assert got.shape == (want.shape[1:] if single else want.shape)
+        assert np.array_equal(to_numpy(got).reshape(-1), to_numpy(want).reshape(-1))
+    for got, want in zip(host_params(nets[0]), host_params(nets[1]), strict=True):
+        assert all(np.array_equal(got[k], want[k]) for k in got)
+    for got, want in zip(*grads, *want_grads, strict=True):
+        assert all(np.array_equal(to_numpy(got[k]), to_numpy(want[k])) for k in got)
 
 
 CHANGES = ["none", "fortran-input", "fortran-targets", "float32-targets", "read-only-weights",

@@ -110,8 +110,8 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 @pytest.mark.parametrize("case", [
     "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
-    "embedding", "two-top-layers", "fully-connected-only", "fortran-order", "int32-ids",
-    "float32-input", "one-sequence", "read-only-weight", "memory-mapped-weight"])
+    "embedding", "two-top-layers", "fully-connected-only", "read-only-weight",
+    "memory-mapped-weight"])
 def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
     """None of these is planned, as the record says and ``route`` foresaw; each still gives
     the layer path's gradients."""
@@ -136,16 +136,6 @@ def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, cas
     elif case == "two-top-layers":
         net = dualtape.RecurrentNetwork([*network(7, (5,), 4).layers,
                                          dualtape.FullyConnected(4, 3, seed=4, dtype="float64")])
-    elif case == "fortran-order" and backend.name == "numpy":
-        xs, labels = sequences(0)
-        net, xs = network(0), np.asfortranarray(xs)
-    elif case == "int32-ids" and backend.name == "numpy":
-        xs = xs.astype(np.int32)
-    elif case == "float32-input":
-        xs, labels = sequences(0, dtype="float32")
-        net = network(0)
-    elif case == "one-sequence":
-        xs, labels = xs[:, 0], labels[:, 0]
     elif case == "read-only-weight" and backend.name == "numpy":
         net.layers[1].params["U"].flags.writeable = False  # frozen: numba types it apart
     elif case == "memory-mapped-weight" and backend.name == "numpy":

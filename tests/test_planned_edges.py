@@ -27,11 +27,13 @@ NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
 REASONS = {
     "overlap": "the weight gradients go to a second core (overlap_gradients)",
     "gru": "not a stack of LSTMs with at most a FullyConnected on top",
+    "fortran-weight": "a weight that is not a C-order numpy array of one dtype",
+    "read-only-weight": "a parameter or gradient buffer that is read-only or not C order",
+}
+PREPARED = {  # planned's reasons for an input the network then prepares into its form
     "float32-input": "the input's dtype is not the weights'",
     "fortran-order": NOT_FORM,
     "int32-ids": NOT_FORM,
-    "fortran-weight": "a weight that is not a C-order numpy array of one dtype",
-    "read-only-weight": "a parameter or gradient buffer that is read-only or not C order",
 }
 
 
@@ -67,6 +69,23 @@ def test_each_refusal_of_the_planned_pass_is_said_in_its_words(backend, case):
         took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
     want = REASONS[case] if backend.name == "numpy" else NOT_NUMPY
     assert took.taken == "layers" and dict(took.declined)["planned"] == want
+
+
+@pytest.mark.parametrize("case", list(PREPARED))
+def test_an_input_of_another_form_is_planned_once_the_network_prepared_it(backend, case):
+    """``planned`` declines the input as given in its words; the call plans the network's
+    preparation of it (``route_choice.planned_choice``) on numpy, with the layer path's bits
+    for that input in C order and the network's dtype."""
+    net, xs, labels = case_call(case)
+    numpy = backend.name == "numpy"
+    assert planned_backprop.planned(net, xs) == (PREPARED[case] if numpy else NOT_NUMPY)
+    took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    assert took == dualtape.last_route(net, "backpropagate_sequence")
+    assert took.taken == ("planned" if fuses_here(backend) else "layers")
+    host = to_numpy(xs)  # ids (all but float32-input and fortran-order on numpy) or reals
+    prepared = dualtape.asarray(host.astype(np.int64 if host.dtype.kind == "i" else np.float64))
+    assert_same_bits(got, layer_path(case_call(case)[0], prepared, labels))
 
 
 def test_an_id_outside_the_vocabulary_is_declined_in_its_words(backend):

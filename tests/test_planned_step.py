@@ -1,4 +1,4 @@
-"""The planned pass serves ``train_recurrent`` too (``route_choice.planned_step_choice``): its
+"""The planned pass serves ``train_recurrent`` too (``route_choice.planned_choice``): its
 gradients, then ``optimizer.step``, wherever the optimizer does not move the weights inside the
 backward pass itself; a mask (so a last-step target) is planned for both verbs."""
 

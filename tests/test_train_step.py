@@ -1,4 +1,5 @@
-"""The whole SGD step of an LSTM stack in one compiled call (``descent.train_step``)."""
+"""The whole SGD step of an LSTM stack in one compiled call (``planned_backprop``'s
+``planned_descent``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import descent, planned_backprop
+from dualtape import planned_backprop
 from dualtape.backend import to_numpy
 from dualtape.kernels import numba_descent, selfcheck
 from dualtape.layers import lstm
@@ -25,8 +26,8 @@ from .test_descent import (
 
 @pytest.fixture
 def whole_steps(monkeypatch):
-    """The input forms ``numba_descent.descend_stack`` stepped at for either of ``descent``'s
-    routes, call by call (not the self-check's, which calls the module's own)."""
+    """The input forms ``numba_descent.descend_stack`` stepped at, call by call (not the
+    self-check's, which calls the module's own)."""
     calls = []
     spied_descents(monkeypatch, lambda weights, tapes: calls.append(tapes[0][0].shape))
     return calls
@@ -48,27 +49,26 @@ def data(steps, batch, sizes, dtype="float64", seed=3):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_whole_step_trains_as_the_layer_by_layer_step(backend, sizes, steps, batch, dtype):
     """Two calls from zero states: the losses and last states are the unfused call's bits (the
-    same forward pass and loss), the weights the fused backward pass's bits (the same kernels)
-    and the unfused step's to rounding."""
+    same forward pass and loss), the weights those of a call whose loss gradient is strided
+    (a C-order copy of it, the same kernel) and the unfused step's to rounding."""
     xs, targets = data(steps, batch, sizes, dtype)
-    whole, fused, unfused = stack(sizes, dtype), stack(sizes, dtype), stack(sizes, dtype)
+    whole, strided, unfused = stack(sizes, dtype), stack(sizes, dtype), stack(sizes, dtype)
     before = host_params(whole)
     for call in range(2):  # the weights differ by rounding from the unfused after the first
         got = dualtape.train_recurrent(whole, xs, targets, dualtape.SGD(0.5))
-        want = [dualtape.train_recurrent(fused, xs, targets, dualtape.SGD(0.5),
-                                         loss=strided_loss)]  # fused layer by layer
+        want = [dualtape.train_recurrent(strided, xs, targets, dualtape.SGD(0.5),
+                                         loss=strided_loss)]
         if call == 0:
             want.append(dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5)))
         for loss, ends in want:
             assert got[0] == loss and all(np.array_equal(to_numpy(a), to_numpy(b))
                                           for a, b in zip(got[1], ends, strict=True))
         assert all(np.array_equal(w[k], f[k]) for w, f in zip(
-            host_params(whole), host_params(fused), strict=True) for k in w)
+            host_params(whole), host_params(strided), strict=True) for k in w)
     dualtape.train_recurrent(unfused, xs, targets, Unfused(0.5))
     assert_same_step(before, host_params(whole), host_params(unfused), dtype,
                      still=("U",) if steps == 1 else ())
-    assert took(whole) == ("whole-step" if fuses_here(backend) else "layers")
-    assert took(fused) == ("fused-sgd" if fuses_here(backend) else "layers")
+    assert took(whole) == took(strided) == ("whole-step" if fuses_here(backend) else "layers")
 
 
 def test_the_whole_step_agrees_with_the_generic_code(backend, monkeypatch):
@@ -117,25 +117,20 @@ def test_a_state_mask_loss_or_targets_of_another_dtype_take_the_whole_step(
 
 
 @pytest.mark.parametrize("case", [
-    "sqrt-tape", "learn-initial-state", "one-sequence", "fortran-order", "ids",
-    "fully-connected", "momentum", "subclass", "ufunc-loop", "read-only", "read-only-later"])
+    "sqrt-tape", "learn-initial-state", "ids", "fully-connected", "momentum", "subclass",
+    "ufunc-loop", "read-only", "read-only-later"])
 def test_the_other_calls_take_the_layer_by_layer_path(backend, monkeypatch, case):
     """None of these runs as one call, as the record says and ``route`` foresaw; each still
-    trains (the loss is finite, the weights move), and those that fit ``fused_descent`` fuse
-    there."""
+    trains (the loss is finite, the weights move)."""
     rng = np.random.default_rng(5)
     net, optimizer = case_network(case)
     host = rng.uniform(-1, 1, (4, 2, 3)).astype(np.float32)
     xs = dualtape.asarray(host)
-    if case == "fortran-order" and backend.name == "numpy":
-        xs = np.asfortranarray(xs)
     targets = dualtape.asarray(host)
     options = {"sqrt-tape": {"tape": "sqrt"},
                "learn-initial-state": {"state": [dualtape.asarray(np.zeros((2, n), np.float32))
                                                  for n in (4, 3)],
                                        "learn_initial_state": True}}.get(case, {})
-    if case == "one-sequence":
-        xs, targets = xs[:, 0, :], targets[:, 0, :]
     if case == "ids":
         xs = dualtape.asarray(rng.integers(0, 3, (4, 2)))
     if case == "ufunc-loop":
@@ -210,7 +205,7 @@ def test_a_change_between_calls_is_taken_into_account(backend, change):
     assert took(nets[0]) == ("whole-step" if fuses_here(backend) else "layers")
 
 
-@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["whole-step", "fused"])
+@pytest.mark.parametrize("loss", ["squared_error", strided_loss], ids=["c-order", "strided"])
 def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, loss):
     """An SGD whose momentum was set to 0 after steps of another network still holds that
     network's velocities: both fast paths refuse it, as ``optimizer.step`` does, before
@@ -228,8 +223,7 @@ def test_an_sgd_holding_another_networks_state_is_refused(backend, whole_steps, 
     dualtape.train_recurrent(first, xs, targets, optimizer, loss=loss)
     assert optimizer.steps == 2
     assert whole_steps == ([(5, 2, 3)] if fuses_here(backend) else [])
-    assert took(first) == ("layers" if not fuses_here(backend)
-                           else "whole-step" if loss == "squared_error" else "fused-sgd")
+    assert took(first) == ("whole-step" if fuses_here(backend) else "layers")
 
 
 def test_the_states_returned_are_the_callers(backend):
@@ -292,13 +286,13 @@ def test_the_self_check_catches_planted_bugs(steps):
     ("own", "compiled SGD step of a stack disagree")])
 def test_a_failed_self_check_keeps_the_layer_by_layer_step(monkeypatch, failing, warned):
     """Where the compiled LSTM loops fail their self-check (one warning, then the ufunc loop),
-    the whole step, which runs them, is not taken; nor where its own check fails (then the
-    backward pass is fused)."""
+    the whole step, which runs them, is not taken (the layers' route); nor where its own
+    check fails (then the planned pass's gradients and the optimizer's step)."""
     if not fuses_here(dualtape.backend.resolve_backend("numpy")):
         pytest.skip("the whole step runs with the compiled loops")
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
     if failing == "lstm-loops":
-        for module in (lstm, descent, planned_backprop):
+        for module in (lstm, planned_backprop):
             monkeypatch.setattr(module, "fused_disagreement", lambda path, like: "planted")
     else:
         monkeypatch.setattr(numba_descent, "check_stack", lambda loops, like: "planted")
@@ -308,4 +302,5 @@ def test_a_failed_self_check_keeps_the_layer_by_layer_step(monkeypatch, failing,
         dualtape.train_recurrent(net, xs, targets, dualtape.SGD(0.1))
     took = dualtape.last_route(net, "train_recurrent")
     assert "self-check" in dict(took.declined)["whole-step"]
+    assert took.taken == ("layers" if failing == "lstm-loops" else "planned")
     assert not np.array_equal(host_params(net)[0]["U"], before[0]["U"])

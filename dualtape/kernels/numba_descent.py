@@ -1,5 +1,6 @@
-"""Plain SGD fused into an LSTM's backward pass, compiled for the CPU: the fast path
-``descent.py`` takes for ``train_recurrent`` with ``SGD`` without momentum or regulariser.
+"""Plain SGD fused into an LSTM's backward pass, compiled for the CPU: the whole step
+``planned_backprop.planned_descent`` takes for ``train_recurrent`` with ``SGD`` without
+momentum or regulariser.
 
 From the pre-activation gradients the backward loop leaves (``lstm_sequence``'s blocks
 ``dfi``, ``da_o``, ``dĉ``), one call computes the input gradient for the layer below and then
