@@ -343,6 +343,29 @@ def test_non_array_input_raises_type_error(backend):
         dualtape.Tanh().forward("1.0")
 
 
+RAGGED = r"must be a rectangular array, got a list whose rows differ in length \(setting"
+
+
+@pytest.mark.parametrize("taker", ["network", "sequence", "ids", "layer"])
+def test_a_ragged_list_is_refused_naming_its_taker(backend, taker):
+    """Rows of unequal lengths: one line naming who refused it, numpy's words after."""
+    ragged = [[1, 2, 3], [1, 2]]
+    net = {"network": dualtape.Network([dualtape.FullyConnected(3, 2, seed=0)]),
+           "sequence": dualtape.RecurrentNetwork([dualtape.LSTM(3, 2, seed=0)]),
+           "ids": dualtape.RecurrentNetwork([dualtape.Embedding(5, 3, seed=0),
+                                             dualtape.LSTM(3, 2, seed=0)])}.get(taker)
+    owner = {"network": "Network: input", "layer": "FullyConnected.*: input"}.get(
+        taker, "RecurrentNetwork: input sequence")
+    with pytest.raises(ValueError, match=f"^{owner} {RAGGED}") as info:
+        if taker == "layer":
+            dualtape.FullyConnected(3, 2, seed=0).forward(ragged)
+        elif taker == "network":
+            net.forward(ragged)
+        else:
+            net.forward_sequence(None, ragged)
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("name", ALL_LAYERS)
 def test_nan_input_propagates_to_its_own_row_only(backend, name):
     x = away_from_kinks((3, N_IN), seed=9)

@@ -23,6 +23,16 @@ def shape_text(dims: tuple) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
+def host_array(x: Any, owner: str, what: str) -> np.ndarray:
+    """``np.asarray(x)`` of a Python list or number; a ragged list (rows of unequal lengths)
+    raises ``ValueError`` naming ``owner`` and ``what``."""
+    try:
+        return np.asarray(x)
+    except ValueError as exc:
+        raise ValueError(f"{owner}: {what} must be a rectangular array, got a list whose rows "
+                         f"differ in length ({exc})") from None
+
+
 def prepare_input(
     x: Any,
     *,
@@ -49,7 +59,8 @@ def prepare_input(
     """
     fresh = isinstance(x, list | tuple | float | int | np.number)
     if fresh:
-        x = from_host(np.asarray(x), backend_of(reference) if reference is not None else None)
+        x = from_host(host_array(x, owner, what),
+                      backend_of(reference) if reference is not None else None)
     try:
         xp = namespace_of(x)
     except TypeError:
@@ -118,7 +129,7 @@ def prepare_ids(
     backend's gathers and scatters take); ``copy=True`` as for ``prepare_input``."""
     fresh = isinstance(ids, list | tuple | int | np.integer)
     if fresh:
-        ids = from_host(np.asarray(ids), backend_of(reference))
+        ids = from_host(host_array(ids, owner, what), backend_of(reference))
     try:
         xp = namespace_of(ids)
     except TypeError:
