@@ -444,11 +444,12 @@ class Optimizer:
 
     def _in_backward_declines(self) -> str | None:
         """Why this optimizer's step cannot move the weights inside the backward pass
-        (``descent``: plain SGD, no gradient arrays), or None where it can."""
+        (``planned_backprop.planned_descent``: plain SGD, no gradient arrays), or None where
+        it can."""
         return f"{type(self).__name__} is not SGD itself"
 
     def _counted_in_backward(self, params: list[dict[str, Array]]) -> None:
-        """The bookkeeping of a step the backward pass applies (``descent``), before any
+        """The bookkeeping of a step the backward pass applies (``planned_descent``), before any
         weight moves: the step counted and ``params`` stamped, as ``step`` does."""
         self.steps += 1
         self._stamp(params)
@@ -456,7 +457,7 @@ class Optimizer:
     def _stamp(self, params: list[dict[str, Array]]) -> None:
         """Bind ``params`` to this optimizer and mark them changed before a step writes them
         (tapes made before it are then stale): ``step``'s, and that of a step fused into the
-        backward pass (``descent``), which counts it too."""
+        backward pass (``planned_descent``), which counts it too."""
         self._bind(params)
         for group in params:
             if isinstance(group, ParamDict):

@@ -102,7 +102,7 @@ def grads_declines(plan: _Plan) -> str | None:
 
 def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
     """Why ``planned_descent`` does not move ``plan``'s weights by ``optimizer``'s step inside
-    the backward pass (``descent``: plain SGD of LSTMs only, fed real-valued inputs), or None."""
+    the backward pass (plain SGD of LSTMs only, fed real-valued inputs), or None."""
     if not isinstance(optimizer, Optimizer):  # a wrapper such as DataParallel steps otherwise
         return f"{type(optimizer).__name__} is not SGD itself"
     why = optimizer._in_backward_declines()

@@ -28,8 +28,9 @@ Declined = tuple[tuple[str, str], ...]
 Choice = tuple[Any, str, Declined, Any, bool]
 """``planned_choice``'s answer, ``(plan, taken, declined, xs, single)``: the plan (None:
 declined), the route taken (``""``: none), why each faster route declined, and the input as
-the plan takes it (the network's preparation of it where the given one is not of the plan's
-form) with whether it was one sequence. A plain tuple: the main job makes it every step."""
+the plan takes it (the network's preparation of it where the given one, a numpy array or a
+list, is not of the plan's form; the layer path then takes it too) with whether it was one
+sequence. A plain tuple: the main job makes it every step."""
 
 
 def planned_choice(rnet: Any, xs: Any, tape: Any, ruled_out: str | None = None,
@@ -47,10 +48,10 @@ def planned_choice(rnet: Any, xs: Any, tape: Any, ruled_out: str | None = None,
     single = False
     plan: Any = ruled_out or ("a checkpointed tape" if tape != "full" else planned(rnet, xs))
     if isinstance(plan, str):
-        if plan in INPUT_FORMS:  # the network's preparation may fit: one sequence, a list,
-            _, prepared, single = rnet._prepare_sequence(xs)  # another dtype or order
-            if type(prepared) is np.ndarray:  # (checked as the layer path checks it)
-                prepared = np.ascontiguousarray(prepared)  # in C order
+        if plan in INPUT_FORMS and (type(xs) is np.ndarray or isinstance(xs, list | tuple)):
+            _, prepared, single = rnet._prepare_sequence(xs)  # the network's preparation
+            if type(prepared) is np.ndarray:  # (one sequence, a list, another dtype or
+                prepared = np.ascontiguousarray(prepared)  # order) may fit, in C order
             if prepared is not xs:
                 plan, xs = planned(rnet, prepared), prepared
         if isinstance(plan, str):

@@ -287,8 +287,8 @@ def backpropagate_sequence(
             return Backprop(loss_now if done.finite else np.full_like(loss_now, math.nan),
                             planned_grads(plan, prepared, done), done.states, None)
         declined = ((PLANNED, "the loss gradient is not C order"),)
-    found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
-                              "backpropagate_sequence")
+    found = _forward_sequence(rnet, prepared, targets, state, mask, objective, tape,
+                              "backpropagate_sequence", None if prepared is xs else single)
     loops, slower = layer_loops(found.x)
     record(rnet, "backpropagate_sequence", LAYERS, loops, (*declined, *slower))
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)
@@ -315,9 +315,14 @@ def _forward(net: Network, x: Any, target: Any, loss: str | Loss, where: str) ->
 
 def _forward_sequence(
     rnet: RecurrentNetwork, xs: Any, targets: Any, state: Sequence[Array] | None, mask: Any,
-    objective: LossCall, tape: str | int, where: str,
+    objective: LossCall, tape: str | int, where: str, single: bool | None = None,
 ) -> _Forward:
-    xp, xs, single = rnet._prepare_sequence(xs)
+    """The layers' forward pass and loss; ``single`` None: ``xs`` as given, prepared here;
+    else already prepared (by ``route_choice.planned_choice``), one sequence or not."""
+    if single is None:
+        xp, xs, single = rnet._prepare_sequence(xs)
+    else:
+        xp = namespace_of(xs)
     steps, batch = xs.shape[:2]
     if batch == 0:
         raise ValueError(f"{where}: the batch is empty (0 sequences); give at least one")
@@ -456,8 +461,8 @@ def train_recurrent(
                 optimizer.step(rnet.params, planned_grads(plan, prepared, done))
             return result, done.states
         declined = (*declined, (taken, "the loss gradient is not C order"))
-    found = _forward_sequence(rnet, xs, targets, state, mask, objective, tape,
-                              "train_recurrent")
+    found = _forward_sequence(rnet, prepared, targets, state, mask, objective, tape,
+                              "train_recurrent", None if prepared is xs else single)
     result = read_loss(found.xp, found.loss, found.finite, "train_recurrent", optimizer,
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})

@@ -70,17 +70,19 @@ def prepared_forms(host):
 
 @pytest.mark.parametrize("form", list(prepared_forms(np.zeros((1, 1, 1)))))
 @pytest.mark.parametrize("optimizer", ["sgd", "adam", "none"])
+@pytest.mark.parametrize("steps", [6, 1])
 def test_an_input_the_network_prepares_takes_the_planned_pass_with_its_bits(backend, form,
-                                                                           optimizer):
+                                                                           optimizer, steps):
     """The same call with the input as given and as the network prepares it (C order, its
     dtype, with the batch axis): the same route, loss, states and weights, bit for bit
-    (``"none"``: ``backpropagate_sequence``, its gradients too)."""
+    (``"none"``: ``backpropagate_sequence``, its gradients too). At one step, one row: the
+    gradients' planned pass declines, and the layers take the prepared input."""
     rng = np.random.default_rng(4)
-    host = rng.uniform(-1, 1, (6, 1, 3)).astype(np.float32)
+    host = rng.uniform(-1, 1, (steps, 1, 3)).astype(np.float32)
     given = prepared_forms(host)[form]
     if backend.name != "numpy" and form != "list":  # the forms of numpy's order: C order
         given = dualtape.asarray(np.asarray(given))
-    targets = rng.uniform(-1, 1, (6, 1, 4)).astype(np.float32)
+    targets = rng.uniform(-1, 1, (steps, 1, 4)).astype(np.float32)
     single = form == "one-sequence"
     pairs = [(given, targets[:, 0] if single else targets),
              (dualtape.asarray(host), targets)]
@@ -100,7 +102,8 @@ def test_an_input_the_network_prepares_takes_the_planned_pass_with_its_bits(back
     routes = [dualtape.last_route(net, verb) for net in nets]
     assert routes[0] == routes[1]
     if fuses_here(backend):
-        assert routes[0].taken == ("whole-step" if optimizer == "sgd" else "planned")
+        assert routes[0].taken == ("whole-step" if optimizer == "sgd" else
+                                   "planned" if steps > 1 else "layers")
     (loss, states, *grads), (want_loss, want_states, *want_grads) = results
     assert float(loss) == float(want_loss)
     for got, want in zip(states, want_states, strict=True):

@@ -14,7 +14,7 @@ weight inside BLAS (scaled by ``−rate`` there) instead of rounded to a gradien
 numpy arrays only, where the compiled LSTM loops run.
 
 ``descend_stack`` runs the backward loop (``_numba_lstm.layer_backward``) and ``descend`` of
-every layer of a stack in one compiled call, for both of ``descent``'s routes
+every layer of a stack in one compiled call, for the route ``whole-step``
 (``kernels.stack_loops`` chooses, after ``check_stack``); ``descend`` alone is the per-layer
 call ``benchmarks.bound`` times.
 """
@@ -93,7 +93,7 @@ def descend_stack(weights: list[tuple[Array, Array, Array]],
     cells, gates)`` (T, B, ·), the first layer's inputs the network's, ``dys`` (T, B, o) the
     top's output gradient, ``scratch`` ``stack_scratch``'s buffer and offset. Unchecked:
     C-contiguous writeable numpy arrays of one dtype, float32 or float64 (the callers check
-    them: ``descent``). Returns False, having moved no weight, where the network's input
+    them: ``planned_backprop``). Returns False, having moved no weight, where the network's input
     holds NaN or inf."""
     W0, flat = weights[0][0], scratch[0]
     return _compiled().descend_stack(
