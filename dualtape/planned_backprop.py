@@ -14,8 +14,8 @@ top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` fee
 (T, B, i) of the weights' dtype (C order; any other input the network prepares into one of
 these forms first: ``route_choice.planned_choice``), with the full tape and no initial states'
 gradient (a given state only starts the forward pass, a mask only weighs the loss). The
-gradients take more than one row and their products not handed to a second core
-(``overlap_gradients``); the step in place takes LSTMs only, fed (T, B, i).
+gradients take more than one row (under ``overlap_gradients`` each layer's weight gradients
+go to a second core); the step in place takes LSTMs only, fed (T, B, i).
 Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
 which checks and says what is wrong. So does a loss gradient that is not C-ordered, for the
 gradients (the layer path's products of a strided one round otherwise), after the loss was
@@ -46,7 +46,7 @@ from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
 from .kernels.numba_lstm import NumbaLSTM
-from .kernels.overlap import overlap_requested
+from .kernels.overlap import call_later, overlap_requested, overlapping
 from .kernels.scatter import check_compiled as check_scatter
 from .layers.edges import restore
 from .layers.fully_connected import FullyConnected
@@ -91,8 +91,6 @@ def planned(rnet: Any, xs: Any) -> _Plan | str:
 
 def grads_declines(plan: _Plan) -> str | None:
     """Why ``planned_grads`` does not take ``plan``'s pass, or None."""
-    if overlap_requested():
-        return "the weight gradients go to a second core (overlap_gradients)"
     if plan.rows < 2:  # numpy's products of one row are gemv's: other bits than the kernel's
         return "one row (T x B = 1)"
     W0 = plan.weights[0][0]
@@ -167,10 +165,19 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
 def planned_grads(plan: _Plan, xs: Array, done: Pass) -> list[dict[str, Array]]:
     """The gradients of ``done`` (``planned_forward``'s pass of ``xs``), every layer's backward
     pass in one compiled call into ``recurrent.gradient_buffers``, where ``grads_declines``
-    said None."""
-    work = [np.empty(n, plan.weights[0][0].dtype) for n in plan.scratch]
-    with flushed():
-        stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys)
+    said None. Inside ``overlap_gradients()`` the same compiled pieces run one by one, each
+    layer's weight gradients on a second core while the pass goes on to the layer below
+    (``kernels.overlap``): the same bits."""
+    dtype = plan.weights[0][0].dtype
+    if not overlap_requested():
+        work = [np.empty(n, dtype) for n in plan.scratch]
+        with flushed():
+            stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys)
+    else:
+        work = [np.empty(n, dtype) for n in plan.handing_scratch]
+        with flushed(), overlapping():
+            stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys,
+                        call_later)
     return [dict(group) for group in plan.groups]
 
 
@@ -258,9 +265,10 @@ class _Plan:
             JOIN_UP_TO)
         self.cell: Any = None
         """The compiled LSTM cell, set by ``planned``."""
-        self.scratch = scratch_sizes(self.sizes, steps, batch,
-                                     self.layers[0].n_in if self.by_id else 0,
-                                     self.top is not None, JOIN_UP_TO)
+        sizes = (self.sizes, steps, batch, self.layers[0].n_in if self.by_id else 0,
+                 self.top is not None, JOIN_UP_TO)
+        self.scratch = scratch_sizes(*sizes)
+        self.handing_scratch = scratch_sizes(*sizes, handing=True)
 
     @classmethod
     def of(cls, rnet: Any, xs: Array) -> _Plan | str:

@@ -3,6 +3,9 @@ the layer path wherever the plan does not apply."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -109,7 +112,7 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [
-    "sqrt-tape", "dstate", "overlap", "ufunc-loop", "one-row", "gru",
+    "sqrt-tape", "dstate", "ufunc-loop", "one-row", "gru",
     "embedding", "two-top-layers", "fully-connected-only", "read-only-weight",
     "memory-mapped-weight"])
 def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
@@ -142,14 +145,48 @@ def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, cas
         mapped = np.memmap(tmp_path / "W", "float64", "w+", shape=(16, 5))
         mapped[...] = net.layers[1].params["W"]
         net.layers[1].params["W"] = np.memmap(tmp_path / "W", "float64", "r", shape=(16, 5))
-    with overlap.overlap_gradients(case == "overlap"):
-        foreseen = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=loss,
-                                  **options)
-        found = dualtape.backpropagate_sequence(net, xs, labels, loss=loss, **options)
+    foreseen = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=loss,
+                              **options)
+    found = dualtape.backpropagate_sequence(net, xs, labels, loss=loss, **options)
     took = dualtape.last_route(net, "backpropagate_sequence")
     assert took == foreseen and took.taken == "layers" and "planned" in dict(took.declined)
     assert np.isfinite(float(found.loss))
     assert any(np.abs(to_numpy(g)).sum() > 0 for g in found.grads[-1].values())
+
+
+@pytest.mark.parametrize("vocab", [7, 0], ids=["ids", "inputs"])
+@pytest.mark.parametrize("sizes", [(5, 4), (6,), (5, 6, 4)], ids=["2", "1", "3"])
+@pytest.mark.parametrize("joined", [True, False], ids=["joined", "apart"])
+def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
+        backend, monkeypatch, vocab, sizes, joined):
+    """Inside ``overlap_gradients()`` (every product large enough to hand over here) the
+    planned pass is taken, its weight gradients (the top's and each LSTM's) run on the worker
+    or, where the worker has not begun them when the pass ends, by the caller: the layer
+    path's bits all the same. The worker is held back on its first, so the caller runs the
+    rest after the whole chain: each layer's blocks must still be its own by then."""
+    monkeypatch.setattr(overlap, "HAND_OVER_FROM", 0)
+    monkeypatch.setattr(overlap, "HAND_OVER_ROWS", 0)
+    if not joined:
+        monkeypatch.setattr(lstm, "JOIN_UP_TO", 0)
+        monkeypatch.setattr(planned_backprop, "JOIN_UP_TO", 0)
+    handed, right = [], overlap._run
+
+    def recording(call, args, control):
+        handed.append(call.__name__)
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.05)
+        right(call, args, control)
+
+    monkeypatch.setattr(overlap, "_run", recording)
+    net = network(vocab, sizes)
+    xs, labels = sequences(vocab)
+    with overlap.overlap_gradients():
+        got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert_same_bits(got, layer_path(network(vocab, sizes), xs, labels))
+    if fuses_here(backend):
+        assert took.taken == "planned"
+        assert sorted(handed) == ["layer_grads"] * len(sizes) + ["top_grads"]
 
 
 @pytest.mark.parametrize(("case", "error", "message"), [

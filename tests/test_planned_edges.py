@@ -9,7 +9,6 @@ import pytest
 import dualtape
 from dualtape import planned_backprop
 from dualtape.backend import to_numpy
-from dualtape.kernels import overlap
 
 from .helpers import assert_params_equal, host_params
 from .test_descent import fuses_here
@@ -25,7 +24,6 @@ from .test_planned_backprop import (
 NOT_NUMPY = "the input is not a numpy array"
 NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
 REASONS = {
-    "overlap": "the weight gradients go to a second core (overlap_gradients)",
     "gru": "not a stack of LSTMs with at most a FullyConnected on top",
     "fortran-weight": "a weight that is not a C-order numpy array of one dtype",
     "read-only-weight": "a parameter or gradient buffer that is read-only or not C order",
@@ -62,11 +60,8 @@ def case_call(case):
 @pytest.mark.parametrize("case", list(REASONS))
 def test_each_refusal_of_the_planned_pass_is_said_in_its_words(backend, case):
     """``route`` gives the planned pass's reason word for word; off numpy, the input's."""
-    if case == "overlap" and backend.name == "numpy" and not fuses_here(backend):
-        pytest.skip("the ufunc loop's reason may come first")
     net, xs, labels = case_call(case)
-    with overlap.overlap_gradients(case == "overlap"):
-        took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
+    took = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
     want = REASONS[case] if backend.name == "numpy" else NOT_NUMPY
     assert took.taken == "layers" and dict(took.declined)["planned"] == want
 

@@ -82,46 +82,82 @@ def stack_grads(gemm: Any, gemv: Any, Ws: Any, Us: Any, dWs: Any, dUs: Any, dbs:
     layer (``_numba_lstm.layer_backward``'s layout), then its joined blocks (rows, 4o); ``dh`` each
     layer's output gradient (rows, o), ``ones`` (rows,) filled with 1 here. The order of
     ``stack.stack_backward``: the top, then each LSTM from the last: its backward loop, per
-    block ``f, i | o | ĉ`` its ``W``, ``U`` and ``b`` gradients, then its input gradient."""
+    block ``f, i | o | ĉ`` its ``W``, ``U`` and ``b`` gradients, then its input gradient.
+    ``numba_grads`` runs the same pieces from Python where the weight gradients go to a
+    second core."""
     steps, batch = cells[0].shape[0] - 1, cells[0].shape[1]
     rows = steps * batch
     ones[:] = one
     if top:
-        h = hs[len(hs) - 1].reshape(rows, top_W.shape[1])
-        outer_into(gemm, dys, h, top_dW, one)
-        column_sums_into(gemv, dys, ones, top_db, one)
+        top_grads(gemm, gemv, dys, hs[len(hs) - 1].reshape(rows, top_W.shape[1]), top_dW,
+                  top_db, ones, one)
         down = dh[: rows * top_W.shape[1]].reshape(rows, top_W.shape[1])
         product_into(gemm, dys, top_W, down, one)
         dys = down
     for k in range(len(Ws) - 1, -1, -1):
-        W, U, dW, dU, db = Ws[k], Us[k], dWs[k], dUs[k], dbs[k]
-        n, n_in = U.shape[1], W.shape[1]
-        dfi, da_o, dg = layer_backward(gemm, gemv, U, gates[k], cells[k],
-                                       dys.reshape(steps, batch, n), blocks, one)
-        began = cells[k].reshape((steps + 1) * batch, n)[:rows]  # the cells before each step
-        joins = rows * 4 * n <= join_up_to or k > 0  # ``blocks`` holds these only
-        at = layer_scratch(rows, batch, n)
-        joined = blocks[at : at + (rows * 4 * n if joins else 0)].reshape(
-            rows if joins else 0, 4 * n)
-        if joins:
-            joined[:, : 2 * n] = dfi
-            joined[:, 2 * n : 3 * n] = da_o
-            joined[:, 3 * n :] = dg
-        inputs = hs[k - 1].reshape(rows, n_in) if k > 0 else xs
-        if rows * 4 * n <= join_up_to:  # one block, as the layer path joins small ones
-            block_grads(gemm, gemv, joined, 0, n, k == 0 and by_id, inputs, ids, sums, began,
-                        dW, dU, db, ones, one)
-        else:
-            block_grads(gemm, gemv, dfi, 0, n, k == 0 and by_id, inputs, ids, sums, began,
-                        dW, dU, db, ones, one)
-            block_grads(gemm, gemv, da_o, 2 * n, n, k == 0 and by_id, inputs, ids, sums, began,
-                        dW, dU, db, ones, one)
-            block_grads(gemm, gemv, dg, 3 * n, n, k == 0 and by_id, inputs, ids, sums, began,
-                        dW, dU, db, ones, one)
+        together = rows * 4 * Us[k].shape[1] <= join_up_to
+        joined, dfi, da_o, dg = layer_chain(gemm, gemv, Us[k], gates[k], cells[k], dys,
+                                            blocks, together or k > 0, one)
+        inputs = hs[k - 1].reshape(rows, Ws[k].shape[1]) if k > 0 else xs
+        layer_grads(gemm, gemv, joined, dfi, da_o, dg, together, k == 0 and by_id, inputs,
+                    ids, sums, cells[k], dWs[k], dUs[k], dbs[k], ones, one)
         if k > 0:
-            down = dh[: rows * n_in].reshape(rows, n_in)
-            product_into(gemm, joined, W, down, one)
+            down = dh[: rows * Ws[k].shape[1]].reshape(rows, Ws[k].shape[1])
+            product_into(gemm, joined, Ws[k], down, one)
             dys = down
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def top_grads(gemm: Any, gemv: Any, dys: Array, h: Array, top_dW: Array, top_db: Array,
+              ones: Array, one: Any) -> None:  # pragma: no cover - compiled
+    """A FullyConnected's gradients on top of the stack: ``top_dW = dysᵀ h``, ``top_db`` the
+    column sums of ``dys`` (rows, o)."""
+    outer_into(gemm, dys, h, top_dW, one)
+    column_sums_into(gemv, dys, ones, top_db, one)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def layer_chain(gemm: Any, gemv: Any, U: Array, gates: Array, cells: Array, dys: Array,
+                blocks: Array, joins: bool, one: Any) -> Any:  # pragma: no cover - compiled
+    """One LSTM's backward loop from its output gradient ``dys`` (rows, o) into ``blocks``
+    (``layer_backward``'s layout, then with ``joins`` its blocks joined, (rows, 4o)):
+    ``(joined, dfi, da_o, dĉ)``, views of ``blocks`` (``joined`` of no rows without
+    ``joins``)."""
+    steps, batch = cells.shape[0] - 1, cells.shape[1]
+    rows, n = steps * batch, U.shape[1]
+    dfi, da_o, dg = layer_backward(gemm, gemv, U, gates, cells, dys.reshape(steps, batch, n),
+                                   blocks, one)
+    at = layer_scratch(rows, batch, n)
+    joined = blocks[at : at + (rows * 4 * n if joins else 0)].reshape(rows if joins else 0,
+                                                                      4 * n)
+    if joins:
+        joined[:, : 2 * n] = dfi
+        joined[:, 2 * n : 3 * n] = da_o
+        joined[:, 3 * n :] = dg
+    return joined, dfi, da_o, dg
+
+
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def layer_grads(gemm: Any, gemv: Any, joined: Array, dfi: Array, da_o: Array, dg: Array,
+                together: bool, by_id: bool, inputs: Array, ids: Array, sums: Array,
+                cells: Array, dW: Array, dU: Array, db: Array, ones: Array,
+                one: Any) -> None:  # pragma: no cover - compiled
+    """One LSTM's weight gradients from ``layer_chain``'s blocks: of ``joined`` as one block
+    when ``together`` (as the layer path joins small ones), else per block ``f, i | o | ĉ``;
+    ``inputs`` its inputs (or, ``by_id``, ``ids`` of one-hot rows, summed in ``sums``),
+    ``cells`` its cells' tape (T + 1, B, o)."""
+    rows, n = da_o.shape
+    began = cells.reshape(cells.shape[0] * cells.shape[1], n)[:rows]  # before each step
+    if together:
+        block_grads(gemm, gemv, joined, 0, n, by_id, inputs, ids, sums, began, dW, dU, db,
+                    ones, one)
+    else:
+        block_grads(gemm, gemv, dfi, 0, n, by_id, inputs, ids, sums, began, dW, dU, db, ones,
+                    one)
+        block_grads(gemm, gemv, da_o, 2 * n, n, by_id, inputs, ids, sums, began, dW, dU, db,
+                    ones, one)
+        block_grads(gemm, gemv, dg, 3 * n, n, by_id, inputs, ids, sums, began, dW, dU, db,
+                    ones, one)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")

@@ -14,7 +14,7 @@ numpy arrays only, where the compiled LSTM loops run (``kernels.grads_loops`` ch
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,15 +43,21 @@ class StackGrads(NamedTuple):
     join_up_to: int
 
 
+Hand = Callable[..., None]
+"""``stack_grads``'s ``hand``: ``hand(kernel, rows, madds, *args)`` runs ``kernel(*args)``, a
+product of ``rows`` inner size and ``madds`` multiply-adds, now or on another thread."""
+
+
 def scratch_sizes(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: int,
-                  top: bool, join_up_to: int) -> tuple[int, int, int, int]:
+                  top: bool, join_up_to: int, handing: bool = False) -> tuple[int, int, int, int]:
     """The elements of ``stack_grads``'s scratch arrays for LSTMs of ``sizes`` ``(inputs,
     cells)`` over ``steps`` x ``batch``, the first fed ids of ``vocab`` (0: not ids), with a
     layer on ``top`` or not: ``blocks`` one layer's blocks and carries, then its joined blocks
-    where it joins them (``_numba_grads.stack_grads``), sized for the largest; ``dh`` the
-    output gradient handed down; ``sums`` the first layer's widest block summed by id;
-    ``ones`` a 1 per row for the column sums. No more than the layer path's temporaries of one
-    layer at a time."""
+    where it joins them (``_numba_grads.stack_grads``), sized for the largest (``handing``:
+    every layer's, one after another, each kept until its weight gradients, handed to another
+    thread, are done); ``dh`` the output gradient handed down; ``sums`` the first layer's
+    widest block summed by id; ``ones`` a 1 per row for the column sums. No more than the
+    layer path's temporaries of one layer at a time (of every layer, ``handing``)."""
     rows = steps * batch
     one_layer = [layer_scratch(rows, batch, n) + (
         rows * 4 * n if k > 0 or rows * 4 * n <= join_up_to else 0)
@@ -59,19 +65,24 @@ def scratch_sizes(sizes: list[tuple[int, int]], steps: int, batch: int, vocab: i
     down = [i for i, _ in sizes[1:]] + ([sizes[-1][1]] if top else [])
     first = sizes[0][1]  # the first layer's widest block, summed by id: f, i or all four
     widest = 4 * first if rows * 4 * first <= join_up_to else 2 * first
-    return max(one_layer), rows * max(down, default=1), max(vocab * widest, 1), rows
+    blocks = sum(one_layer) if handing else max(one_layer)
+    return blocks, rows * max(down, default=1), max(vocab * widest, 1), rows
 
 
 def stack_grads(operands: StackGrads, work: Sequence[Array], xs: Array,
                 cells: tuple[Array, ...], gates: tuple[Array, ...], hs: tuple[Array, ...],
-                dys: Array) -> None:
+                dys: Array, hand: Hand | None = None) -> None:
     """The gradients of ``operands``' layers into their buffers (``work``: arrays of
     ``scratch_sizes``, ``blocks``, ``dh``, ``sums`` and ``ones`` in order, made for the call
     (their values unread: ``ones`` is filled there), so that
     nothing is held between calls beyond the buffers) from the LSTMs' forward tapes
     (``cells``, ``gates``, outputs ``hs``: one entry per LSTM) over ``xs`` ((T, B) int64 ids
     of the first layer's one-hot rows, or (T, B, i)) and the network output's gradient
-    ``dys`` (T, B, o), C order: ``_numba_grads.stack_grads``."""
+    ``dys`` (T, B, o), C order: ``_numba_grads.stack_grads``. With ``hand`` (``work`` of
+    ``scratch_sizes(..., handing=True)``) its pieces run from here in the same order, each
+    layer's weight gradients (and the top's) given to ``hand(kernel, rows, madds, *args)``,
+    which runs ``kernel(*args)`` now or on another thread (``overlap.call_later``): the same
+    calls, so the same bits."""
     dtype, rows = dys.dtype, xs.shape[0] * xs.shape[1]
     d = dys.reshape(rows, dys.shape[-1])
     by_id = xs.ndim == 2
@@ -79,11 +90,41 @@ def stack_grads(operands: StackGrads, work: Sequence[Array], xs: Array,
         _NO_IDS, xs.reshape(rows, xs.shape[2]))
     top_W, (top_dW, top_db) = operands.top or (inputs, (inputs, inputs[0]))
     blocks, dh, sums, ones = work
-    _compiled().stack_grads(
-        *blas.addresses(dtype), operands.Ws, operands.Us, operands.dWs, operands.dUs,
-        operands.dbs, inputs, ids, by_id, sums, cells, gates, hs,
-        operands.top is not None, top_W, top_dW, top_db, d, blocks, dh, ones,
-        operands.join_up_to, dtype.type(1))
+    gemm, gemv = blas.addresses(dtype)
+    if hand is None:
+        _compiled().stack_grads(
+            gemm, gemv, operands.Ws, operands.Us, operands.dWs, operands.dUs, operands.dbs,
+            inputs, ids, by_id, sums, cells, gates, hs, operands.top is not None, top_W,
+            top_dW, top_db, d, blocks, dh, ones, operands.join_up_to, dtype.type(1))
+        return
+    kernels, one = _compiled(), dtype.type(1)
+    ones.fill(one)
+    if operands.top is not None:
+        h = hs[-1].reshape(rows, top_W.shape[1])
+        hand(kernels.top_grads, rows, top_dW.size * rows, gemm, gemv, d, h, top_dW, top_db,
+             ones, one)
+        down = dh[: rows * top_W.shape[1]].reshape(rows, top_W.shape[1])
+        kernels.product_into(gemm, d, top_W, down, one)
+        d = down
+    at, batch = 0, xs.shape[1]
+    for k in range(len(operands.Ws) - 1, -1, -1):
+        W, U = operands.Ws[k], operands.Us[k]
+        n = U.shape[1]
+        together = rows * 4 * n <= operands.join_up_to
+        size = layer_scratch(rows, batch, n) + (rows * 4 * n if together or k > 0 else 0)
+        joined, dfi, da_o, dg = kernels.layer_chain(gemm, gemv, U, gates[k], cells[k], d,
+                                                    blocks[at : at + size], together or k > 0,
+                                                    one)
+        at += size
+        hand(kernels.layer_grads, rows, (W.size + U.size) * rows, gemm, gemv, joined, dfi,
+             da_o, dg, together, k == 0 and by_id, hs[k - 1].reshape(rows, W.shape[1]) if k
+             else inputs, ids, sums, cells[k], operands.dWs[k], operands.dUs[k],
+             operands.dbs[k], ones, one)
+        if k > 0:
+            down = dh[: rows * W.shape[1]].reshape(rows, W.shape[1])
+            kernels.product_into(gemm, joined, W, down, one)
+            d = down
+
 
 
 _NO_IDS = np.empty(0, np.int64)

@@ -4,7 +4,8 @@ A recurrent network's backward pass is a chain: each layer's time loop needs the
 gradient of the layer above it, but no layer needs another's weight gradients. Inside
 ``overlap_gradients()`` (off unless asked for), the backward pass of a ``RecurrentNetwork``
 writing into gradient buffers (a training call) hands those products (``batch_outer`` into a
-buffer: ``dᵀ x`` and ``dᵀ c``) to one worker thread, and goes on with the next layer; at its
+buffer: ``dᵀ x`` and ``dᵀ c``; on the planned pass each layer's compiled weight gradients,
+``call_later``) to one worker thread, and goes on with the next layer; at its
 end it runs those the worker has not begun itself (the last first) and waits for the rest,
 raising an error one of them raised, so no buffer is written after the call. The products
 are the same calls with the same operands, run with the handing thread's flush-to-zero bits
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
@@ -44,8 +45,9 @@ HAND_OVER_ROWS = 256
 fewer, each gradient entry is a short sum and the product mostly moves its output between the
 cores' caches (Grenade's seed network at batch 1, 50 rows, its 1536 x 512 ``dᵀ c`` the only
 large product: 1.06-1.14x the call's time handed over)."""
-Handed = tuple[Future, tuple[Any, ...]]
-"""A product handed to the worker: its future and ``_matmul``'s arguments."""
+Handed = tuple[Future, Callable[..., Any], tuple[Any, ...], "int | None"]
+"""A product handed to the worker: its future, the call and its arguments, and the handing
+thread's flush bits."""
 _ON: ContextVar[bool] = ContextVar("dualtape_overlap_gradients", default=False)
 _PENDING: ContextVar[list[Handed] | None] = ContextVar("dualtape_overlap_pending",
                                                       default=None)
@@ -101,37 +103,52 @@ def _settle(pending: list[Handed], run_here: bool) -> list[BaseException]:
     running them here if ``run_here``, and wait for the rest; the errors they raised."""
     errors: list[BaseException] = []
     try:
-        for future, args in reversed(pending):
+        for future, call, args, control in reversed(pending):
             if future.cancel() and run_here:
                 try:
-                    _matmul(*args)
+                    _run(call, args, control)
                 except Exception as exc:  # noqa: BLE001 - raised by the caller, as the worker's
                     errors.append(exc)
     finally:
-        errors += [e for e in [f.exception() for f, _ in pending if not f.cancelled()]
+        errors += [e for e in [f.exception() for f, *_ in pending if not f.cancelled()]
                    if e is not None]
     return errors
 
 
 def matmul_later(a: Array, b: Array, out: Array) -> bool:
     """Hand ``out[...] = a @ b`` to the worker inside an ``overlapping`` scope when the three
-    are numpy arrays and the product has ``HAND_OVER_ROWS`` rows and ``HAND_OVER_FROM``
-    multiply-adds or more, and say whether it did (False: the caller multiplies now)."""
-    pending = _PENDING.get()
-    if pending is None or type(out) is not np.ndarray or type(a) is not np.ndarray or (
-            type(b) is not np.ndarray) or a.shape[-1] < HAND_OVER_ROWS or (
-            out.size * a.shape[-1] < HAND_OVER_FROM):
+    are numpy arrays and the product is large enough (``_hand``), and say whether it did
+    (False: the caller multiplies now)."""
+    if type(out) is not np.ndarray or type(a) is not np.ndarray or type(b) is not np.ndarray:
         return False
-    args = (a, b, out, control_here())
-    pending.append((_worker().submit(_matmul, *args), args))
+    return _hand(np.matmul, a.shape[-1], out.size * a.shape[-1], (a, b, out))
+
+
+def call_later(call: Callable[..., Any], rows: int, madds: int, *args: Any) -> None:
+    """``call(*args)``, products of inner size ``rows`` and ``madds`` multiply-adds in all
+    (``planned_backprop``'s compiled weight gradients of a layer): on the worker inside an
+    ``overlapping`` scope when large enough (``_hand``), else now."""
+    if not _hand(call, rows, madds, args):
+        call(*args)
+
+
+def _hand(call: Callable[..., Any], rows: int, madds: int, args: tuple[Any, ...]) -> bool:
+    """Hand ``call(*args)`` to the worker inside an ``overlapping`` scope when its products
+    have ``HAND_OVER_ROWS`` rows and ``HAND_OVER_FROM`` multiply-adds or more; whether it
+    did."""
+    pending = _PENDING.get()
+    if pending is None or rows < HAND_OVER_ROWS or madds < HAND_OVER_FROM:
+        return False
+    control = control_here()
+    pending.append((_worker().submit(_run, call, args, control), call, args, control))
     return True
 
 
-def _matmul(a: Array, b: Array, out: Array, control: int | None) -> None:
-    """``np.matmul(a, b, out=out)`` with the handing thread's flush bits (``kernels.flush``):
-    the same bits as there."""
+def _run(call: Callable[..., Any], args: tuple[Any, ...], control: int | None) -> None:
+    """``call(*args)`` with the handing thread's flush bits (``kernels.flush``): the same
+    bits as there."""
     with under_control(control):
-        np.matmul(a, b, out=out)
+        call(*args)
 
 
 def _worker() -> ThreadPoolExecutor:
