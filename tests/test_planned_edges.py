@@ -83,6 +83,26 @@ def test_an_input_of_another_form_is_planned_once_the_network_prepared_it(backen
     assert_same_bits(got, layer_path(case_call(case)[0], prepared, labels))
 
 
+@pytest.mark.parametrize("case", ["gru", "float32-input"])
+def test_a_call_prepares_its_input_once(backend, monkeypatch, case):
+    """Declined for another reason than the input's form (a GRU stack), the input is not
+    prepared for the plan; prepared for it (another dtype), the layers do not prepare it
+    again where the plan then declines (one row)."""
+    net, xs, labels = case_call(case)
+    if case == "float32-input":
+        xs, labels = xs[:1, :1, ...], labels[:1, :1]
+    prepared, right = [], dualtape.RecurrentNetwork._prepare_sequence
+
+    def counted(self, *args, **kwargs):
+        prepared.append(args[0])
+        return right(self, *args, **kwargs)
+
+    monkeypatch.setattr(dualtape.RecurrentNetwork, "_prepare_sequence", counted)
+    dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    assert dualtape.last_route(net, "backpropagate_sequence").taken == "layers"
+    assert len(prepared) == 1
+
+
 def test_an_id_outside_the_vocabulary_is_declined_in_its_words(backend):
     net, (xs, _) = network(7), sequences(7)
     host = to_numpy(xs).copy()
