@@ -129,8 +129,7 @@ class Pass(NamedTuple):
 
 
 def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: Any,
-                    mask: Any = None, state: Any = None, stepped: bool = False,
-                    single: bool = False) -> Pass | None:
+                    mask: Any, state: Any, stepped: bool, single: bool) -> Pass | None:
     """The forward pass of ``rnet`` over ``xs`` from ``state`` (None: zeros; checked as the
     layer path checks it) and its loss by ``objective(np, ys, targets[, weights])`` (a
     ``training.LossCall``; ``weights`` ``losses.mask_weights`` of ``mask`` where one is given)

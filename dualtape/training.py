@@ -279,8 +279,8 @@ def backpropagate_sequence(
     plan, _, declined, prepared, single = planned_choice(
         rnet, xs, tape, "need_dstate=True" if need_dstate else None)
     if plan is not None:
-        done = planned_forward(plan, rnet, prepared, targets, objective, mask, state,
-                               single=single)
+        done = planned_forward(plan, rnet, prepared, targets, objective, mask, state, False,
+                               single)
         if done is not None:
             record(rnet, "backpropagate_sequence", PLANNED, "compiled")
             loss_now = np.asarray(done.value)

@@ -157,8 +157,9 @@ def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, cas
 @pytest.mark.parametrize("vocab", [7, 0], ids=["ids", "inputs"])
 @pytest.mark.parametrize("sizes", [(5, 4), (6,), (5, 6, 4)], ids=["2", "1", "3"])
 @pytest.mark.parametrize("joined", [True, False], ids=["joined", "apart"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
-        backend, monkeypatch, vocab, sizes, joined):
+        backend, monkeypatch, vocab, sizes, joined, dtype):
     """Inside ``overlap_gradients()`` (every product large enough to hand over here) the
     planned pass is taken, its weight gradients (the top's and each LSTM's) run on the worker
     or, where the worker has not begun them when the pass ends, by the caller: the layer
@@ -178,12 +179,12 @@ def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
         right(call, args, control)
 
     monkeypatch.setattr(overlap, "_run", recording)
-    net = network(vocab, sizes)
-    xs, labels = sequences(vocab)
+    net = network(vocab, sizes, dtype=dtype)
+    xs, labels = sequences(vocab, dtype=dtype)
     with overlap.overlap_gradients():
         got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
     took = dualtape.last_route(net, "backpropagate_sequence")
-    assert_same_bits(got, layer_path(network(vocab, sizes), xs, labels))
+    assert_same_bits(got, layer_path(network(vocab, sizes, dtype=dtype), xs, labels))
     if fuses_here(backend):
         assert took.taken == "planned"
         assert sorted(handed) == ["layer_grads"] * len(sizes) + ["top_grads"]

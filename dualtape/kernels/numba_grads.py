@@ -126,7 +126,6 @@ def stack_grads(operands: StackGrads, work: Sequence[Array], xs: Array,
             d = down
 
 
-
 _NO_IDS = np.empty(0, np.int64)
 
 
