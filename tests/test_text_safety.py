@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dualtape import spare
 from dualtape.backend import resolve_backend
 from dualtape.text import checkpoint as text_checkpoint
 from dualtape.text import cli as text_cli
@@ -1050,10 +1051,14 @@ def test_a_checkpoint_too_large_for_memory_is_one_line(capsys, checkpoint, monke
                 dropout=0.5, seed=1),
 ], ids=["default", "adam", "float64-long", "wide", "lstm", "gru", "lstm-dropout",
         "gru-dropout-float64"])
-def test_the_memory_estimate_covers_a_measured_step_within_four_times(config):
-    # Measured on numpy: 1.1x (default) to 3.6x (lstm-dropout: since dualtape.spare, its three
-    # StandardLSTM layers' backward arrays of one shape are one array) the traced peak.
+def test_the_memory_estimate_covers_a_measured_step_within_three_times(config):
+    # Measured on numpy: 1.4x (wide) to 2.5x (gru-dropout-float64) the traced peak of two
+    # steps. A step of another trainer first, so the compiled loops' one-time loading (numba's
+    # own objects, about 28 MB in a fresh process) is not traced; then no array kept from it
+    # (spare: the second traced step reuses the first's, as training does).
     corpus_text = read_corpus(None)
+    TextTrainer.new(corpus_text, config, resolve_backend("numpy")).step()
+    spare.clear()
     tracemalloc.start()
     try:
         trainer = TextTrainer.new(corpus_text, config, resolve_backend("numpy"))
@@ -1063,7 +1068,7 @@ def test_the_memory_estimate_covers_a_measured_step_within_four_times(config):
     finally:
         tracemalloc.stop()
     estimate = estimate_memory(config, len(trainer.vocab))
-    assert peak <= estimate <= 4 * peak
+    assert peak <= estimate <= 3 * peak
 
 
 def test_a_corpus_over_the_size_cap_is_refused(capsys, corpus, tmp_path):

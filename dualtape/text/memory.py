@@ -25,8 +25,8 @@ def estimate_memory(config: TrainConfig, vocab_size: int) -> int:
     """Bytes a training step needs at its peak, from above: parameters with their gradients,
     clipped gradients, update temporaries and optimizer state, plus the step's one-hot windows
     and, per layer, the sequence tape and its backward buffers (``seq_len · batch`` rows).
-    On numpy it is 1.1-3.6 times the traced peak (``tests/test_text_safety.py``; the most for
-    stacked standard cells, whose backward arrays of one shape ``dualtape.spare`` reuses)."""
+    On numpy it is 1.4-2.5 times the traced peak of two steps (``tests/test_text_safety.py``:
+    arrays of one shape are reused from step to step, ``dualtape.spare``)."""
     itemsize = np.dtype(config.dtype).itemsize
     rows = config.seq_len * config.batch
     params = activations = 0
