@@ -46,7 +46,7 @@ from .kernels.flush import flushed
 from .kernels.lstm_sequence import forward_sequence
 from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch_sizes, stack_grads
 from .kernels.numba_lstm import NumbaLSTM
-from .kernels.overlap import call_later, overlap_requested, overlapping
+from .kernels.overlap import call_later, overlapping
 from .kernels.scatter import check_compiled as check_scatter
 from .layers.edges import restore
 from .layers.fully_connected import FullyConnected
@@ -161,14 +161,15 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
     return Pass(value, finite, cells, gates, hs, dys, states)
 
 
-def planned_grads(plan: _Plan, xs: Array, done: Pass) -> list[dict[str, Array]]:
+def planned_grads(plan: _Plan, xs: Array, done: Pass, handing: bool
+                  ) -> list[dict[str, Array]]:
     """The gradients of ``done`` (``planned_forward``'s pass of ``xs``), every layer's backward
     pass in one compiled call into ``recurrent.gradient_buffers``, where ``grads_declines``
-    said None. Inside ``overlap_gradients()`` the same compiled pieces run one by one, each
-    layer's weight gradients on a second core while the pass goes on to the layer below
-    (``kernels.overlap``): the same bits."""
+    said None. ``handing`` (the caller's ``overlap_requested()``, put on the record): the same
+    compiled pieces run one by one, each layer's weight gradients on a second core while the
+    pass goes on to the layer below (``kernels.overlap``): the same bits."""
     dtype = plan.weights[0][0].dtype
-    if not overlap_requested():
+    if not handing:
         work = [np.empty(n, dtype) for n in plan.scratch]
         with flushed():
             stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys)

@@ -12,6 +12,7 @@ import array_api_compat
 import numpy as np
 
 from .kernels import cpu_path
+from .kernels.overlap import offered, overlap_requested
 from .last_step import full_length
 from .losses import Loss
 from .planned_backprop import INPUT_FORMS, descent_declines, grads_declines, planned
@@ -114,6 +115,7 @@ def route(
     plan, taken, declined, _, _ = planned_choice(rnet, xs, tape, ruled_out,
                                                  optimizer if learning else None)
     if plan is not None:
-        return Route(verb, taken, "compiled", declined)
-    loops, slower = layer_loops(rnet._prepare_sequence(xs)[1])
-    return Route(verb, LAYERS, loops, declined + slower)
+        return Route(verb, taken, "compiled", declined, taken == PLANNED and overlap_requested())
+    prepared = rnet._prepare_sequence(xs)[1]
+    loops, slower = layer_loops(prepared)
+    return Route(verb, LAYERS, loops, declined + slower, offered(prepared))

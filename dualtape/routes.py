@@ -23,17 +23,22 @@ LAYERS = "layers"
 
 class Route(NamedTuple):
     """A call's route: the ``verb``, the route ``taken``, the recurrent ``loops`` the layers
-    run (``"compiled"``, ``"ufuncs"``, ``"generic"`` or ``"cuda"``) and, for each faster
-    route or loop that was not taken, fastest first, ``(name, why)``."""
+    run (``"compiled"``, ``"ufuncs"``, ``"generic"`` or ``"cuda"``), for each faster route or
+    loop that was not taken, fastest first, ``(name, why)``, and whether the weight
+    gradients' products were offered to a second core (``second_core``: inside
+    ``overlap_gradients()``, on numpy with the fast paths on; each one large enough is handed
+    over, ``kernels.overlap``)."""
 
     verb: str
     taken: str
     loops: str
     declined: tuple[tuple[str, str], ...] = ()
+    second_core: bool = False
 
     def __str__(self) -> str:
         why = "; ".join(f"{name}: {reason}" for name, reason in self.declined)
         return f"{self.verb}: {self.taken}, {self.loops} loops" + (
+            ", weight gradients on a second core" if self.second_core else "") + (
             f" (declined {why})" if why else "")
 
 
@@ -42,16 +47,16 @@ _LAST: dict[tuple[int, str], Route] = {}
 
 
 def record(owner: Any, verb: str, taken: str, loops: str,
-           declined: tuple[tuple[str, str], ...] = ()) -> None:
+           declined: tuple[tuple[str, str], ...] = (), second_core: bool = False) -> None:
     """Put ``owner``'s call of ``verb`` on the record as ``Route(verb, taken, loops,
-    declined)``; a new choice is printed under ``DUALTAPE_TRACE`` (a bad value raises
-    ``ValueError`` naming it). Costs a lookup when the choice is kept."""
+    declined, second_core)``; a new choice is printed under ``DUALTAPE_TRACE`` (a bad value
+    raises ``ValueError`` naming it). Costs a lookup when the choice is kept."""
     key = (id(owner), verb)
     last = _LAST.get(key)
     if last is not None and last.taken == taken and last.loops == loops and (
-            last.declined == declined):
+            last.declined == declined and last.second_core == second_core):
         return
-    route = Route(verb, taken, loops, declined)
+    route = Route(verb, taken, loops, declined, second_core)
     if trace_on():
         print(f"dualtape route: {route}", file=sys.stderr)
     if last is None:

@@ -25,6 +25,7 @@ from .backend import (
     zeros_like_place,
 )
 from .checkpointing import segment_length
+from .kernels.overlap import offered, overlap_requested
 from .last_step import full_length
 from .layers.base import Array
 from .layers.edges import check_real, prepare_like, restore
@@ -282,15 +283,17 @@ def backpropagate_sequence(
         done = planned_forward(plan, rnet, prepared, targets, objective, mask, state, False,
                                single)
         if done is not None:
-            record(rnet, "backpropagate_sequence", PLANNED, "compiled")
+            handing = overlap_requested()
+            record(rnet, "backpropagate_sequence", PLANNED, "compiled", (), handing)
             loss_now = np.asarray(done.value)
             return Backprop(loss_now if done.finite else np.full_like(loss_now, math.nan),
-                            planned_grads(plan, prepared, done), done.states, None)
+                            planned_grads(plan, prepared, done, handing), done.states, None)
         declined = ((PLANNED, "the loss gradient is not C order"),)
     found = _forward_sequence(rnet, prepared, targets, state, mask, objective, tape,
                               "backpropagate_sequence", None if prepared is xs else single)
     loops, slower = layer_loops(found.x)
-    record(rnet, "backpropagate_sequence", LAYERS, loops, (*declined, *slower))
+    record(rnet, "backpropagate_sequence", LAYERS, loops, (*declined, *slower),
+           offered(found.x))
     grads, dstates = _sequence_gradients(rnet, found, need_dstate)
     dstate = [restore(d, found.single) for d in dstates] if need_dstate else None
     return Backprop(_flagged(found), grads, [restore(s, found.single) for s in found.state],
@@ -454,11 +457,12 @@ def train_recurrent(
                                    "the initial state": rnet._check_states(state,
                                                                            prepared.shape[1]),
                                    "the network's parameters": list(all_params(rnet))})
-            record(rnet, "train_recurrent", taken, "compiled", declined)
+            handing = taken == PLANNED and overlap_requested()
+            record(rnet, "train_recurrent", taken, "compiled", declined, handing)
             if taken == WHOLE_STEP:
                 planned_descent(plan, prepared, done, optimizer)
             else:
-                optimizer.step(rnet.params, planned_grads(plan, prepared, done))
+                optimizer.step(rnet.params, planned_grads(plan, prepared, done, handing))
             return result, done.states
         declined = (*declined, (taken, "the loss gradient is not C order"))
     found = _forward_sequence(rnet, prepared, targets, state, mask, objective, tape,
@@ -467,7 +471,7 @@ def train_recurrent(
                        lambda: {"the initial state": found.initial,
                                 "the network's parameters": list(all_params(rnet))})
     loops, slower = layer_loops(found.x)
-    record(rnet, "train_recurrent", LAYERS, loops, (*declined, *slower))
+    record(rnet, "train_recurrent", LAYERS, loops, (*declined, *slower), offered(found.x))
     if learn_initial_state:
         grads, dstates = _sequence_gradients(rnet, found, True)
         learned = StateGroup(state, {str(k): s for k, s in enumerate(found.initial)})

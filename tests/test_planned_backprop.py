@@ -182,8 +182,11 @@ def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
     net = network(vocab, sizes, dtype=dtype)
     xs, labels = sequences(vocab, dtype=dtype)
     with overlap.overlap_gradients():
+        foreseen = dualtape.route(net, xs, labels, verb="backpropagate_sequence", loss=entropy)
         got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
     took = dualtape.last_route(net, "backpropagate_sequence")
+    assert took == foreseen and took.second_core == (backend.name == "numpy")
+    assert ("weight gradients on a second core" in str(took)) == took.second_core
     assert_same_bits(got, layer_path(network(vocab, sizes, dtype=dtype), xs, labels))
     if fuses_here(backend):
         assert took.taken == "planned"

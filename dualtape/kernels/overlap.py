@@ -74,6 +74,13 @@ def overlap_requested() -> bool:
     return _ON.get()
 
 
+def offered(like: Array) -> bool:
+    """Whether a backward pass over arrays like ``like`` offers its weight gradients'
+    products to the worker (``overlapping`` opens a scope, ``matmul_later`` takes numpy's):
+    inside ``overlap_gradients()``, the fast paths on (``DUALTAPE_FUSED``), numpy arrays."""
+    return _ON.get() and type(like) is np.ndarray and switched_on("DUALTAPE_FUSED")
+
+
 @contextlib.contextmanager
 def overlapping() -> Iterator[None]:
     """The scope of one backward pass: products handed over inside it (``matmul_later``) are
@@ -82,7 +89,7 @@ def overlapping() -> Iterator[None]:
     block itself raises, the products not begun are dropped, the others waited for, and the
     block's error raised."""
     if not _ON.get() or _PENDING.get() is not None or not switched_on("DUALTAPE_FUSED"):
-        yield
+        yield  # the same rule as ``offered``'s (the arrays' type: ``matmul_later``'s)
         return
     pending: list[Handed] = []
     token = _PENDING.set(pending)
