@@ -47,7 +47,7 @@ _LAST: dict[tuple[int, str], Route] = {}
 
 
 def record(owner: Any, verb: str, taken: str, loops: str,
-           declined: tuple[tuple[str, str], ...] = (), second_core: bool = False) -> None:
+           declined: tuple[tuple[str, str], ...], second_core: bool) -> None:
     """Put ``owner``'s call of ``verb`` on the record as ``Route(verb, taken, loops,
     declined, second_core)``; a new choice is printed under ``DUALTAPE_TRACE`` (a bad value
     raises ``ValueError`` naming it). Costs a lookup when the choice is kept."""

@@ -187,6 +187,9 @@ def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
     took = dualtape.last_route(net, "backpropagate_sequence")
     assert took == foreseen and took.second_core == (backend.name == "numpy")
     assert ("weight gradients on a second core" in str(took)) == took.second_core
+    if fuses_here(backend):
+        assert str(took) == ("backpropagate_sequence: planned, compiled loops, weight gradients "
+                             "on a second core")
     assert_same_bits(got, layer_path(network(vocab, sizes, dtype=dtype), xs, labels))
     if fuses_here(backend):
         assert took.taken == "planned"
