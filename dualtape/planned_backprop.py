@@ -1,31 +1,38 @@
-"""The planned pass of an LSTM stack on numpy: both training verbs in few Python-level calls
-(issue 30: a training step of few calls; issue 53: one planned stack). Its checks are made
-once per network and input form (``planned``), before the forward pass, so a decline costs
-nothing and the loss is called once; then the layers' own forward functions and the loss
-(``planned_forward``), then every layer's backward pass in one compiled call, which either
-writes the gradients into the buffers (``planned_grads``: ``kernels.numba_grads``, the layer
-path's bits, ``tests/test_planned_backprop.py``) or, for plain SGD, moves the weights in place
-(``planned_descent``: ``kernels.numba_descent``, the layer path's step to rounding, where the
-optimizer says it can: ``Optimizer._in_backward_declines``).
+"""The planned pass of a recurrent stack on numpy: both training verbs in few Python-level
+calls (issue 30: a training step of few calls; issue 53: one planned stack). Its checks are
+made once per network, input form and tape (``planned``), before the forward pass, so a
+decline costs nothing and the loss is called once; then the layers' own forward functions and
+the loss (``planned_forward``), then the backward pass into the gradient buffers
+(``planned_grads``).
+
+On the compiled stack (``LSTM`` layers with at most a ``FullyConnected`` on top, the full
+tape) every layer's backward pass is one compiled call, which either writes the gradients
+(``kernels.numba_grads``, the layer path's bits, ``tests/test_planned_backprop.py``; more than
+one row; under ``overlap_gradients`` each layer's weight gradients go to a second core) or,
+for plain SGD of LSTMs fed (T, B, i), moves the weights in place (``planned_descent``:
+``kernels.numba_descent``, the layer path's step to rounding, where the optimizer says it
+can: ``Optimizer._in_backward_declines``). Off it (``StandardLSTM`` or ``GRU`` layers, an
+``Embedding`` first, a checkpointed tape: ``_Plan.stacked`` says which), the backward pass is
+the layers' own (``checkpointing.sequence_backward``), the layer path's bits by construction
+(``tests/test_planned_layers.py``), without the layer path's checks of each call.
 
 It applies on numpy with the compiled loops (and the fast paths on: ``DUALTAPE_JIT``,
-``DUALTAPE_FUSED``) to a network of ``LSTM`` layers with at most one ``FullyConnected`` on
-top, fed ids ((T, B) int64, the first LSTM's one-hot rows, as ``train-text`` feeds it) or
+``DUALTAPE_FUSED``) to a network of ``LSTM``, ``StandardLSTM`` or ``GRU`` layers (an
+``Embedding`` first or not) with at most one ``FullyConnected`` on top, fed ids ((T, B)
+int64: the Embedding's, or the first layer's one-hot rows, as ``train-text`` feeds them) or
 (T, B, i) of the weights' dtype (C order; any other input the network prepares into one of
-these forms first: ``route_choice.planned_choice``), with the full tape and no initial states'
-gradient (a given state only starts the forward pass, a mask only weighs the loss). The
-gradients take more than one row (under ``overlap_gradients`` each layer's weight gradients
-go to a second core); the step in place takes LSTMs only, fed (T, B, i).
-Anything else, ids outside the vocabulary, or a read-only parameter, takes the layer path,
-which checks and says what is wrong. So does a loss gradient that is not C-ordered, for the
-gradients (the layer path's products of a strided one round otherwise), after the loss was
-called: ``objective`` (``training.LossCall``) then gives the layer path its first result
-(the same outputs, bit for bit), so that the loss is called once; the step in place takes a
-C-ordered copy of it.
+these forms first: ``route_choice.planned_choice``), with no initial states' gradient (a
+given state only starts the forward pass, a mask only weighs the loss). Anything else, ids
+outside the vocabulary, or a read-only parameter, takes the layer path, which checks and says
+what is wrong. So does a loss gradient that is not C-ordered, for the gradients (the layer
+path's products of a strided one round otherwise), after the loss was called: ``objective``
+(``training.LossCall``) then gives the layer path its first result (the same outputs, bit for
+bit), so that the loss is called once; the step in place takes a C-ordered copy of it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from typing import Any, NamedTuple
@@ -33,8 +40,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .backend import namespace_of
+from .checkpointing import segment_length, sequence_backward, sequence_forward
 from .held_update import group_values, same_objects
 from .kernels import (
+    cell_loops,
     compiled_declined,
     grads_loops,
     numba_descent,
@@ -48,10 +57,14 @@ from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch
 from .kernels.numba_lstm import NumbaLSTM
 from .kernels.overlap import call_later, overlapping
 from .kernels.scatter import check_compiled as check_scatter
+from .layers import gru, standard_lstm
 from .layers.edges import restore
+from .layers.embedding import Embedding
 from .layers.fully_connected import FullyConnected
+from .layers.gru import GRU
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
+from .layers.standard_lstm import StandardLSTM
 from .losses import mask_weights
 from .optim import Optimizer
 from .recurrent import gradient_buffers, kept_gradient_buffers
@@ -68,29 +81,39 @@ INPUT_FORMS = (NOT_NUMPY, OTHER_DTYPE, OTHER_FORM)
 sequence, a list, another dtype or order: ``route_choice.planned_choice``)."""
 
 
-def planned(rnet: Any, xs: Any) -> _Plan | str:
-    """The plan of ``rnet`` over ``xs`` (its checks made once per network and input form), or
-    why no planned pass applies (the module's docstring says where); moves nothing."""
+def planned(rnet: Any, xs: Any, tape: Any = "full") -> _Plan | str:
+    """The plan of ``rnet`` over ``xs`` with the tape policy ``tape`` (its checks made once
+    per network, input form and tape), or why no planned pass applies (the module's docstring
+    says where); moves nothing."""
     if type(xs) is not np.ndarray:
         return NOT_NUMPY
+    every = segment_length(tape, xs.shape[0]) if xs.ndim else None
     plan = _PLANS.get(rnet)
-    if plan is None or not plan.fits(rnet, xs):
-        plan = _Plan.of(rnet, xs)
+    if plan is None or not plan.fits(rnet, xs, every):
+        plan = _Plan.of(rnet, xs, every)
         if isinstance(plan, str):
             return plan
         _PLANS[rnet] = plan
-    W0 = plan.weights[0][0]
-    cell = held_choice(("planned", W0.dtype), lambda: _compiled_cell(W0))
-    if type(cell) is str:
-        return cell
-    if plan.by_id and not ids_within(xs, plan.layers[0].n_in):
+    like = plan.arrays[0]
+    if plan.stacked is None:
+        cell = held_choice(("planned", like.dtype), lambda: _compiled_cell(like))
+        if type(cell) is str:
+            return cell
+        plan.cell = cell
+    else:
+        why = held_choice(("planned layers", like.dtype, plan.kinds),
+                          lambda: _layer_loops_declined(plan.kinds, like))
+        if why is not None:
+            return why
+    if plan.by_id and not ids_within(xs, plan.vocab):
         return "an id outside the vocabulary"
-    plan.cell = cell
     return plan
 
 
 def grads_declines(plan: _Plan) -> str | None:
     """Why ``planned_grads`` does not take ``plan``'s pass, or None."""
+    if plan.stacked is not None:  # the layers' own functions: every form they take
+        return None
     if plan.rows < 2:  # numpy's products of one row are gemv's: other bits than the kernel's
         return "one row (T x B = 1)"
     W0 = plan.weights[0][0]
@@ -103,7 +126,7 @@ def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
     the backward pass (plain SGD of LSTMs only, fed real-valued inputs), or None."""
     if not isinstance(optimizer, Optimizer):  # a wrapper such as DataParallel steps otherwise
         return f"{type(optimizer).__name__} is not SGD itself"
-    why = optimizer._in_backward_declines()
+    why = optimizer._in_backward_declines() or plan.stacked
     if why is not None:
         return why
     if plan.top is not None:
@@ -116,14 +139,14 @@ def descent_declines(plan: _Plan, optimizer: Any) -> str | None:
 
 class Pass(NamedTuple):
     """``planned_forward``'s forward pass and loss: the loss, whether the input is finite,
-    each LSTM's cells, gates and outputs, the loss's gradient of the network's outputs, and
-    the LSTMs' last states in the form of the input (``(o,)`` each for one sequence)."""
+    the tapes (on the compiled stack each LSTM's ``(cells, gates, outputs)``, else the
+    layers' tape of the network), the loss's gradient of the network's outputs, and the
+    recurrent layers' last states in the form of the input (``(s,)`` each for one
+    sequence)."""
 
     value: Array
     finite: bool
-    cells: tuple[Array, ...]
-    gates: tuple[Array, ...]
-    hs: tuple[Array, ...]
+    tapes: Any
     dys: Array
     states: list[Array]
 
@@ -140,15 +163,21 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
     layer path's to rounding, not bit for bit). ``single``: ``xs`` is one sequence's, prepared
     with a batch axis (``route_choice.planned_choice``)."""
     steps, batch = xs.shape[:2]
-    starts = plan.zeros if state is None else [
-        np.ascontiguousarray(s) for s in rnet._check_states(state, batch)]
-    with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
+    starts = plan.zeros if state is None else rnet._check_states(state, batch)
+    tapes: Any
+    if plan.stacked is not None:
+        tapes, ends, h = sequence_forward(plan.layers, np, starts, xs, plan.every)
+    else:
         tapes, h = [], xs
-        for (W, U, b), start in zip(plan.weights, starts, strict=True):
-            tapes.append(forward_sequence(np, plan.cell, U, start, project_sequence(np, h, W, b)))
-            h = tapes[-1][2]
-        if plan.top is not None:
-            h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(steps, batch, -1)
+        with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
+            for (W, U, b), start in zip(plan.weights, starts, strict=True):
+                tapes.append(forward_sequence(np, plan.cell, U, np.ascontiguousarray(start),
+                                              project_sequence(np, h, W, b)))
+                h = tapes[-1][2]
+            if plan.top is not None:
+                h = plan.top._forward(np, h.reshape(steps * batch, -1))[1].reshape(
+                    steps, batch, -1)
+        ends = [cells[-1] for cells, _, _ in tapes]
     weights = () if mask is None else (mask_weights(mask, steps, batch, h),)
     value, dys = objective(np, h, targets, *weights)
     if not dys.flags.c_contiguous:
@@ -156,9 +185,7 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
             return None
         dys = np.ascontiguousarray(dys)
     finite = plan.by_id or stepped and math.isfinite(value) or bool(np.isfinite(xs).all())
-    cells, gates, hs = zip(*tapes, strict=True)
-    states = [restore(c[-1], True) for c in cells] if single else [c[-1] for c in cells]
-    return Pass(value, finite, cells, gates, hs, dys, states)
+    return Pass(value, finite, tapes, dys, [restore(s, True) for s in ends] if single else ends)
 
 
 def planned_grads(plan: _Plan, xs: Array, done: Pass, handing: bool
@@ -167,17 +194,22 @@ def planned_grads(plan: _Plan, xs: Array, done: Pass, handing: bool
     pass in one compiled call into ``recurrent.gradient_buffers``, where ``grads_declines``
     said None. ``handing`` (the caller's ``overlap_requested()``, put on the record): the same
     compiled pieces run one by one, each layer's weight gradients on a second core while the
-    pass goes on to the layer below (``kernels.overlap``): the same bits."""
-    dtype = plan.weights[0][0].dtype
+    pass goes on to the layer below (``kernels.overlap``): the same bits. Off the compiled
+    stack, the layers' own backward pass (``checkpointing.sequence_backward``), which hands
+    over its products itself."""
+    if plan.stacked is not None:
+        return sequence_backward(plan.layers, np, done.tapes, None, done.dys, False,
+                                 plan.buffers, False)[0]
+    dtype = plan.arrays[0].dtype
+    cells, gates, hs = zip(*done.tapes, strict=True)
     if not handing:
         work = [np.empty(n, dtype) for n in plan.scratch]
         with flushed():
-            stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys)
+            stack_grads(plan.operands, work, xs, cells, gates, hs, done.dys)
     else:
         work = [np.empty(n, dtype) for n in plan.handing_scratch]
         with flushed(), overlapping():
-            stack_grads(plan.operands, work, xs, done.cells, done.gates, done.hs, done.dys,
-                        call_later)
+            stack_grads(plan.operands, work, xs, cells, gates, hs, done.dys, call_later)
     return [dict(group) for group in plan.groups]
 
 
@@ -192,7 +224,8 @@ def planned_descent(plan: _Plan, xs: Array, done: Pass, optimizer: Any) -> None:
     optimizer._schedule_rate()
     steps, batch = xs.shape[:2]
     scratch = numba_descent.stack_scratch(plan.sizes, steps, batch, xs.dtype)
-    tapes = list(zip((xs, *done.hs[:-1]), done.cells, done.gates, strict=True))
+    cells, gates, hs = zip(*done.tapes, strict=True)
+    tapes = list(zip((xs, *hs[:-1]), cells, gates, strict=True))
     with flushed():
         moved = numba_descent.descend_stack(plan.weights, tapes, done.dys, scratch,
                                             optimizer.rate)
@@ -210,6 +243,30 @@ def _compiled_cell(like: Array) -> NumbaLSTM | str:
     if path is None or not isinstance(path.cell, NumbaLSTM):
         return compiled_declined()
     return path.cell
+
+
+def _off_the_compiled_stack(kinds: list[type], first: int, every: int | None) -> str | None:
+    """Why a planned stack of layers of ``kinds`` (after an ``Embedding`` when ``first``) in
+    segments of ``every`` runs the layers' own functions, not the compiled stack of LSTMs
+    (None: it runs that)."""
+    if first:
+        return "an Embedding first"
+    if any([kind not in (LSTM, FullyConnected) for kind in kinds]):
+        return "StandardLSTM or GRU layers"
+    return None if every is None else "a checkpointed tape"
+
+
+def _layer_loops_declined(kinds: tuple[str, ...], like: Array) -> str | None:
+    """Why the layers of ``kinds`` (their class names) would not run their compiled loops on
+    arrays like ``like`` (their own choice, self-checks included), or None."""
+    for kind in kinds:
+        if kind == "LSTM":
+            cell = _compiled_cell(like)
+            if type(cell) is str:
+                return cell
+        elif cell_loops(kind, like, functools.partial(_CHECKS[kind], like=like)) is None:
+            return compiled_declined()
+    return None
 
 
 def _descent_declined(like: Array) -> str | None:
@@ -231,30 +288,42 @@ def _grads_declined(like: Array, by_id: bool) -> str | None:
 
 
 class _Plan:
-    """``planned``'s checks of one network and input form, made once: its layers and
-    their parameter arrays, the LSTMs' weights and zero initial states, the gradient buffers
-    and the compiled call's operands."""
+    """``planned``'s checks of one network, input form and tape, made once: its layers and
+    their parameter arrays, zero initial states, the gradient buffers and, on the compiled
+    stack (``stacked`` None), the LSTMs' weights and the compiled call's operands; else
+    ``stacked`` says why the pass runs the layers' own functions."""
 
-    def __init__(self, rnet: Any, xs: Array) -> None:
+    def __init__(self, rnet: Any, xs: Array, every: int | None, stacked: str | None) -> None:
         self.layers = list(rnet.layers)
         params = [layer.params for layer in self.layers]
         self.arrays = group_values(params)
         self.versions = [group.version for group in params]
-        last = self.layers[-1]
-        self.top = last if type(last) is FullyConnected else None
-        lstms = self.layers[:-1] if self.top is not None else self.layers
-        self.weights = [(p["W"], p["U"], p["b"]) for p in params[: len(lstms)]]
-        self.form = (xs.shape, xs.dtype)
+        self.form = (xs.shape, xs.dtype, every)
+        self.every, self.stacked = every, stacked
+        self.kinds = tuple(sorted({layer.kind for layer in self.layers if layer.recurrent}))
+        first = self.layers[0]
         self.by_id = xs.ndim == 2
+        self.vocab = first.vocab if type(first) is Embedding else first.n_in
         steps, batch = xs.shape[:2]
         self.rows = steps * batch
-        self.sizes = [(layer.n_in, layer.n_out) for layer in lstms]
-        dtype = self.weights[0][0].dtype
-        self.zeros = [np.zeros((batch, layer.n_out), dtype) for layer in lstms]
+        dtype = self.arrays[0].dtype
+        self.zeros = [np.zeros((batch, layer.state_size), dtype) for layer in self.layers
+                      if layer.recurrent]
         self.buffers = gradient_buffers(rnet)
         self.groups = groups = [group for group in self.buffers if group is not None]
         self.written = group_values(groups)
         self.flagged = [*self.arrays, *self.written]
+        if stacked is None:
+            self._compiled_operands(params, steps, batch)
+
+    def _compiled_operands(self, params: list[Any], steps: int, batch: int) -> None:
+        """The compiled stack's operands: the LSTMs' weights, the top, the buffers and
+        scratch sizes of ``numba_grads.stack_grads``."""
+        last, groups = self.layers[-1], self.groups
+        self.top = last if type(last) is FullyConnected else None
+        lstms = self.layers[:-1] if self.top is not None else self.layers
+        self.weights = [(p["W"], p["U"], p["b"]) for p in params[: len(lstms)]]
+        self.sizes = [(layer.n_in, layer.n_out) for layer in lstms]
         lstm_grads = groups[: len(lstms)]
         self.operands = StackGrads(
             tuple(W for W, _, _ in self.weights), tuple(U for _, U, _ in self.weights),
@@ -265,30 +334,35 @@ class _Plan:
             JOIN_UP_TO)
         self.cell: Any = None
         """The compiled LSTM cell, set by ``planned``."""
-        sizes = (self.sizes, steps, batch, self.layers[0].n_in if self.by_id else 0,
+        sizes = (self.sizes, steps, batch, self.vocab if self.by_id else 0,
                  self.top is not None, JOIN_UP_TO)
         self.scratch = scratch_sizes(*sizes)
         self.handing_scratch = scratch_sizes(*sizes, handing=True)
 
     @classmethod
-    def of(cls, rnet: Any, xs: Array) -> _Plan | str:
-        """The plan for ``rnet`` over ``xs``, or why this path does not apply."""
+    def of(cls, rnet: Any, xs: Array, every: int | None) -> _Plan | str:
+        """The plan for ``rnet`` over ``xs`` with segments of ``every`` steps (None: the full
+        tape), or why this path does not apply."""
         layers = rnet.layers
-        if not layers or not all([type(layer) is LSTM for layer in layers[:-1]]) or (
-                type(layers[-1]) not in (LSTM, FullyConnected)) or type(layers[0]) is not LSTM:
-            return "not a stack of LSTMs with at most a FullyConnected on top"
-        dtype = layers[0].params["W"].dtype
+        first = int(bool(layers) and type(layers[0]) is Embedding)
+        kinds = [type(layer) for layer in layers[first:]]
+        if not kinds or kinds[0] not in CELLS or not all([k in CELLS for k in kinds[:-1]]) or (
+                kinds[-1] not in (*CELLS, FullyConnected)):
+            return ("not a stack of LSTM, StandardLSTM or GRU layers with at most an "
+                    "Embedding first and a FullyConnected on top")
+        arrays = group_values([layer.params for layer in layers])
+        dtype = arrays[0].dtype
         if xs.ndim == 3 and xs.dtype != dtype:
             return OTHER_DTYPE
         if dtype not in (np.float32, np.float64) or not xs.flags.c_contiguous or (
                 xs.ndim == 2 and xs.dtype != np.int64) or (
-                xs.ndim == 3 and xs.shape[2] != layers[0].n_in) or (
+                xs.ndim == 3 and (first or xs.shape[2] != layers[0].n_in)) or (
                 xs.ndim not in (2, 3) or xs.shape[0] * xs.shape[1] == 0):
             return OTHER_FORM
         if not all([type(w) is np.ndarray and w.dtype == dtype and w.flags.c_contiguous
-                    for w in group_values([layer.params for layer in layers])]):
+                    for w in arrays]):
             return "a weight that is not a C-order numpy array of one dtype"
-        plan = cls(rnet, xs)
+        plan = cls(rnet, xs, every, _off_the_compiled_stack(kinds, first, every))
         if not all([type(g) is np.ndarray and g.flags.c_contiguous for g in plan.written]) \
                 or not plan.writeable():
             return "a parameter or gradient buffer that is read-only or not C order"
@@ -301,13 +375,13 @@ class _Plan:
         addresses, past any flag."""
         return all([a.flags.writeable for a in self.flagged])
 
-    def fits(self, rnet: Any, xs: Array) -> bool:
-        """Whether this plan still holds for ``rnet`` over ``xs``: the same layers holding
-        the same parameter arrays (changed in place only: the parameters' stamps as this plan
-        left them, or else the arrays compared), the same gradient buffers kept, all
-        writeable, the same form of input."""
+    def fits(self, rnet: Any, xs: Array, every: int | None) -> bool:
+        """Whether this plan still holds for ``rnet`` over ``xs`` in segments of ``every``:
+        the same layers holding the same parameter arrays (changed in place only: the
+        parameters' stamps as this plan left them, or else the arrays compared), the same
+        gradient buffers kept, all writeable, the same form of input and tape."""
         layers = rnet.layers
-        if not (same_objects(layers, self.layers) and (xs.shape, xs.dtype) == self.form
+        if not (same_objects(layers, self.layers) and (xs.shape, xs.dtype, every) == self.form
                 and xs.flags.c_contiguous and kept_gradient_buffers(rnet) is self.buffers
                 and self.writeable()):
             return False
@@ -324,6 +398,11 @@ class _Plan:
         arrays, or a step of this plan's own that changed them in place only)."""
         self.versions = [layer.params.version for layer in self.layers]
 
+
+CELLS = (LSTM, StandardLSTM, GRU)
+"""The recurrent layers a planned pass takes."""
+_CHECKS = {"StandardLSTM": standard_lstm.fast_disagreement, "GRU": gru.fast_disagreement}
+"""The self-check of each cell's compiled loops, as the layer passes it to ``cell_loops``."""
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``planned``'s plan of each network, for the form of its latest input."""

@@ -47,14 +47,14 @@ def planned_choice(rnet: Any, xs: Any, tape: Any, ruled_out: str | None = None,
     C-order array."""
     faster = (PLANNED,) if optimizer is None else (WHOLE_STEP, PLANNED)
     single = False
-    plan: Any = ruled_out or ("a checkpointed tape" if tape != "full" else planned(rnet, xs))
+    plan: Any = ruled_out or planned(rnet, xs, tape)
     if isinstance(plan, str):
         if plan in INPUT_FORMS and (type(xs) is np.ndarray or isinstance(xs, list | tuple)):
             _, prepared, single = rnet._prepare_sequence(xs)  # the network's preparation
             if type(prepared) is np.ndarray:  # (one sequence, a list, another dtype or
                 prepared = np.ascontiguousarray(prepared)  # order) may fit, in C order
             if prepared is not xs:
-                plan, xs = planned(rnet, prepared), prepared
+                plan, xs = planned(rnet, prepared, tape), prepared
         if isinstance(plan, str):
             return (None, "", tuple((name, plan) for name in faster), xs, single)
     declined: Declined = ()

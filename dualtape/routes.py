@@ -15,7 +15,8 @@ WHOLE_STEP = "whole-step"
 """``train_recurrent``'s planned pass with the backward pass and plain SGD step of the whole
 stack in one call (``planned_backprop.planned_descent``)."""
 PLANNED = "planned"
-"""The backward pass of the whole stack in one call into the gradient buffers
+"""The backward pass of the whole stack into the gradient buffers, its checks made once per
+network and input form: one compiled call for LSTMs, else the layers' own functions
 (``backpropagate_sequence``'s; ``train_recurrent``'s, then ``optimizer.step``)."""
 LAYERS = "layers"
 """Each layer's own backward pass (then the optimizer's step): the reference route."""

@@ -270,8 +270,9 @@ def backpropagate_sequence(
     ``train_recurrent`` of ``rnet`` overwrites ``grads`` (copy them to keep them, as a loop
     that accumulates gradients over calls does, or make them read-only: the next call then
     writes new arrays); ``clip_gradients`` returns new arrays, or scales them where they are
-    with ``in_place=True``. A stack of LSTMs (a FullyConnected on top or not) on numpy takes
-    a pass of few Python-level calls with the layer path's bits (``planned_backprop``).
+    with ``in_place=True``. A stack of LSTMs, StandardLSTMs or GRUs (an Embedding first, a
+    FullyConnected on top or not) on numpy takes a pass of few Python-level calls with the
+    layer path's bits (``planned_backprop``).
     """
     check_kind(rnet, RecurrentNetwork, "backpropagate takes a Network",
                "backpropagate_sequence")
@@ -432,13 +433,13 @@ def train_recurrent(
     parameters when they hold NaN or inf); an empty batch raises ``ValueError``. On numpy and
     CuPy the gradients handed to ``optimizer.step`` are written into arrays reused by the next
     call (``gradient_buffers``; its step is then kept, ``held_update``): an optimizer must not
-    keep them. A stack of LSTMs on numpy with the compiled loops (a ``FullyConnected`` on top
-    or not, ids or inputs, a state and a mask or none, the full tape) takes the planned pass
-    (``planned_backprop``: its checks made once per network and input form): with ``SGD``
-    itself (not a subclass), no momentum and no regulariser, on LSTMs only fed real-valued
-    inputs, the backward pass and update of every layer are one compiled call (no gradient
-    arrays, the same step to rounding); with other optimizers, ``backpropagate_sequence``'s
-    pass, then their step.
+    keep them. A stack of LSTMs, StandardLSTMs or GRUs on numpy with the compiled loops (an
+    Embedding first or not, a ``FullyConnected`` on top or not, ids or inputs, a state and a
+    mask or none, any tape) takes the planned pass (``planned_backprop``: its checks made
+    once per network, input form and tape): with ``SGD`` itself (not a subclass), no momentum
+    and no regulariser, on LSTMs only fed real-valued inputs with the full tape, the backward
+    pass and update of every layer are one compiled call (no gradient arrays, the same step
+    to rounding); otherwise ``backpropagate_sequence``'s pass, then the optimizer's step.
     """
     check_kind(rnet, RecurrentNetwork, "train trains a Network", "train_recurrent")
     check_optimizer(optimizer, "train_recurrent")

@@ -152,7 +152,7 @@ def case_network(case: str) -> tuple[dualtape.RecurrentNetwork, dualtape.SGD]:
     return dualtape.RecurrentNetwork(layers), optimizer
 
 
-PLANNED_HERE = ("momentum", "regulariser", "subclass", "ids", "fully-connected")
+PLANNED_HERE = ("momentum", "regulariser", "subclass", "sqrt-tape", "ids", "fully-connected")
 """The cases the planned pass takes (its gradients, then the optimizer's step)."""
 
 

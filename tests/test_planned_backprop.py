@@ -112,27 +112,18 @@ def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
 
 
 @pytest.mark.parametrize("case", [
-    "sqrt-tape", "dstate", "ufunc-loop", "one-row", "gru",
-    "embedding", "two-top-layers", "fully-connected-only", "read-only-weight",
+    "dstate", "ufunc-loop", "one-row", "two-top-layers", "fully-connected-only", "read-only-weight",
     "memory-mapped-weight"])
 def test_the_other_calls_take_the_layer_path(backend, monkeypatch, tmp_path, case):
     """None of these is planned, as the record says and ``route`` foresaw; each still gives
     the layer path's gradients."""
     net, (xs, labels), options, loss = network(7), sequences(7), {}, entropy
-    if case == "sqrt-tape":
-        options = {"tape": "sqrt"}
-    elif case == "dstate":
+    if case == "dstate":
         options = {"need_dstate": True}
     elif case == "ufunc-loop":
         monkeypatch.setenv("DUALTAPE_JIT", "0")
     elif case == "one-row":
         xs, labels = sequences(7, steps=1, batch=1)
-    elif case == "gru":
-        net = dualtape.RecurrentNetwork([dualtape.GRU(7, 5, seed=1, dtype="float64"),
-                                         dualtape.FullyConnected(5, 3, seed=2, dtype="float64")])
-    elif case == "embedding":
-        net = dualtape.RecurrentNetwork([dualtape.Embedding(7, 4, seed=3, dtype="float64"),
-                                         *network(0, (5,), 3, inputs=4).layers])
     elif case == "fully-connected-only":
         xs, labels = sequences(0)
         net = dualtape.RecurrentNetwork([dualtape.FullyConnected(3, 3, seed=1, dtype="float64")])

@@ -24,7 +24,8 @@ from .test_planned_backprop import (
 NOT_NUMPY = "the input is not a numpy array"
 NOT_FORM = "the input is not (T, B) int64 ids or (T, B, i), C order, not empty"
 REASONS = {
-    "gru": "not a stack of LSTMs with at most a FullyConnected on top",
+    "two-top-layers": ("not a stack of LSTM, StandardLSTM or GRU layers with at most an "
+                       "Embedding first and a FullyConnected on top"),
     "fortran-weight": "a weight that is not a C-order numpy array of one dtype",
     "read-only-weight": "a parameter or gradient buffer that is read-only or not C order",
 }
@@ -40,9 +41,9 @@ def case_call(case):
     decline any input as not numpy's)."""
     net, (xs, labels) = network(7), sequences(7)
     numpy = type(xs) is np.ndarray
-    if case == "gru":
-        net = dualtape.RecurrentNetwork([dualtape.GRU(7, 5, seed=1, dtype="float64"),
-                                         dualtape.FullyConnected(5, 3, seed=2, dtype="float64")])
+    if case == "two-top-layers":
+        net = dualtape.RecurrentNetwork([*network(7, (5,), 4).layers,
+                                         dualtape.FullyConnected(4, 3, seed=4, dtype="float64")])
     elif case == "float32-input":
         net, (xs, labels) = network(0), sequences(0, dtype="float32")
     elif case == "fortran-order" and numpy:
@@ -83,9 +84,9 @@ def test_an_input_of_another_form_is_planned_once_the_network_prepared_it(backen
     assert_same_bits(got, layer_path(case_call(case)[0], prepared, labels))
 
 
-@pytest.mark.parametrize("case", ["gru", "float32-input"])
+@pytest.mark.parametrize("case", ["two-top-layers", "float32-input"])
 def test_a_call_prepares_its_input_once(backend, monkeypatch, case):
-    """Declined for another reason than the input's form (a GRU stack), the input is not
+    """Declined for another reason than the input's form (two layers on top), the input is not
     prepared for the plan; prepared for it (another dtype), the layers do not prepare it
     again where the plan then declines (one row)."""
     net, xs, labels = case_call(case)

@@ -45,7 +45,7 @@ def on_the_layer_path(monkeypatch, call, *args, **kwargs):
     """``call(*args, **kwargs)`` with the planned pass declined (its plan refused): the
     layers' route."""
     with monkeypatch.context() as patch:
-        patch.setattr(route_choice, "planned", lambda rnet, xs: "declined by the test")
+        patch.setattr(route_choice, "planned", lambda *args: "declined by the test")
         return call(*args, **kwargs)
 
 
