@@ -4,9 +4,10 @@
     python bench/before_after.py /tmp/dualtape-before . --rounds 7 --markdown out.md
 
 Each round runs one child process per checkout (alternating which goes first); a child times
-every case with the public API only (``RecurrentNetwork``, ``LSTM``, ``SGD`` or ``Adam``
-(``--optimizer``), ``train_recurrent``, from zero states or given ones: ``--state``), so any
-version of dualtape can be measured, on one BLAS thread. ``--form`` gives the input as a user
+every case with the public API only (``RecurrentNetwork``, ``LSTM`` or ``--cell``
+``StandardLSTM`` or ``GRU``, ``SGD`` or ``Adam`` (``--optimizer``), ``train_recurrent``, from
+zero states or given ones: ``--state``), so any version of dualtape can be measured, on one
+BLAS thread. ``--form`` gives the input as a user
 may hold it: ``batched`` ``(T, B, i)`` in C order; ``single``, the first sequence alone,
 ``(T, i)``; ``list``, nested lists; ``batch-first``, a ``(T, B, i)`` view of a C-order
 ``(B, T, i)`` array, as ``xs.transpose(1, 0, 2)`` of batch-first data gives. The
@@ -35,6 +36,8 @@ CASES = [
     ("tiny 4-8-4 T=50 B=1 float32", [4, 8, 4], 50, 1, "float32"),
     ("seed T=50 B=64 float32", [40, 512, 40], 50, 64, "float32"),
     ("seed T=50 B=256 float32", [40, 512, 40], 50, 256, "float32"),
+    ("series 1-32-1 T=24 B=32 float32", [1, 32, 1], 24, 32, "float32"),
+    ("series 1-32-1 T=52 B=64 float32", [1, 32, 1], 52, 64, "float32"),
 ]
 
 CHILD = r"""
@@ -59,7 +62,7 @@ def typical_ms(run, budget, statistic):
 out = {}
 with threadpool_limits(1), dt.use_backend("numpy"):
     for label, sizes, steps, batch, dtype in json.loads(sys.argv[1]):
-        layers = [dt.LSTM(a, b, seed=k + 1, dtype=dtype) for k, (a, b) in
+        layers = [getattr(dt, sys.argv[7])(a, b, seed=k + 1, dtype=dtype) for k, (a, b) in
                   enumerate(zip(sizes, sizes[1:]))]
         net = dt.RecurrentNetwork(layers)
         xs = np.random.default_rng(0).uniform(-1, 1, (steps, batch, sizes[0])).astype(dtype)
@@ -69,7 +72,7 @@ with threadpool_limits(1), dt.use_backend("numpy"):
         given = xs.tolist() if form == "list" else np.ascontiguousarray(
             xs.transpose(1, 0, 2)).transpose(1, 0, 2) if form == "batch-first" else xs
         opt = dt.Adam(1e-3) if sys.argv[3] == "adam" else dt.SGD(0.1)
-        state = [np.zeros(xs.shape[1:-1] + (b,), dtype) for b in sizes[1:]] \
+        state = [np.zeros(xs.shape[1:-1] + (layer.state_size,), dtype) for layer in layers] \
             if sys.argv[4] == "given" else None
         out[label] = typical_ms(lambda: dt.train_recurrent(net, given, targets, opt,
                                                            state=state),
@@ -79,13 +82,13 @@ print(json.dumps(out))
 
 
 def run_child(checkout: Path, cases: list, budget: float, optimizer: str, state: str,
-              statistic: str, form: str) -> dict[str, float]:
+              statistic: str, form: str, cell: str) -> dict[str, float]:
     """One child process timing every case with ``checkout``'s dualtape first on the path."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(checkout.resolve()), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), str(budget),
-                           optimizer, state, statistic, form],
+                           optimizer, state, statistic, form, cell],
                           env=env, capture_output=True, text=True, cwd=checkout, check=True)
     return json.loads(done.stdout)
 
@@ -103,6 +106,7 @@ def main() -> int:
     parser.add_argument("--statistic", choices=("median", "min"), default="median")
     parser.add_argument("--form", choices=("batched", "single", "list", "batch-first"),
                         default="batched")
+    parser.add_argument("--cell", choices=("LSTM", "StandardLSTM", "GRU"), default="LSTM")
     args = parser.parse_args()
     wanted = [c for c in CASES if not args.cases or any(s in c[0] for s in args.cases.split(","))]
     samples: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
@@ -110,12 +114,13 @@ def main() -> int:
         order = [("before", args.before), ("after", args.after)]
         for side, checkout in order if k % 2 == 0 else order[::-1]:
             for label, ms in run_child(checkout, wanted, args.budget, args.optimizer,
-                                       args.state, args.statistic, args.form).items():
+                                       args.state, args.statistic, args.form,
+                                       args.cell).items():
                 samples[side].setdefault(label, []).append(ms)
         print(f"round {k + 1}/{args.rounds} done", file=sys.stderr)
     typical = min if args.statistic == "min" else statistics.median
     lines = [f"Interleaved run: {args.rounds} rounds, {args.statistic}s in ms, one BLAS thread, "
-             f"{args.optimizer}, {args.state} states, {args.form} input; before = "
+             f"{args.cell}, {args.optimizer}, {args.state} states, {args.form} input; before = "
              f"{args.before}, after = "
              f"{args.after}.", "",
              "| case | before | after | after / before |", "| --- | ---: | ---: | ---: |"]

@@ -87,7 +87,7 @@ def planned(rnet: Any, xs: Any, tape: Any = "full") -> _Plan | str:
     says where); moves nothing."""
     if type(xs) is not np.ndarray:
         return NOT_NUMPY
-    every = segment_length(tape, xs.shape[0]) if xs.ndim else None
+    every = None if tape == "full" or not xs.ndim else segment_length(tape, xs.shape[0])
     plan = _PLANS.get(rnet)
     if plan is None or not plan.fits(rnet, xs, every):
         plan = _Plan.of(rnet, xs, every)
@@ -169,9 +169,11 @@ def planned_forward(plan: _Plan, rnet: Any, xs: Any, targets: Any, objective: An
         tapes, ends, h = sequence_forward(plan.layers, np, starts, xs, plan.every)
     else:
         tapes, h = [], xs
+        if state is not None:
+            starts = [np.ascontiguousarray(s) for s in starts]
         with flushed():  # subnormals flushed, as on the layer path (kernels.flush)
             for (W, U, b), start in zip(plan.weights, starts, strict=True):
-                tapes.append(forward_sequence(np, plan.cell, U, np.ascontiguousarray(start),
+                tapes.append(forward_sequence(np, plan.cell, U, start,
                                               project_sequence(np, h, W, b)))
                 h = tapes[-1][2]
             if plan.top is not None:
