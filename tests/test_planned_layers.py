@@ -231,3 +231,26 @@ def test_an_embedding_given_real_inputs_gets_the_layer_paths_error(backend):
         dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
     if backend.name == "numpy":
         assert planned_backprop.planned(net, xs) == planned_backprop.OTHER_FORM
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_input_gives_a_nan_loss_or_moves_nothing(backend, monkeypatch, bad):
+    """As on the layer path: ``backpropagate_sequence``'s loss NaN with the layer path's
+    gradients; ``train_recurrent`` raises before any weight moves or the record changes."""
+    net = stack("standard-lstm")
+    xs, labels = inputs("standard-lstm")
+    host = dualtape.to_numpy(xs).copy()
+    host[3, 1, 2] = bad
+    xs = dualtape.asarray(host)
+    got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    assert np.isnan(got[0])
+    assert dualtape.last_route(net, "backpropagate_sequence").taken == (
+        "planned" if fuses_here(backend) else "layers")
+    assert_same_bits(got, results(on_the_layer_path(
+        monkeypatch, dualtape.backpropagate_sequence, net, xs, labels, loss=entropy)))
+    optimizer, before = dualtape.Adam(0.01), host_params(net)
+    with pytest.raises(FloatingPointError, match="the input holds NaN or inf"):
+        dualtape.train_recurrent(net, xs, labels, optimizer, loss=entropy)
+    assert optimizer.steps == 0 and dualtape.last_route(net, "train_recurrent") is None
+    for a, b in zip(before, host_params(net), strict=True):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
