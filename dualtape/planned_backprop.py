@@ -45,6 +45,7 @@ from .held_update import group_values, same_objects
 from .kernels import (
     cell_loops,
     compiled_declined,
+    cpu_path,
     grads_loops,
     numba_descent,
     scatter_loops,
@@ -267,7 +268,7 @@ def _layer_loops_declined(kinds: tuple[str, ...], like: Array) -> str | None:
             if type(cell) is str:
                 return cell
         elif cell_loops(kind, like, functools.partial(_CHECKS[kind], like=like)) is None:
-            return compiled_declined()
+            return cpu_path()[1] or f"the compiled {kind} loops failed their self-check"
     return None
 
 

@@ -10,7 +10,9 @@ import pytest
 import dualtape
 from dualtape import planned_backprop
 from dualtape.checkpointing import CheckpointedTape
-from dualtape.kernels import overlap
+from dualtape.kernels import overlap, selfcheck
+from dualtape.layers import gru
+from dualtape.recurrent import gradient_buffers
 from dualtape.training import objective_for
 
 from .helpers import host_params
@@ -90,9 +92,14 @@ def test_backpropagate_sequence_is_planned_with_the_layer_paths_bits(backend, mo
     options = options_of(case, given, net, 3)
     for seed in (2, 3):
         xs, labels = inputs(case, dtype=dtype, seed=seed)
-        got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy,
-                                                      **options))
+        found = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, **options)
         took = dualtape.last_route(net, "backpropagate_sequence")
+        if fuses_here(backend) and options["tape"] == "full":  # into the kept buffers, as
+            # the compiled loops write them (through a checkpointed tape: new arrays)
+            kept = gradient_buffers(net)
+            assert all(found.grads[k][name] is buffers[name] for k, buffers in
+                       enumerate(kept) if buffers is not None for name in buffers)
+        got = results(found)
         want = results(on_the_layer_path(monkeypatch, dualtape.backpropagate_sequence, net,
                                          xs, labels, loss=entropy, **options))
         assert_same_bits(got, want)
@@ -254,3 +261,22 @@ def test_a_non_finite_input_gives_a_nan_loss_or_moves_nothing(backend, monkeypat
     assert optimizer.steps == 0 and dualtape.last_route(net, "train_recurrent") is None
     for a, b in zip(before, host_params(net), strict=True):
         assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_a_failed_self_check_of_a_cells_loops_keeps_the_layer_path(monkeypatch):
+    """Where a GRU's compiled loops fail their self-check (one warning), the plan declines in
+    its words and the layers run their generic loops: the same bits as the layers' route."""
+    if not fuses_here(dualtape.backend.resolve_backend("numpy")):
+        pytest.skip("the planned pass runs with the compiled loops")
+    monkeypatch.setattr(selfcheck, "_VERDICTS", {})
+    monkeypatch.setattr(gru, "fast_disagreement", lambda loops, like: "planted")
+    monkeypatch.setitem(planned_backprop._CHECKS, "GRU", lambda loops, like: "planted")
+    net = stack("lstm-then-gru")
+    xs, labels = inputs("lstm-then-gru")
+    with pytest.warns(RuntimeWarning, match="fast GRU loops"):
+        got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    took = dualtape.last_route(net, "backpropagate_sequence")
+    assert took.taken == "layers"
+    assert dict(took.declined)["planned"] == "the compiled GRU loops failed their self-check"
+    assert_same_bits(got, results(on_the_layer_path(
+        monkeypatch, dualtape.backpropagate_sequence, net, xs, labels, loss=entropy)))
