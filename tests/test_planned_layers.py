@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dualtape
-from dualtape import planned_backprop
+from dualtape import planned_backprop, route_choice
 from dualtape.checkpointing import CheckpointedTape
 from dualtape.kernels import overlap, selfcheck
 from dualtape.layers import gru
@@ -165,7 +165,7 @@ def test_one_sequence_is_planned_and_its_states_come_back_in_its_form(backend, m
 def test_the_plan_is_made_per_tape_and_a_full_tape_of_lstms_stays_compiled(backend):
     """The tape is part of the plan's form: a full tape of LSTMs plans the compiled stack, a
     checkpointed one of the same network and input the layers' functions (whose pass keeps
-    a checkpointed tape), each kept."""
+    a checkpointed tape), each kept; an input the network prepares first keeps its tape."""
     net = stack("lstm-sqrt-tape")
     xs, labels = inputs("lstm-sqrt-tape")
     full = planned_backprop.planned(net, xs)
@@ -179,6 +179,10 @@ def test_the_plan_is_made_per_tape_and_a_full_tape_of_lstms_stays_compiled(backe
         entropy, net, "test"), None, None, False, False)
     assert isinstance(done.tapes, CheckpointedTape) and done.tapes.every == 3
     assert planned_backprop.planned(net, xs, 2) is not sqrt
+    one = dualtape.to_numpy(xs)[:, 0, :]  # one sequence, (T, i): planned once prepared
+    plan, taken, _, prepared, single = route_choice.planned_choice(net, one, "sqrt")
+    assert taken == "planned" and single and prepared.shape == (6, 1, 3)
+    assert plan.stacked == "a checkpointed tape" and plan.every == 3
     with pytest.raises(ValueError, match="tape must be 'full', 'sqrt' or a number"):
         planned_backprop.planned(net, xs, "half")
 
