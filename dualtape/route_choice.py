@@ -17,7 +17,7 @@ from .last_step import full_length
 from .losses import Loss
 from .planned_backprop import INPUT_FORMS, descent_declines, grads_declines, planned
 from .recurrent import RecurrentNetwork
-from .routes import LAYERS, PLANNED, WHOLE_STEP, Route
+from .routes import COMPILED_STACK, LAYERS, PLANNED, WHOLE_STEP, Route
 from .switches import held
 
 Array = Any
@@ -65,6 +65,8 @@ def planned_choice(rnet: Any, xs: Any, tape: Any, ruled_out: str | None = None,
         declined = ((WHOLE_STEP, in_place),)
     why = grads_declines(plan)
     if why is None:
+        if plan.stacked is not None:
+            declined = (*declined, (COMPILED_STACK, plan.stacked))
         return (plan, PLANNED, declined, xs, single)
     return (None, "", (*declined, (PLANNED, why)), xs, single)
 

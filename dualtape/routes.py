@@ -18,6 +18,9 @@ PLANNED = "planned"
 """The backward pass of the whole stack into the gradient buffers, its checks made once per
 network and input form: one compiled call for LSTMs, else the layers' own functions
 (``backpropagate_sequence``'s; ``train_recurrent``'s, then ``optimizer.step``)."""
+COMPILED_STACK = "compiled stack"
+"""The planned pass's one compiled call for a stack of LSTMs: declined, with why, where the
+pass runs the layers' own functions (``planned_backprop._Plan.stacked``)."""
 LAYERS = "layers"
 """Each layer's own backward pass (then the optimizer's step): the reference route."""
 
@@ -25,7 +28,8 @@ LAYERS = "layers"
 class Route(NamedTuple):
     """A call's route: the ``verb``, the route ``taken``, the recurrent ``loops`` the layers
     run (``"compiled"``, ``"ufuncs"``, ``"generic"`` or ``"cuda"``), for each faster route or
-    loop that was not taken, fastest first, ``(name, why)``, and whether the weight
+    loop that was not taken (and, under ``planned``, the ``"compiled stack"``), fastest
+    first, ``(name, why)``, and whether the weight
     gradients' products were offered to a second core (``second_core``: inside
     ``overlap_gradients()``, on numpy with the fast paths on; each one large enough is handed
     over, ``kernels.overlap``)."""

@@ -285,7 +285,7 @@ def backpropagate_sequence(
                                single)
         if done is not None:
             handing = overlap_requested()
-            record(rnet, "backpropagate_sequence", PLANNED, "compiled", (), handing)
+            record(rnet, "backpropagate_sequence", PLANNED, "compiled", declined, handing)
             loss_now = np.asarray(done.value)
             return Backprop(loss_now if done.finite else np.full_like(loss_now, math.nan),
                             planned_grads(plan, prepared, done, handing), done.states, None)

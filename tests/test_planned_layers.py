@@ -107,6 +107,9 @@ def test_backpropagate_sequence_is_planned_with_the_layer_paths_bits(backend, mo
     if fuses_here(backend):
         plan = planned_backprop.planned(net, xs, options["tape"])
         assert plan.stacked == STACKS[case][2]
+        assert took.declined == (("compiled stack", plan.stacked),)
+        assert str(took) == ("backpropagate_sequence: planned, compiled loops (declined "
+                             f"compiled stack: {plan.stacked})")
 
 
 @pytest.mark.parametrize("case", list(STACKS))
@@ -137,7 +140,7 @@ def test_train_recurrent_is_planned_with_the_layer_paths_bits(backend, monkeypat
     if fuses_here(backend):
         assert took.taken == "planned" and took.loops == "compiled"
         why = STACKS[case][2] if optimizer == "sgd" else "Adam is not SGD itself"
-        assert took.declined == (("whole-step", why),)
+        assert took.declined == (("whole-step", why), ("compiled stack", STACKS[case][2]))
     else:
         assert took.taken == "layers"
 
