@@ -20,17 +20,13 @@ from .test_descent import fuses_here
 from .test_flush import needs_flushing, saturated, subnormals
 
 
-@pytest.fixture
-def planned(monkeypatch):
-    """The input shapes ``numba_grads.stack_grads`` was called at by ``planned_backprop``."""
-    calls = []
-
-    def counted(operands, work, xs, *args):
-        calls.append(tuple(xs.shape))
-        return numba_grads.stack_grads(operands, work, xs, *args)
-
-    monkeypatch.setattr(planned_backprop, "stack_grads", counted)
-    return calls
+def compiled_stack(net, verb="backpropagate_sequence"):
+    """Whether ``net``'s latest call of ``verb`` ran the planned pass's compiled stack of
+    LSTMs, as the route record says (its route planned or the whole step, the compiled stack
+    not declined)."""
+    took = dualtape.last_route(net, verb)
+    return took is not None and took.taken in ("planned", "whole-step") and (
+        "compiled stack" not in dict(took.declined))
 
 
 def network(vocab=0, sizes=(5, 4), top=3, dtype="float64", seed=1, inputs=3):
@@ -82,8 +78,8 @@ def layer_path(net, xs, labels, loss=entropy):
     ids=["ids-2-top", "ids-1-top", "inputs-2-top", "inputs-3", "inputs-1"])
 @pytest.mark.parametrize(("steps", "batch"), [(6, 3), (1, 2), (5, 1)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_the_planned_pass_gives_the_layer_paths_bits(backend, planned, vocab, sizes, top,
-                                                     steps, batch, dtype):
+def test_the_planned_pass_gives_the_layer_paths_bits(backend, vocab, sizes, top, steps,
+                                                     batch, dtype):
     """Two calls (the second from the kept plan): the loss, every gradient and the last
     states bit for bit; the gradients in the network's kept buffers."""
     net = network(vocab, sizes, top, dtype)
@@ -92,9 +88,8 @@ def test_the_planned_pass_gives_the_layer_paths_bits(backend, planned, vocab, si
     for seed in (2, 3):
         xs, labels = sequences(vocab, steps, batch, outputs=outputs, dtype=dtype, seed=seed)
         got = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
-        assert got.dstate is None
+        assert got.dstate is None and compiled_stack(net) == fuses_here(backend)
         assert_same_bits(results(got), layer_path(net, xs, labels))
-    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
 
 
 def test_the_planned_pass_agrees_with_the_generic_code(backend, monkeypatch):
@@ -194,10 +189,10 @@ def test_the_planned_pass_hands_each_layers_weight_gradients_to_a_second_core(
     ("short-loss-gradient", ValueError, r"backpropagate_sequence: the loss gradient must have "
                                         r"shape \(6, 3, 3\), got \(6, 3, 1\)"),
 ])
-def test_a_refused_call_raises_the_layer_paths_error(backend, planned, case, error, message):
+def test_a_refused_call_raises_the_layer_paths_error(backend, case, error, message):
     """Ids outside the vocabulary, labels outside the classes, a loss gradient of another
-    shape (never read past its end): the layer path's error, nothing planned (nor
-    written)."""
+    shape (never read past its end): the layer path's error, no route on the record (nor
+    anything written)."""
     net, (xs, labels) = network(7), sequences(7)
     host_xs, host_labels = to_numpy(xs).copy(), to_numpy(labels).copy()
     loss = entropy
@@ -216,38 +211,38 @@ def test_a_refused_call_raises_the_layer_paths_error(backend, planned, case, err
             dualtape.backpropagate_sequence(net, dualtape.asarray(host_xs),
                                             dualtape.asarray(host_labels), loss=loss,
                                             state=state)
-    assert planned == []
+    assert dualtape.last_route(net, "backpropagate_sequence") is None
 
 
-def test_a_read_only_gradient_buffer_is_replaced_not_written(backend, planned):
+def test_a_read_only_gradient_buffer_is_replaced_not_written(backend):
     """A caller keeps a call's gradients by making them read-only: the next call writes new
     buffers (the layer path's bits, planned again), the kept ones hold what they held."""
     if backend.name != "numpy":
         pytest.skip("gradient buffers are kept on numpy and CuPy (which has no read-only flag)")
     net, (xs, labels) = network(7), sequences(7)
     first = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy).grads
+    assert compiled_stack(net) == fuses_here(backend)
     kept = first[0]["U"]
     kept.flags.writeable = False
     held = kept.copy()
     xs, labels = sequences(7, seed=5)
     second = dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    assert compiled_stack(net) == fuses_here(backend)
     assert np.array_equal(kept, held) and second.grads[0]["U"] is not kept
     assert all(g.flags.writeable for group in second.grads for g in group.values())
     assert_same_bits(results(second), layer_path(net, xs, labels))
-    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_a_non_finite_input_gives_a_nan_loss(backend, planned, bad):
+def test_a_non_finite_input_gives_a_nan_loss(backend, bad):
     """As on the layer path: the loss NaN, whatever the saturating layers made of it."""
     net, (xs, labels) = network(0), sequences(0)
     host = to_numpy(xs).copy()
     host[3, 1, 2] = bad
     xs = dualtape.asarray(host)
     got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
-    assert np.isnan(got[0])
+    assert np.isnan(got[0]) and compiled_stack(net) == fuses_here(backend)
     assert_same_bits(got, layer_path(net, xs, labels))
-    assert planned == ([tuple(xs.shape)] if fuses_here(backend) else [])
 
 
 class _Doubled(dualtape.FullyConnected):
@@ -263,11 +258,12 @@ class _Doubled(dualtape.FullyConnected):
 
 @pytest.mark.parametrize("change", ["new-array", "in-place", "new-form", "new-layer",
                                     "subclass-same-arrays", "new-buffers"])
-def test_a_change_between_calls_is_taken_into_account(backend, planned, change):
+def test_a_change_between_calls_is_taken_into_account(backend, change):
     """The plan is made again after a new array, layer, buffer or input form; an in-place
     write is read as it is."""
     net, (xs, labels) = network(7), sequences(7)
     dualtape.backpropagate_sequence(net, xs, labels, loss=entropy)
+    assert compiled_stack(net) == fuses_here(backend)
     if change == "new-array":
         net.layers[0].params["W"] = net.layers[0].params["W"] * 0.5
     elif change == "in-place":
@@ -283,9 +279,10 @@ def test_a_change_between_calls_is_taken_into_account(backend, planned, change):
     else:  # the kept buffers dropped: the next call's are new arrays
         dualtape.recurrent._GRADIENT_BUFFERS.pop(net)
     got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy))
+    again = compiled_stack(net)
     assert_same_bits(got, layer_path(net, xs, labels))
     if fuses_here(backend):
-        assert len(planned) == (1 if change == "subclass-same-arrays" else 2)
+        assert again == (change != "subclass-same-arrays")
         if change == "subclass-same-arrays":
             return
         buffers = dualtape.recurrent.gradient_buffers(net)
@@ -294,18 +291,17 @@ def test_a_change_between_calls_is_taken_into_account(backend, planned, change):
                    for g, b in zip(fg.values(), bg.values(), strict=True))
 
 
-def test_a_named_loss_is_planned_too(backend, planned):
+def test_a_named_loss_is_planned_too(backend):
     net, (xs, _) = network(0, top=0), sequences(0)
     targets = dualtape.asarray(np.random.default_rng(4).uniform(-1, 1, (6, 3, 4)))
     got = results(dualtape.backpropagate_sequence(net, xs, targets))
+    assert compiled_stack(net) == fuses_here(backend)
     want = results(dualtape.backpropagate_sequence(net, xs, targets, need_dstate=True))
     assert_same_bits(got, want)
-    assert len(planned) == (1 if fuses_here(backend) else 0)
 
 
 @pytest.mark.parametrize("form", ["strided", "F order", "float32"])
-def test_a_loss_gradient_in_another_form_is_taken_as_the_layer_path_takes_it(backend, planned,
-                                                                              form):
+def test_a_loss_gradient_in_another_form_is_taken_as_the_layer_path_takes_it(backend, form):
     """A loss may hand back its gradient as any view of the right shape, or in another float
     dtype (cast to the network's, as ``backward`` takes ``dy``): the layer path's bits, the
     loss called once. A strided one is not planned (the layer path's products of it are not
@@ -324,8 +320,8 @@ def test_a_loss_gradient_in_another_form_is_taken_as_the_layer_path_takes_it(bac
     net, (xs, labels) = network(7), sequences(7)
     got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=loss))
     assert calls == [form]
+    assert compiled_stack(net) == (form == "float32" and fuses_here(backend))
     assert_same_bits(got, layer_path(net, xs, labels, loss))
-    assert planned == ([tuple(xs.shape)] if form == "float32" and fuses_here(backend) else [])
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -356,8 +352,7 @@ def test_the_self_check_catches_planted_bugs(where):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backend, planned,
-                                                                          dtype):
+def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backend, dtype):
     """Flushed as the layer path is: the same bits where its unflushed loops would make
     subnormals (``tests/test_flush.py``), and none in the gradients."""
     if backend.name != "numpy":
@@ -366,10 +361,10 @@ def test_a_saturated_network_gives_the_layer_paths_bits_with_no_subnormal(backen
     net, xs = saturated("LSTM", dtype)
     targets = np.zeros((20, 2, 6), dtype)
     got = results(dualtape.backpropagate_sequence(net, xs, targets))
+    assert compiled_stack(net) == fuses_here(backend)
     assert_same_bits(got, results(dualtape.backpropagate_sequence(net, xs, targets,
                                                                   need_dstate=True)))
     assert subnormals([a for g in got[1] for a in g.values()]) == 0
-    assert planned == ([xs.shape] if fuses_here(backend) else [])
 
 
 

@@ -14,10 +14,10 @@ from .helpers import host_params
 from .test_descent import fuses_here
 from .test_planned_backprop import (
     assert_same_bits,
+    compiled_stack,
     entropy,
     layer_path,
     network,
-    planned,  # noqa: F401 - a fixture
     results,
     sequences,
 )
@@ -52,9 +52,8 @@ def on_the_layer_path(monkeypatch, call, *args, **kwargs):
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 @pytest.mark.parametrize("vocab", [7, 0], ids=["ids", "inputs"])
 @pytest.mark.parametrize("options", ["defaults", "masked", "state"])
-def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  # noqa: F811
-                                                            monkeypatch, optimizer, vocab,
-                                                            options):
+def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, monkeypatch, optimizer,
+                                                            vocab, options):
     """Two calls each way: the losses, the last states and the weights after each step bit
     for bit with the layer path."""
     nets = [network(vocab), network(vocab)]
@@ -65,6 +64,7 @@ def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  #
         xs, labels = sequences(vocab, seed=seed)
         got = dualtape.train_recurrent(nets[0], xs, labels, optimizers[0], loss=entropy,
                                        **options)
+        assert compiled_stack(nets[0], "train_recurrent") == fuses_here(backend)
         want = on_the_layer_path(monkeypatch, dualtape.train_recurrent, nets[1], xs, labels,
                                  optimizers[1], loss=entropy, **options)
         assert got[0] == want[0]
@@ -74,22 +74,21 @@ def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, planned,  #
             assert all(np.array_equal(a[k], b[k]) for k in a)
     took = dualtape.last_route(nets[0], "train_recurrent")
     assert took.taken == ("planned" if fuses_here(backend) else "layers")
-    assert planned == ([tuple(xs.shape)] * 2 if fuses_here(backend) else [])
 
 
 @pytest.mark.parametrize("given", ["mask", "state", "one-state"])
 def test_a_masked_or_given_state_backpropagate_sequence_is_planned_with_the_layer_paths_bits(
-        backend, planned, monkeypatch, given):  # noqa: F811
+        backend, monkeypatch, given):
     net = network(7)
     xs, labels = sequences(7)
     options = {"mask": {"mask": last_step_mask(6, 3)}, "state": {"state": given_states(3)},
                "one-state": {"state": [given_states(3)[0], None]}}[given]
     got = results(dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, **options))
+    assert compiled_stack(net) == fuses_here(backend)
     want = results(on_the_layer_path(monkeypatch, dualtape.backpropagate_sequence, net, xs,
                                      labels, loss=entropy, **options))
     assert_same_bits(got, want)
     assert got[0] != layer_path(net, xs, labels)[0]  # the mask or the state changed the loss
-    assert planned == ([tuple(xs.shape)] if fuses_here(backend) else [])
 
 
 def test_a_given_state_is_checked_as_the_layer_path_checks_it(backend):
@@ -101,7 +100,7 @@ def test_a_given_state_is_checked_as_the_layer_path_checks_it(backend):
         dualtape.backpropagate_sequence(net, xs, labels, loss=entropy, state=[None])
 
 
-def test_a_last_step_target_is_planned(backend, planned):  # noqa: F811
+def test_a_last_step_target_is_planned(backend):
     """A many-to-one target (``last_step``) is a mask of the last step: the planned route."""
     net = network(0, top=2)
     xs, _ = sequences(0)
