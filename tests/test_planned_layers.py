@@ -15,10 +15,14 @@ from dualtape.layers import gru
 from dualtape.recurrent import gradient_buffers
 from dualtape.training import objective_for
 
-from .helpers import host_params
 from .test_descent import fuses_here
 from .test_planned_backprop import assert_same_bits, entropy, results
-from .test_planned_step import last_step_mask, on_the_layer_path
+from .test_planned_step import (
+    assert_refused_before_any_step,
+    assert_same_training,
+    last_step_mask,
+    on_the_layer_path,
+)
 
 STACKS = {  # the layers (after any Embedding), whether ids feed them, why no compiled stack
     "standard-lstm": (("StandardLSTM", "StandardLSTM"), False, "StandardLSTM or GRU layers"),
@@ -129,11 +133,7 @@ def test_train_recurrent_is_planned_with_the_layer_paths_bits(backend, monkeypat
         want = on_the_layer_path(monkeypatch, dualtape.train_recurrent, nets[1], xs, labels,
                                  optimizers[1], loss=entropy, **options)
         assert dualtape.last_route(nets[1], "train_recurrent").taken == "layers"
-        assert got[0] == want[0]
-        assert all(np.array_equal(dualtape.to_numpy(a), dualtape.to_numpy(b))
-                   for a, b in zip(got[1], want[1], strict=True))
-        for a, b in zip(host_params(nets[0]), host_params(nets[1]), strict=True):
-            assert all(np.array_equal(a[k], b[k]) for k in a)
+        assert_same_training(got, want, nets)
     took = dualtape.last_route(nets[0], "train_recurrent")
     assert took == dualtape.route(nets[0], xs, labels, optimizer=optimizers[0], loss=entropy,
                                   **options)
@@ -262,12 +262,7 @@ def test_a_non_finite_input_gives_a_nan_loss_or_moves_nothing(backend, monkeypat
         "planned" if fuses_here(backend) else "layers")
     assert_same_bits(got, results(on_the_layer_path(
         monkeypatch, dualtape.backpropagate_sequence, net, xs, labels, loss=entropy)))
-    optimizer, before = dualtape.Adam(0.01), host_params(net)
-    with pytest.raises(FloatingPointError, match="the input holds NaN or inf"):
-        dualtape.train_recurrent(net, xs, labels, optimizer, loss=entropy)
-    assert optimizer.steps == 0 and dualtape.last_route(net, "train_recurrent") is None
-    for a, b in zip(before, host_params(net), strict=True):
-        assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert_refused_before_any_step(net, xs, labels)
 
 
 def test_a_failed_self_check_of_a_cells_loops_keeps_the_layer_path(monkeypatch):

@@ -41,6 +41,16 @@ def given_states(batch, seed=5):
     return [dualtape.asarray(rng.uniform(-1, 1, (batch, n))) for n in (5, 4)]
 
 
+def assert_same_training(got, want, nets):
+    """Two ``train_recurrent`` calls' losses and last states, and their networks' weights
+    after them, bit for bit."""
+    assert got[0] == want[0]
+    assert all(np.array_equal(dualtape.to_numpy(a), dualtape.to_numpy(b))
+               for a, b in zip(got[1], want[1], strict=True))
+    for a, b in zip(host_params(nets[0]), host_params(nets[1]), strict=True):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def on_the_layer_path(monkeypatch, call, *args, **kwargs):
     """``call(*args, **kwargs)`` with the planned pass declined (its plan refused): the
     layers' route."""
@@ -67,11 +77,7 @@ def test_train_recurrent_planned_gives_the_layer_paths_bits(backend, monkeypatch
         assert compiled_stack(nets[0], "train_recurrent") == fuses_here(backend)
         want = on_the_layer_path(monkeypatch, dualtape.train_recurrent, nets[1], xs, labels,
                                  optimizers[1], loss=entropy, **options)
-        assert got[0] == want[0]
-        assert all(np.array_equal(dualtape.to_numpy(a), dualtape.to_numpy(b))
-                   for a, b in zip(got[1], want[1], strict=True))
-        for a, b in zip(host_params(nets[0]), host_params(nets[1]), strict=True):
-            assert all(np.array_equal(a[k], b[k]) for k in a)
+        assert_same_training(got, want, nets)
     took = dualtape.last_route(nets[0], "train_recurrent")
     assert took.taken == ("planned" if fuses_here(backend) else "layers")
 
@@ -116,6 +122,12 @@ def test_a_non_finite_input_moves_nothing_and_records_nothing(backend, bad):
     xs, labels = sequences(0)
     xs = dualtape.asarray(np.where(np.arange(54).reshape(6, 3, 3) == 5, bad,
                                    dualtape.to_numpy(xs)))
+    assert_refused_before_any_step(net, xs, labels)
+
+
+def assert_refused_before_any_step(net, xs, labels):
+    """``train_recurrent`` of ``net`` over a non-finite ``xs`` raises, with no step counted,
+    no route on the record and no weight moved."""
     optimizer, before = dualtape.Adam(0.01), host_params(net)
     with pytest.raises(FloatingPointError, match="the input holds NaN or inf"):
         dualtape.train_recurrent(net, xs, labels, optimizer, loss=entropy)
