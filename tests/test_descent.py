@@ -9,7 +9,7 @@ import pytest
 
 import dualtape
 from dualtape.backend import to_numpy
-from dualtape.kernels import cpu_path, numba_descent, stack_loops
+from dualtape.kernels import cpu_path, numba_descent
 
 from .helpers import host_params
 
@@ -17,23 +17,6 @@ from .helpers import host_params
 class Unfused(dualtape.SGD):
     """The same rule through ``optimizer.step``: the step in the backward pass takes ``SGD``
     itself only."""
-
-
-def spied_descents(monkeypatch, record):
-    """``numba_descent.descend_stack`` replaced by a spy that ``record(weights, tapes)``s each
-    call before making it, once the stack's self-check (which calls the module's own) has
-    passed for both dtypes where the compiled loops run, so it counts the routes' calls
-    only."""
-    if cpu_path()[0] == "compiled":
-        for dtype in ("float32", "float64"):
-            stack_loops(np.zeros(1, dtype), numba_descent.check_stack)
-    original = numba_descent.descend_stack
-
-    def spied(weights, tapes, *args, **kwargs):
-        record(weights, tapes)
-        return original(weights, tapes, *args, **kwargs)
-
-    monkeypatch.setattr(numba_descent, "descend_stack", spied)
 
 
 def strided_loss(xp, ys, targets):
