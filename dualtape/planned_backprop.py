@@ -32,7 +32,6 @@ bit), so that the loss is called once; the step in place takes a C-ordered copy 
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 from typing import Any, NamedTuple
@@ -43,7 +42,6 @@ from .backend import namespace_of
 from .checkpointing import segment_length, sequence_backward, sequence_forward
 from .held_update import group_values, same_objects
 from .kernels import (
-    cell_loops,
     compiled_declined,
     cpu_path,
     grads_loops,
@@ -58,10 +56,10 @@ from .kernels.numba_grads import StackGrads, check_compiled, ids_within, scratch
 from .kernels.numba_lstm import NumbaLSTM
 from .kernels.overlap import call_later, overlapping
 from .kernels.scatter import check_compiled as check_scatter
-from .layers import gru, standard_lstm
 from .layers.edges import restore
 from .layers.embedding import Embedding
 from .layers.fully_connected import FullyConnected
+from .layers.gated import GatedRecurrent
 from .layers.gru import GRU
 from .layers.linear_algebra import project_sequence
 from .layers.lstm import JOIN_UP_TO, LSTM, fused_disagreement
@@ -103,7 +101,7 @@ def planned(rnet: Any, xs: Any, tape: Any = "full") -> _Plan | str:
         plan.cell = cell
     else:
         why = held_choice(("planned layers", like.dtype, plan.kinds),
-                          lambda: _layer_loops_declined(plan.kinds, like))
+                          lambda: _layer_loops_declined(plan.layers, like))
         if why is not None:
             return why
     if plan.by_id and not ids_within(xs, plan.vocab):
@@ -259,16 +257,16 @@ def _off_the_compiled_stack(kinds: list[type], first: int, every: int | None) ->
     return None if every is None else "a checkpointed tape"
 
 
-def _layer_loops_declined(kinds: tuple[str, ...], like: Array) -> str | None:
-    """Why the layers of ``kinds`` (their class names) would not run their compiled loops on
-    arrays like ``like`` (their own choice, self-checks included), or None."""
-    for kind in kinds:
-        if kind == "LSTM":
+def _layer_loops_declined(layers: list[Any], like: Array) -> str | None:
+    """Why the recurrent ``layers`` would not run their compiled loops on arrays like
+    ``like`` (each layer's own choice, self-checks included), or None."""
+    for layer in layers:
+        if type(layer) is LSTM:
             cell = _compiled_cell(like)
             if type(cell) is str:
                 return cell
-        elif cell_loops(kind, like, functools.partial(_CHECKS[kind], like=like)) is None:
-            return cpu_path()[1] or f"the compiled {kind} loops failed their self-check"
+        elif isinstance(layer, GatedRecurrent) and layer._fast_loops(like) is None:
+            return cpu_path()[1] or f"the compiled {layer.kind} loops failed their self-check"
     return None
 
 
@@ -404,8 +402,6 @@ class _Plan:
 
 CELLS = (LSTM, StandardLSTM, GRU)
 """The recurrent layers a planned pass takes."""
-_CHECKS = {"StandardLSTM": standard_lstm.fast_disagreement, "GRU": gru.fast_disagreement}
-"""The self-check of each cell's compiled loops, as the layer passes it to ``cell_loops``."""
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """``planned``'s plan of each network, for the form of its latest input."""

@@ -11,7 +11,6 @@ import dualtape
 from dualtape import planned_backprop, route_choice
 from dualtape.checkpointing import CheckpointedTape
 from dualtape.kernels import overlap, selfcheck
-from dualtape.layers import gru
 from dualtape.recurrent import gradient_buffers
 from dualtape.training import objective_for
 
@@ -271,8 +270,7 @@ def test_a_failed_self_check_of_a_cells_loops_keeps_the_layer_path(monkeypatch):
     if not fuses_here(dualtape.backend.resolve_backend("numpy")):
         pytest.skip("the planned pass runs with the compiled loops")
     monkeypatch.setattr(selfcheck, "_VERDICTS", {})
-    monkeypatch.setattr(gru, "fast_disagreement", lambda loops, like: "planted")
-    monkeypatch.setitem(planned_backprop._CHECKS, "GRU", lambda loops, like: "planted")
+    monkeypatch.setattr(dualtape.GRU, "_self_check", staticmethod(lambda loops, like: "planted"))
     net = stack("lstm-then-gru")
     xs, labels = inputs("lstm-then-gru")
     with pytest.warns(RuntimeWarning, match="fast GRU loops"):

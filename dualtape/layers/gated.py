@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..backend import backend_of, device_context, dtype_name, from_host, namespace_of
+from ..kernels import cell_loops
 from .base import Array, RecurrentLayer
 from .edges import checked_sizes
 from .initial import uniform_params
@@ -27,6 +28,14 @@ class GatedRecurrent(RecurrentLayer):
     fills_gradient_buffers = True
     state_units: ClassVar[int] = 1
     """The state's width in units of ``n_out``: 2 for ``(h, c)``, 1 for ``h``."""
+    _self_check: ClassVar[staticmethod[[Any, Array], str | None]]
+    """How the cell's fast loops differ from its generic ones on arrays like the second
+    argument, or None (its module's ``fast_disagreement``)."""
+
+    def _fast_loops(self, like: Array) -> Any:
+        """The cell's fast loops for arrays of ``like``'s kind, dtype and device
+        (``kernels.cell_loops``, once ``_self_check`` passed), or None for the generic code."""
+        return cell_loops(self.kind, like, lambda fast: type(self)._self_check(fast, like))
 
     def __init__(
         self, n_in: int, n_out: int, *, seed: int | None = None, dtype: str = "float32"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from ..kernels import cell_loops
 from .base import Array
 from .gated import GatedRecurrent, disagreement
 from .linear_algebra import project_sequence
@@ -140,6 +139,7 @@ class GRU(GatedRecurrent):
 
     kind = "GRU"
     gates = 3
+    _self_check = staticmethod(fast_disagreement)
 
     def _forward_step(self, xp: Any, h: Array, x: Array) -> tuple[GRUStepTape, Array, Array]:
         p = self.params
@@ -163,7 +163,7 @@ class GRU(GatedRecurrent):
     ) -> tuple[GRUSequenceTape, Array, Array]:
         p = self.params
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"], kept=True)
-        loops = cell_loops("GRU", h, lambda fast: fast_disagreement(fast, h))
+        loops = self._fast_loops(h)
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
         hs, gates, hn = run(p["W_hh"], p["b_hh"], projected, h)
@@ -178,7 +178,7 @@ class GRU(GatedRecurrent):
         state's unless ``need_dstate``; ``grads_out`` (arrays shaped like the parameters)
         receives the weight gradients on the fast path instead of new arrays."""
         self._check_version(tape)
-        loops = cell_loops("GRU", dh, lambda fast: fast_disagreement(fast, dh))
+        loops = self._fast_loops(dh)
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
             else loops.backward
         da_h, dn, dh = run(self.params["W_hh"], tape.gates, tape.hn, tape.hs, dys, dh,

@@ -16,7 +16,6 @@ import functools
 from typing import Any, NamedTuple
 
 from ..backend import check_same_place, namespace_of
-from ..kernels import cell_loops
 from .base import Array
 from .gated import GatedRecurrent, disagreement
 from .linear_algebra import project_sequence
@@ -163,6 +162,7 @@ class StandardLSTM(GatedRecurrent):
     kind = "StandardLSTM"
     gates = 4
     state_units = 2
+    _self_check = staticmethod(fast_disagreement)
 
     def join_state(self, h: Any, c: Any) -> Array:
         """The state ``[h | c]`` from an output ``h`` and a cell ``c`` (each (batch, n_out)
@@ -207,7 +207,7 @@ class StandardLSTM(GatedRecurrent):
     ) -> tuple[StandardLSTMSequenceTape, Array, Array]:
         p, n = self.params, self.n_out
         projected = project_sequence(xp, xs, p["W_ih"], p["b_ih"] + p["b_hh"], kept=True)
-        loops = cell_loops("StandardLSTM", state, lambda fast: fast_disagreement(fast, state))
+        loops = self._fast_loops(state)
         run = functools.partial(generic_forward_sequence, xp) if loops is None \
             else loops.forward
         hs, cells, gates, tanh_cells = run(p["W_hh"], projected, state[:, :n], state[:, n:])
@@ -224,8 +224,7 @@ class StandardLSTM(GatedRecurrent):
         receives the weight gradients on the fast path instead of new arrays."""
         self._check_version(tape)
         n, W_hh = self.n_out, self.params["W_hh"]
-        loops = cell_loops("StandardLSTM", dstate,
-                           lambda fast: fast_disagreement(fast, dstate))
+        loops = self._fast_loops(dstate)
         run = functools.partial(generic_backward_sequence, xp) if loops is None \
             else loops.backward
         das, dh, dc = run(W_hh, tape.gates, tape.cells, tape.tanh_cells, dys, dstate[:, :n],
